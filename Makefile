@@ -1,0 +1,37 @@
+# airlock: the two commands a new user needs are `make demo` and `make test`.
+BUILD ?= build
+PY := /usr/bin/python3
+
+.PHONY: all setup build demo test unit integration bench clean format
+
+all: build
+
+setup:
+	@./scripts/setup
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) --buildtype=debugoptimized >/dev/null
+
+build: setup $(BUILD)/build.ninja
+	@ninja -C $(BUILD) >/dev/null
+
+demo: build
+	@./scripts/demo $(BUILD)/airlock
+
+test: build
+	@./scripts/test $(BUILD)
+
+unit: build
+	meson test -C $(BUILD) --print-errorlogs
+
+integration: build
+	$(PY) -m pytest -q tests/integration
+
+bench: build
+	./bench/startup
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)

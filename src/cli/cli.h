@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef AL_CLI_CLI_H
+#define AL_CLI_CLI_H
+
+#include <airlock/airlock.h>
+#include <stddef.h>
+#include <stdio.h>
+
+int cli_run(int argc, char **argv);
+void cli_run_usage(FILE *out);
+
+/* json.c: the --json result object (one line, UTF-8; invalid bytes become U+FFFD). */
+int cli_print_json(FILE *out, const struct al_result *res, const char *out_buf, size_t out_len,
+		   const char *err_buf, size_t err_len);
+
+#endif

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: MIT */
+/* airlock: the command-line front end. One file per subcommand. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *out)
+{
+	fputs("usage: airlock <command> [flags]\n"
+	      "\n"
+	      "commands:\n"
+	      "  run [flags] -- CMD [ARGS...]   run one command in a fresh sandbox, then remove it\n"
+	      "  help                           this text; `airlock run --help` for run's flags\n"
+	      "  version                        print the version\n",
+	      out);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return AL_EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return cli_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+	    strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+		puts("airlock " AIRLOCK_VERSION);
+		return 0;
+	}
+	fprintf(stderr, "airlock: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return AL_EXIT_USAGE;
+}

@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/* airlock run [flags] -- CMD [ARGS...] */
+#include "cli/cli.h"
+#include "common/parse.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <termios.h>
+#include <unistd.h>
+
+void cli_run_usage(FILE *out)
+{
+	fputs("usage: airlock run [flags] [--] CMD [ARGS...]\n"
+	      "\n"
+	      "Run CMD in a fresh sandbox: its own user, pid, mount, network, ipc, uts and\n"
+	      "cgroup namespaces, a read-only runtime, no network, no capabilities, seccomp,\n"
+	      "Landlock and cgroup limits. The sandbox is removed when CMD ends.\n"
+	      "\n"
+	      "flags:\n"
+	      "  --timeout DURATION   wall-clock limit: 30, 30s, 1.5s, 500ms, 2m, 1h (default 5m; 0 = none)\n"
+	      "  --memory SIZE        memory limit: 512K, 64M, 1G (default 1G; 0 = none)\n"
+	      "  --pids N             process/thread limit (default 512; 0 = none)\n"
+	      "  --cpus N             CPU quota in CPUs, e.g. 0.5 (default: no limit)\n"
+	      "  --disk SIZE          cap on all the sandbox writes: /workspace, /tmp, /home/user,\n"
+	      "                       /dev/shm share one tmpfs of this size (default 1G)\n"
+	      "  --output-limit SIZE  per stream; beyond it output is dropped and reported (default 64M)\n"
+	      "  -e, --env K=V        add an environment variable (repeatable)\n"
+	      "  -w, --workdir DIR    working directory inside (default /workspace; created)\n"
+	      "  --image DIR          use DIR as the root filesystem instead of the host runtime\n"
+	      "  --file SRC:DST       copy a host file or directory in before CMD (repeatable);\n"
+	      "                       a relative DST is relative to the working directory\n"
+	      "  --root               run as uid 0 inside the sandbox (still nobody on the host)\n"
+	      "  -i, --interactive    pass stdin through even when it is a terminal\n"
+	      "  -t, --tty            give CMD a pseudo-terminal (stdout and stderr merged)\n"
+	      "  --json               print one JSON result object at the end instead of streaming\n"
+	      "  --net POLICY         network policy; only 'deny' (the default: loopback only) for now\n"
+	      "  --hostname NAME      hostname inside (default sandbox)\n"
+	      "  -h, --help           this text\n"
+	      "\n"
+	      "Inside: uid 1000 (user), cwd /workspace, HOME=/home/user, environment PATH, HOME,\n"
+	      "LANG (and TERM with -t) plus --env; nothing of the caller's environment.\n"
+	      "\n"
+	      "exit codes:\n"
+	      "  N        CMD exited with N\n"
+	      "  128+N    CMD was killed by signal N\n"
+	      "  64       usage error (bad flag or value)\n"
+	      "  122      out of memory: CMD was killed at the --memory limit\n"
+	      "  124      timeout: the whole sandbox was killed at --timeout\n"
+	      "  125      the sandbox could not be set up (reason on stderr); CMD never ran\n"
+	      "  126      CMD could not be executed\n"
+	      "  127      CMD was not found\n"
+	      "  130/143  airlock itself got SIGINT/SIGTERM; the sandbox was killed\n",
+	      out);
+}
+
+struct buf {
+	char *data;
+	size_t len, cap;
+};
+
+struct run_opts {
+	struct al_config cfg;
+	const char **env;
+	struct al_file_copy *files;
+	bool json, interactive;
+	struct buf out, err;
+};
+
+static void buf_add(struct buf *b, const char *p, size_t n)
+{
+	if (b->len + n > b->cap) {
+		b->cap = (b->len + n) * 2 + 4096;
+		b->data = xrealloc(b->data, b->cap);
+	}
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return; /* our own stdout is gone: drop */
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void on_output(void *ctx, enum al_stream s, const char *p, size_t n)
+{
+	struct run_opts *o = ctx;
+
+	if (o->json)
+		buf_add(s == AL_STDOUT ? &o->out : &o->err, p, n);
+	else
+		write_all(s == AL_STDOUT ? STDOUT_FILENO : STDERR_FILENO, p, n);
+}
+
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("airlock: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\n(see 'airlock run --help')\n", stderr);
+	return AL_EXIT_USAGE;
+}
+
+enum {
+	OPT_TIMEOUT = 256, OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_DISK, OPT_OUTPUT, OPT_IMAGE,
+	OPT_FILE, OPT_ROOT, OPT_JSON, OPT_NET, OPT_HOSTNAME,
+};
+
+static const struct option long_opts[] = {
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"memory", required_argument, NULL, OPT_MEMORY},
+	{"pids", required_argument, NULL, OPT_PIDS},
+	{"cpus", required_argument, NULL, OPT_CPUS},
+	{"disk", required_argument, NULL, OPT_DISK},
+	{"output-limit", required_argument, NULL, OPT_OUTPUT},
+	{"env", required_argument, NULL, 'e'},
+	{"workdir", required_argument, NULL, 'w'},
+	{"image", required_argument, NULL, OPT_IMAGE},
+	{"file", required_argument, NULL, OPT_FILE},
+	{"root", no_argument, NULL, OPT_ROOT},
+	{"interactive", no_argument, NULL, 'i'},
+	{"tty", no_argument, NULL, 't'},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"net", required_argument, NULL, OPT_NET},
+	{"hostname", required_argument, NULL, OPT_HOSTNAME},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+/* Returns -1 to go on, or an exit code. */
+static int parse_opt(struct run_opts *o, int c, const char *arg)
+{
+	struct al_config *cfg = &o->cfg;
+	char *colon;
+
+	switch (c) {
+	case OPT_TIMEOUT:
+		if (al_parse_duration_ms(arg, &cfg->timeout_ms) < 0)
+			return usage_error("--timeout '%s': expected a duration like 30s, 500ms, 2m",
+					   arg);
+		break;
+	case OPT_MEMORY:
+		if (al_parse_size(arg, &cfg->memory_bytes) < 0)
+			return usage_error("--memory '%s': expected a size like 64M or 1G", arg);
+		if (cfg->memory_bytes && cfg->memory_bytes < (4u << 20))
+			return usage_error("--memory '%s': must be at least 4M", arg);
+		break;
+	case OPT_DISK:
+		if (al_parse_size(arg, &cfg->disk_bytes) < 0 || cfg->disk_bytes < 4096)
+			return usage_error("--disk '%s': expected a size like 64M or 1G (>= 4K)",
+					   arg);
+		break;
+	case OPT_OUTPUT:
+		if (al_parse_size(arg, &cfg->output_limit) < 0)
+			return usage_error("--output-limit '%s': expected a size like 1M", arg);
+		break;
+	case OPT_PIDS:
+		if (al_parse_u32(arg, &cfg->pids) < 0)
+			return usage_error("--pids '%s': expected a whole number", arg);
+		break;
+	case OPT_CPUS:
+		if (al_parse_cpus(arg, &cfg->cpus) < 0)
+			return usage_error("--cpus '%s': expected a number of CPUs from 0.01", arg);
+		break;
+	case 'e':
+		if (!strchr(arg, '=') || arg[0] == '=')
+			return usage_error("--env '%s': expected KEY=VALUE", arg);
+		o->env = xrealloc(o->env, (cfg->n_env + 1) * sizeof(*o->env));
+		o->env[cfg->n_env++] = arg;
+		break;
+	case 'w':
+		if (arg[0] != '/')
+			return usage_error("--workdir '%s': must be an absolute path", arg);
+		cfg->workdir = arg;
+		break;
+	case OPT_IMAGE:
+		cfg->image = arg;
+		break;
+	case OPT_FILE:
+		colon = strrchr(arg, ':');
+		if (!colon || colon == arg || !colon[1])
+			return usage_error("--file '%s': expected SRC:DST", arg);
+		o->files = xrealloc(o->files, (cfg->n_files + 1) * sizeof(*o->files));
+		o->files[cfg->n_files].src = strndup(arg, (size_t)(colon - arg));
+		o->files[cfg->n_files++].dst = colon + 1;
+		break;
+	case OPT_ROOT:
+		cfg->root = true;
+		break;
+	case 'i':
+		o->interactive = true;
+		break;
+	case 't':
+		cfg->tty = true;
+		break;
+	case OPT_JSON:
+		o->json = true;
+		break;
+	case OPT_NET:
+		if (strcmp(arg, "deny") != 0 && strcmp(arg, "deny-all") != 0 &&
+		    strcmp(arg, "none") != 0)
+			return usage_error("--net '%s': only 'deny' is supported in this version",
+					   arg);
+		break;
+	case OPT_HOSTNAME:
+		if (!arg[0] || strlen(arg) > 63)
+			return usage_error("--hostname '%s': 1 to 63 characters", arg);
+		cfg->hostname = arg;
+		break;
+	case 'h':
+		cli_run_usage(stdout);
+		return 0;
+	default:
+		fputs("(see 'airlock run --help')\n", stderr);
+		return AL_EXIT_USAGE;
+	}
+	return -1;
+}
+
+/* The caller's terminal in raw mode while a PTY session runs; restored after. */
+struct tty_state {
+	bool raw;
+	struct termios saved;
+};
+
+static void tty_raw(struct tty_state *t)
+{
+	struct termios raw;
+
+	if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &t->saved) < 0)
+		return;
+	raw = t->saved;
+	cfmakeraw(&raw);
+	if (tcsetattr(STDIN_FILENO, TCSANOW, &raw) == 0)
+		t->raw = true;
+}
+
+static void tty_restore(struct tty_state *t)
+{
+	if (t->raw)
+		tcsetattr(STDIN_FILENO, TCSANOW, &t->saved);
+}
+
+static void report(const struct run_opts *o, const struct al_result *res)
+{
+	if (res->stdout_truncated)
+		fprintf(stderr, "airlock: stdout truncated at %llu bytes (--output-limit)\n",
+			(unsigned long long)o->cfg.output_limit);
+	if (res->stderr_truncated)
+		fprintf(stderr, "airlock: stderr truncated at %llu bytes (--output-limit)\n",
+			(unsigned long long)o->cfg.output_limit);
+	switch (res->reason) {
+	case AL_REASON_SETUP_FAILED:
+		fprintf(stderr, "airlock: setup failed: %s\n", res->error ? res->error : "?");
+		break;
+	case AL_REASON_EXEC_FAILED:
+		fprintf(stderr, "airlock: %s\n", res->error ? res->error : "cannot execute");
+		break;
+	case AL_REASON_TIMEOUT:
+		fprintf(stderr, "airlock: timeout after %.3gs: the sandbox was killed\n",
+			(double)o->cfg.timeout_ms / 1000);
+		break;
+	case AL_REASON_OOM:
+		fprintf(stderr, "airlock: out of memory (--memory %llu bytes): killed\n",
+			(unsigned long long)o->cfg.memory_bytes);
+		break;
+	case AL_REASON_SECCOMP:
+		fputs("airlock: killed by the seccomp filter\n", stderr);
+		break;
+	case AL_REASON_INTERRUPTED:
+		fprintf(stderr, "airlock: interrupted by %s: the sandbox was killed\n",
+			strsignal(res->interrupt_signal));
+		break;
+	default:
+		break;
+	}
+}
+
+int cli_run(int argc, char **argv)
+{
+	struct run_opts o;
+	struct al_io io = {.stdin_fd = -1, .signal_fd = -1, .tty_fd = -1};
+	struct al_result res;
+	struct al_error *err = NULL;
+	struct tty_state tty = {0};
+	sigset_t mask;
+	int c, code;
+
+	memset(&o, 0, sizeof(o));
+	al_config_init(&o.cfg);
+	opterr = 1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+e:w:ith", long_opts, NULL)) != -1) {
+		code = parse_opt(&o, c, optarg);
+		if (code >= 0)
+			return code;
+	}
+	if (optind >= argc)
+		return usage_error("%s", "no command given: airlock run [flags] -- CMD [ARGS...]");
+	o.cfg.argv = argv + optind;
+	o.cfg.env = o.env;
+	o.cfg.files = o.files;
+	o.cfg.term = getenv("TERM");
+
+	/* Signals we turn into events: interrupt the run, or resize the PTY. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGWINCH);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	io.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	io.on_output = on_output;
+	io.ctx = &o;
+	/* stdin: passed through unless it is a terminal and -i was not given. */
+	if (o.interactive || !isatty(STDIN_FILENO))
+		io.stdin_fd = STDIN_FILENO;
+	if (o.cfg.tty) {
+		io.tty_fd = isatty(STDIN_FILENO) ? STDIN_FILENO : -1;
+		if (o.interactive)
+			tty_raw(&tty);
+	}
+
+	if (al_run(&o.cfg, &io, &res, &err) < 0) {
+		tty_restore(&tty);
+		code = usage_error("%s", err->msg);
+		al_error_free(err);
+		return code;
+	}
+	tty_restore(&tty);
+	if (o.json)
+		cli_print_json(stdout, &res, o.out.data, o.out.len, o.err.data, o.err.len);
+	else
+		report(&o, &res);
+	code = al_result_exit_code(&res);
+	al_result_release(&res);
+	return code;
+}

@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-sandbox cgroup: memory, pids and CPU limits, peak memory and OOM kills.
+ *
+ * cgroup v2 (a unified hierarchy at /sys/fs/cgroup): one directory under
+ * airlock/, joined atomically at clone time with CLONE_INTO_CGROUP.
+ * cgroup v1 (hybrid hosts, like ours): one directory per controller
+ * (memory, pids, cpu) under airlock/, joined by the parent before the child
+ * runs any sandbox code.
+ *
+ * The root is /sys/fs/cgroup unless AIRLOCK_CGROUP_ROOT says otherwise
+ * (tests point it at a fake tree).
+ */
+#include "jail/jail.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+enum { V1_MEMORY, V1_PIDS, V1_CPU, V1_N };
+static const char *const v1_controllers[V1_N] = {"memory", "pids", "cpu"};
+
+struct jail_cgroup {
+	bool v2;
+	char *dir[V1_N]; /* v2: dir[0] only */
+	int v2_fd;
+};
+
+static int write_at(const char *dir, const char *file, const char *val, struct al_error **err)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int fd = -1;
+	size_t len = strlen(val);
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return al_error_set(err, errno, "open '%s'", path);
+	if (write(fd, val, len) != (ssize_t)len)
+		return al_error_set(err, errno, "write '%s' to '%s'", val, path);
+	return 0;
+}
+
+/* Reads a number, or the value of "key N" in a flat-keyed file; 0 if absent. */
+static uint64_t read_u64(const char *dir, const char *file, const char *key)
+{
+	char path[PATH_MAX], buf[4096];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+	char *p;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, file);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return 0;
+	buf[n] = '\0';
+	if (!key)
+		return strtoull(buf, NULL, 10);
+	for (p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		size_t kl = strlen(key);
+		if (strncmp(p, key, kl) == 0 && p[kl] == ' ')
+			return strtoull(p + kl + 1, NULL, 10);
+	}
+	return 0;
+}
+
+static const char *cgroup_root(void)
+{
+	const char *r = getenv("AIRLOCK_CGROUP_ROOT");
+
+	return r && *r ? r : "/sys/fs/cgroup";
+}
+
+static int mkdir_ok(const char *path, struct al_error **err)
+{
+	if (mkdir(path, 0755) < 0 && errno != EEXIST)
+		return al_error_set(err, errno, "mkdir '%s'", path);
+	return 0;
+}
+
+static int setup_v2(struct jail_cgroup *cg, const char *root, const char *name,
+		    const struct al_config *cfg, struct al_error **err)
+{
+	char parent[PATH_MAX], val[64];
+
+	snprintf(parent, sizeof(parent), "%s/airlock", root);
+	if (mkdir_ok(parent, err) < 0)
+		return -1;
+	/* Delegate the controllers we use down to airlock/ and below. */
+	write_at(root, "cgroup.subtree_control", "+memory +pids +cpu", NULL);
+	write_at(parent, "cgroup.subtree_control", "+memory +pids +cpu", NULL);
+	cg->dir[0] = xasprintf("%s/%s", parent, name);
+	if (mkdir(cg->dir[0], 0755) < 0)
+		return al_error_set(err, errno, "mkdir '%s'", cg->dir[0]);
+	if (cfg->memory_bytes) {
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)cfg->memory_bytes);
+		if (write_at(cg->dir[0], "memory.max", val, err) < 0)
+			return -1;
+		write_at(cg->dir[0], "memory.swap.max", "0", NULL);
+	}
+	if (cfg->pids) {
+		snprintf(val, sizeof(val), "%u", cfg->pids);
+		if (write_at(cg->dir[0], "pids.max", val, err) < 0)
+			return -1;
+	}
+	if (cfg->cpus > 0) {
+		snprintf(val, sizeof(val), "%llu 100000", (unsigned long long)(cfg->cpus * 100000));
+		if (write_at(cg->dir[0], "cpu.max", val, err) < 0)
+			return -1;
+	}
+	cg->v2_fd = open(cg->dir[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cg->v2_fd < 0)
+		return al_error_set(err, errno, "open '%s'", cg->dir[0]);
+	return 0;
+}
+
+static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
+		    const struct al_config *cfg, struct al_error **err)
+{
+	char path[PATH_MAX], val[64];
+	int i;
+
+	for (i = 0; i < V1_N; i++) {
+		snprintf(path, sizeof(path), "%s/%s/airlock", root, v1_controllers[i]);
+		if (mkdir_ok(path, err) < 0)
+			return -1;
+		cg->dir[i] = xasprintf("%s/%s", path, name);
+		if (mkdir(cg->dir[i], 0755) < 0) {
+			int e = errno;
+			free(cg->dir[i]);
+			cg->dir[i] = NULL;
+			return al_error_set(err, e, "mkdir '%s/%s'", path, name);
+		}
+	}
+	if (cfg->memory_bytes) {
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)cfg->memory_bytes);
+		if (write_at(cg->dir[V1_MEMORY], "memory.limit_in_bytes", val, err) < 0)
+			return -1;
+		/* With swap accounting, memory+swap gets the same cap: no escape to swap. */
+		write_at(cg->dir[V1_MEMORY], "memory.memsw.limit_in_bytes", val, NULL);
+	}
+	if (cfg->pids) {
+		snprintf(val, sizeof(val), "%u", cfg->pids);
+		if (write_at(cg->dir[V1_PIDS], "pids.max", val, err) < 0)
+			return -1;
+	}
+	if (cfg->cpus > 0) {
+		snprintf(val, sizeof(val), "%llu", (unsigned long long)(cfg->cpus * 100000));
+		if (write_at(cg->dir[V1_CPU], "cpu.cfs_period_us", "100000", err) < 0 ||
+		    write_at(cg->dir[V1_CPU], "cpu.cfs_quota_us", val, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static bool is_v2(const char *root)
+{
+	struct statfs sf;
+
+	return statfs(root, &sf) == 0 && sf.f_type == (typeof(sf.f_type))CGROUP2_SUPER_MAGIC;
+}
+
+int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jail_cgroup **out,
+		       struct al_error **err)
+{
+	const char *root = cgroup_root();
+	struct jail_cgroup *cg = xzalloc(sizeof(*cg));
+	int r;
+
+	cg->v2_fd = -1;
+	cg->v2 = is_v2(root);
+	r = cg->v2 ? setup_v2(cg, root, name, cfg, err) : setup_v1(cg, root, name, cfg, err);
+	if (r < 0) {
+		jail_cgroup_destroy(cg);
+		return al_error_wrap(err, "cgroup (%s)", cg->v2 ? "v2" : "v1");
+	}
+	*out = cg;
+	return 0;
+}
+
+int jail_cgroup_clone_fd(const struct jail_cgroup *cg)
+{
+	return cg->v2 ? cg->v2_fd : -1;
+}
+
+int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err)
+{
+	char val[32];
+	int i;
+
+	if (cg->v2)
+		return 0; /* joined at clone time */
+	snprintf(val, sizeof(val), "%d", (int)pid);
+	for (i = 0; i < V1_N; i++)
+		if (write_at(cg->dir[i], "cgroup.procs", val, err) < 0)
+			return -1;
+	return 0;
+}
+
+void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills)
+{
+	if (cg->v2) {
+		*peak_bytes = read_u64(cg->dir[0], "memory.peak", NULL);
+		*oom_kills = read_u64(cg->dir[0], "memory.events", "oom_kill");
+	} else {
+		*peak_bytes = read_u64(cg->dir[V1_MEMORY], "memory.max_usage_in_bytes", NULL);
+		*oom_kills = read_u64(cg->dir[V1_MEMORY], "memory.oom_control", "oom_kill");
+	}
+}
+
+void jail_cgroup_kill(struct jail_cgroup *cg)
+{
+	/*
+	 * v2: cgroup.kill. v1 has none; there, killing the sandbox's PID 1 makes the
+	 * kernel kill every process of its pid namespace, which is the whole sandbox
+	 * (killing pids read from cgroup.procs would race with pid reuse).
+	 */
+	if (cg->v2)
+		write_at(cg->dir[0], "cgroup.kill", "1", NULL);
+}
+
+void jail_cgroup_destroy(struct jail_cgroup *cg)
+{
+	int i, tries;
+
+	if (!cg)
+		return;
+	for (i = 0; i < V1_N; i++) {
+		if (!cg->dir[i])
+			continue;
+		/* The last tasks may still be on their way out: retry briefly. */
+		for (tries = 0; rmdir(cg->dir[i]) < 0 && errno == EBUSY && tries < 2000; tries++) {
+			struct timespec ts = {0, 500000};
+			nanosleep(&ts, NULL);
+		}
+		free(cg->dir[i]);
+	}
+	if (cg->v2_fd >= 0)
+		close(cg->v2_fd);
+	free(cg);
+}

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The jail's set-up sequence, in order, in one place. Order matters for
+ * security; each step says why it sits where it does.
+ *
+ * The child starts as host root in fresh mount, pid, net, ipc and uts
+ * namespaces that are owned by the host's initial user namespace. It builds
+ * everything while it still has host privilege, then enters a new user
+ * namespace of its own. So nothing inside the sandbox -- not even its uid 0
+ * -- holds a capability over its mount, network, uts or ipc namespace: those
+ * belong to a user namespace the sandbox is not in.
+ *
+ * Parent side (run.c):
+ *   P1. create the cgroup (limits in place before any sandbox code runs)
+ *   P2. clone3(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS [|INTO_CGROUP]) -> this child
+ *   P3. v1: attach the child to its cgroups; send GO
+ *   P5. on IDMAP: write uid_map/gid_map (0..65535 -> an unprivileged host range); send GO
+ */
+#include "jail/jail.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static int wait_go(int sync_fd, struct al_error **err)
+{
+	struct jail_msg m;
+	int fd = -1, r;
+
+	r = jail_msg_recv(sync_fd, &m, &fd);
+	if (fd >= 0)
+		close(fd);
+	if (r <= 0 || m.type != JMSG_GO)
+		return al_error_set(err, r < 0 ? -r : EPIPE, "waiting for the parent");
+	return 0;
+}
+
+/* Overwrite the inherited environment strings: the caller's secrets must not sit in PID 1. */
+static void scrub_environment(void)
+{
+	char **e;
+
+	for (e = environ; e && *e; e++)
+		memset(*e, 0, strlen(*e));
+	environ = NULL;
+}
+
+static void write_self(const char *path, const char *val)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		(void)!write(fd, val, strlen(val));
+		close(fd);
+	}
+}
+
+void jail_child_main(struct jail_ctx *ctx)
+{
+	struct al_error *err = NULL;
+	struct jail_msg m = {.type = JMSG_IDMAP};
+	const char *host = ctx->cfg->hostname ? ctx->cfg->hostname : "sandbox";
+
+	/* C1. If airlock dies before we are set up, die too (cleared later by the uid change;
+	 *     from then on the sync socket's EOF plays that role, see init.c). */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* C2. Own session: no controlling terminal of the caller's, no job-control signals. */
+	setsid();
+	/* C3. PID 1 must survive the memory cgroup's OOM killer so it can report; the
+	 *     workload raises its own score back (init.c). Needs host privilege: now. */
+	write_self("/proc/self/oom_score_adj", "-1000");
+
+	/* C4. Wait until the parent has put us in our cgroups (v1), so that the cgroup
+	 *     namespace below is rooted at the sandbox's own cgroup. */
+	if (wait_go(ctx->sync_fd, &err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
+	if (unshare(CLONE_NEWCGROUP) < 0) {
+		al_error_set(&err, errno, "unshare(CLONE_NEWCGROUP)");
+		jail_child_fail(ctx->sync_fd, err);
+	}
+
+	/* C5. uts and net: a fixed hostname, loopback up, nothing else. */
+	if (sethostname(host, strlen(host)) < 0) {
+		al_error_set(&err, errno, "sethostname");
+		jail_child_fail(ctx->sync_fd, err);
+	}
+	if (jail_loopback_up(&err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
+
+	/* C6. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
+	 *     of --file sources, pivot_root, old root detached. */
+	if (jail_rootfs_build(ctx, &err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
+
+	/* C7. Leave host privilege for good: a new user namespace, whose id maps the
+	 *     parent writes (we cannot map a range ourselves). */
+	if (unshare(CLONE_NEWUSER) < 0) {
+		al_error_set(&err, errno, "unshare(CLONE_NEWUSER)");
+		jail_child_fail(ctx->sync_fd, err);
+	}
+	if (jail_msg_send(ctx->sync_fd, &m, -1) < 0 || wait_go(ctx->sync_fd, &err) < 0) {
+		if (!err)
+			al_error_set(&err, EPIPE, "sending IDMAP");
+		jail_child_fail(ctx->sync_fd, err);
+	}
+	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+		al_error_set(&err, errno, "setresuid(0) in the sandbox user namespace");
+		jail_child_fail(ctx->sync_fd, err);
+	}
+
+	/* C8. PID 1 holds the caller's memory image: make it undumpable (no /proc/1/mem,
+	 *     /proc/1/environ for anyone inside) and wipe the inherited environment. */
+	prctl(PR_SET_DUMPABLE, 0);
+	scrub_environment();
+
+	/* C9. Become the sandbox's init: start the workload (which drops what is left:
+	 *     caps, no_new_privs, Landlock, seccomp; security.c), wait, report. */
+	jail_init_main(ctx);
+}

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * PID 1 of a one-shot sandbox. It starts the workload, reaps every orphan,
+ * and when the workload ends reports its wait status to the parent and
+ * exits -- which makes the kernel kill whatever else is left in the pid
+ * namespace (double-forked daemons, setsid'd children, anything).
+ *
+ * If the parent dies, the sync socket reads EOF and PID 1 exits: a sandbox
+ * never outlives the airlock process that owns it.
+ */
+#include "jail/jail.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* Open a PTY in the sandbox's own devpts; returns the master, *slave gets the peer. */
+static int open_pty(const struct winsize *ws, int *slave, struct al_error **err)
+{
+	_cleanup_close_ int master = open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	int unlock = 0;
+
+	if (master < 0)
+		return al_error_set(err, errno, "open /dev/pts/ptmx");
+	if (ioctl(master, TIOCSPTLCK, &unlock) < 0)
+		return al_error_set(err, errno, "unlockpt");
+	*slave = ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY);
+	if (*slave < 0)
+		return al_error_set(err, errno, "TIOCGPTPEER");
+	if (ws->ws_row && ioctl(master, TIOCSWINSZ, ws) < 0)
+		return al_error_set(err, errno, "TIOCSWINSZ");
+	return TAKE_FD(master);
+}
+
+/* In the workload, after fork: wire stdio, drop everything, exec. Never returns. */
+__attribute__((noreturn)) static void workload_exec(struct jail_ctx *ctx, int tty_slave,
+						    int exec_pipe)
+{
+	struct al_error *err = NULL;
+	struct rlimit core = {0, 0};
+	sigset_t none;
+	int i, e;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	for (i = 1; i < NSIG; i++)
+		signal(i, SIG_DFL);
+	setsid();
+	if (tty_slave >= 0) {
+		ioctl(tty_slave, TIOCSCTTY, 0);
+		for (i = 0; i < 3; i++)
+			dup2(tty_slave, i);
+	} else {
+		for (i = 0; i < 3; i++)
+			dup2(ctx->stdio[i], i);
+	}
+	/* Only stdio and the exec-error pipe (close-on-exec) survive. */
+	if (dup3(exec_pipe, 3, O_CLOEXEC) < 0)
+		_exit(AL_EXIT_SETUP);
+	sys_close_range(4, ~0U, 0);
+	exec_pipe = 3;
+	{
+		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			(void)!write(fd, "0", 1);
+			close(fd);
+		}
+	}
+	setrlimit(RLIMIT_CORE, &core);
+	umask(022);
+
+	if (jail_drop_privileges(ctx, &err) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+	    jail_landlock_apply(ctx, &err) < 0 || jail_seccomp_install(&err) < 0) {
+		/* A set-up failure, not the command's: reported as a negative errno. */
+		struct jail_exec_report rep = {.err = -(err ? err->code : errno)};
+
+		if (err && err->msg)
+			strncpy(rep.text, err->msg, sizeof(rep.text) - 1);
+		(void)!write(exec_pipe, &rep, sizeof(rep));
+		_exit(AL_EXIT_SETUP);
+	}
+	environ = ctx->envp;
+	execvp(ctx->cfg->argv[0], ctx->cfg->argv);
+	e = errno;
+	{
+		struct jail_exec_report rep = {.err = e};
+		(void)!write(exec_pipe, &rep, sizeof(rep));
+	}
+	_exit(e == ENOENT ? AL_EXIT_NOTFOUND : AL_EXIT_NOEXEC);
+}
+
+void jail_init_main(struct jail_ctx *ctx)
+{
+	struct al_error *err = NULL;
+	struct jail_msg m = {.type = JMSG_EXIT};
+	int pipefd[2], slave = -1, master = -1, sfd, status = 0;
+	struct pollfd pfd[2];
+	sigset_t mask;
+	pid_t wl;
+
+	if (ctx->cfg->tty) {
+		struct jail_msg pm = {.type = JMSG_PTY};
+
+		master = open_pty(&ctx->winsz, &slave, &err);
+		if (master < 0)
+			jail_child_fail(ctx->sync_fd, err);
+		if (jail_msg_send(ctx->sync_fd, &pm, master) < 0) {
+			al_error_set(&err, errno, "sending the PTY");
+			jail_child_fail(ctx->sync_fd, err);
+		}
+		close(master);
+	}
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (sfd < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
+		al_error_set(&err, errno, "signalfd/pipe in init");
+		jail_child_fail(ctx->sync_fd, err);
+	}
+	wl = fork();
+	if (wl < 0) {
+		al_error_set(&err, errno, "fork the workload");
+		jail_child_fail(ctx->sync_fd, err);
+	}
+	if (wl == 0) {
+		close(pipefd[0]);
+		workload_exec(ctx, slave, pipefd[1]);
+	}
+	close(pipefd[1]);
+	if (slave >= 0)
+		close(slave);
+	for (int i = 0; i < 3; i++)
+		if (ctx->stdio[i] >= 0)
+			close(ctx->stdio[i]);
+
+	pfd[0] = (struct pollfd){.fd = sfd, .events = POLLIN};
+	pfd[1] = (struct pollfd){.fd = ctx->sync_fd, .events = POLLIN};
+	for (;;) {
+		struct signalfd_siginfo si;
+		pid_t p;
+		int st;
+
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			_exit(1);
+		if (pfd[1].revents)
+			_exit(1); /* the parent is gone (or misbehaves): end the sandbox */
+		while (read(sfd, &si, sizeof(si)) > 0)
+			;
+		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+			if (p == wl)
+				status = st, wl = 0;
+		if (wl == 0)
+			break;
+	}
+	{
+		struct jail_exec_report rep = {0};
+		if (read(pipefd[0], &rep, sizeof(rep)) != sizeof(rep))
+			rep.err = 0;
+		m.exec_errno = rep.err;
+		memcpy(m.text, rep.text, sizeof(rep.text));
+	}
+	m.status = status;
+	jail_msg_send(ctx->sync_fd, &m, -1);
+	_exit(0);
+}

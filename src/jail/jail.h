@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/* The jail backend: internal interface shared by its files. */
+#ifndef AL_JAIL_JAIL_H
+#define AL_JAIL_JAIL_H
+
+#include <airlock/airlock.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/types.h>
+
+#include "common/syscalls.h"
+
+#define JAIL_UID_RANGE 65536u
+#define JAIL_USER_UID 1000u
+#define JAIL_HOME "/home/user"
+
+/* Everything the child needs, prepared by the parent before clone. */
+struct jail_ctx {
+	const struct al_config *cfg;
+	uid_t host_base;     /* inside uid/gid 0 maps to this host id; the range is JAIL_UID_RANGE */
+	uid_t uid;           /* the workload's uid/gid inside (JAIL_USER_UID, or 0 with --root) */
+	char **envp;         /* the workload's complete environment */
+	int sync_fd;         /* child's end of the sync socket */
+	int stdio[3];        /* child's ends of the stdio pipes (-1 in tty mode: the PTY is used) */
+	struct winsize winsz; /* initial PTY size */
+};
+
+/* child.c: the ordered set-up inside the clone; never returns. */
+__attribute__((noreturn)) void jail_child_main(struct jail_ctx *ctx);
+
+/* rootfs.c: build the sandbox's root under a fresh tmpfs and pivot into it. */
+int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err);
+
+/* copy.c: create the absolute sandbox path dir (and parents) under root_fd without ever
+ * following a symlink; the last component is owned by owner. Returns an O_PATH dir fd. */
+int jail_mkdir_p(int root_fd, const char *path, uid_t owner, struct al_error **err);
+/* copy.c: copy host file/dir (opened as src_fd) to dst inside root_fd, owned by uid:gid. */
+int jail_copy_in(int src_fd, const char *src_name, int root_fd, const char *dst, uid_t uid,
+		 gid_t gid, struct al_error **err);
+
+/* init.c: PID 1 of the sandbox: start the workload, wait, report; never returns. */
+__attribute__((noreturn)) void jail_init_main(struct jail_ctx *ctx);
+
+/* security.c: the last steps before exec, in the workload process. */
+int jail_drop_privileges(const struct jail_ctx *ctx, struct al_error **err);
+int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err);
+int jail_seccomp_install(struct al_error **err);
+
+/* netns.c */
+int jail_loopback_up(struct al_error **err);
+
+/* cgroup.c: limits. v2 where the host has it, v1 otherwise. */
+struct jail_cgroup;
+int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jail_cgroup **out,
+		       struct al_error **err);
+/* A directory fd for CLONE_INTO_CGROUP (v2), or -1 (v1: attach after clone). */
+int jail_cgroup_clone_fd(const struct jail_cgroup *cg);
+int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err);
+void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills);
+void jail_cgroup_kill(struct jail_cgroup *cg);
+/* Removes the cgroup (after its processes are gone) and frees cg. */
+void jail_cgroup_destroy(struct jail_cgroup *cg);
+
+/* msg.c: the parent <-> child sync protocol (SOCK_SEQPACKET, one message per packet). */
+enum jail_msg_type {
+	JMSG_GO = 1,  /* parent -> child: continue */
+	JMSG_IDMAP,   /* child -> parent: I am in my user namespace, write my id maps */
+	JMSG_ERROR,   /* child -> parent: set-up failed (code, text) */
+	JMSG_PTY,     /* child -> parent: the PTY master travels as SCM_RIGHTS */
+	JMSG_EXIT,    /* child -> parent: the workload ended (status, exec_errno) */
+};
+
+struct jail_msg {
+	uint32_t type;
+	int32_t code;
+	int32_t status;
+	int32_t exec_errno;
+	char text[480];
+};
+
+/* What the workload writes to PID 1 when it could not exec (close-on-exec pipe). */
+struct jail_exec_report {
+	int32_t err; /* > 0: execve errno; < 0: -errno of a failed security step */
+	char text[256];
+};
+
+int jail_msg_send(int fd, const struct jail_msg *m, int pass_fd);
+/* Returns 1 with a message, 0 on EOF, <0 on error; *got_fd receives a passed fd or -1. */
+int jail_msg_recv(int fd, struct jail_msg *m, int *got_fd);
+/* In the child: report err to the parent and exit with AL_EXIT_SETUP. */
+__attribute__((noreturn)) void jail_child_fail(int sync_fd, struct al_error *err);
+
+#endif

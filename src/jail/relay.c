@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+#include "jail/relay.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void relay_init(struct relay *rl, const struct al_config *cfg, const struct al_io *io,
+		struct al_result *res)
+{
+	memset(rl, 0, sizeof(*rl));
+	rl->cfg = cfg;
+	rl->io = io;
+	rl->res = res;
+	rl->sync_fd = rl->pidfd = rl->out_fd = rl->err_fd = rl->in_fd = rl->pty_fd = -1;
+	rl->stdin_done = io->stdin_fd < 0;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void kill_sandbox(struct relay *rl, enum al_reason why)
+{
+	if (rl->killed || rl->init_reaped)
+		return;
+	rl->killed = true;
+	rl->killed_for = why;
+	/* PID 1's death takes the whole pid namespace with it. */
+	sys_pidfd_send_signal(rl->pidfd, SIGKILL);
+	jail_cgroup_kill(rl->cg);
+}
+
+static void deliver(struct relay *rl, enum al_stream s, const char *buf, size_t n)
+{
+	uint64_t *count = s == AL_STDOUT ? &rl->res->stdout_bytes : &rl->res->stderr_bytes;
+	bool *trunc = s == AL_STDOUT ? &rl->res->stdout_truncated : &rl->res->stderr_truncated;
+	uint64_t limit = rl->cfg->output_limit;
+	size_t keep = n;
+
+	if (limit) {
+		uint64_t room = *count >= limit ? 0 : limit - *count;
+		if (keep > room) {
+			keep = (size_t)room;
+			*trunc = true;
+		}
+	}
+	*count += n;
+	if (keep && rl->io->on_output)
+		rl->io->on_output(rl->io->ctx, s, buf, keep);
+}
+
+/* Drain what is readable on an output fd; closes it at EOF. */
+static void pump_output(struct relay *rl, int *fd, enum al_stream s)
+{
+	char buf[65536];
+	ssize_t n = read(*fd, buf, sizeof(buf));
+
+	if (n > 0) {
+		deliver(rl, s, buf, (size_t)n);
+		return;
+	}
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	al_closep(fd); /* EOF, or EIO on a PTY whose last slave is gone */
+}
+
+static void stop_stdin(struct relay *rl)
+{
+	rl->stdin_done = true;
+	rl->in_len = rl->in_off = 0;
+	if (rl->pty_fd < 0)
+		al_closep(&rl->in_fd);
+}
+
+static void pump_stdin_read(struct relay *rl)
+{
+	ssize_t n = read(rl->io->stdin_fd, rl->inbuf, sizeof(rl->inbuf));
+
+	if (n > 0) {
+		rl->in_len = (size_t)n;
+		rl->in_off = 0;
+	} else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+		if (rl->pty_fd >= 0) {
+			/* End of input on a terminal: the line discipline's EOF character. */
+			rl->inbuf[0] = 4;
+			rl->in_len = 1;
+			rl->in_off = 0;
+			rl->stdin_done = true;
+			return;
+		}
+		stop_stdin(rl);
+	}
+}
+
+static void pump_stdin_write(struct relay *rl)
+{
+	int fd = rl->pty_fd >= 0 ? rl->pty_fd : rl->in_fd;
+	ssize_t n = write(fd, rl->inbuf + rl->in_off, rl->in_len - rl->in_off);
+
+	if (n > 0) {
+		rl->in_off += (size_t)n;
+		if (rl->in_off == rl->in_len) {
+			rl->in_len = rl->in_off = 0;
+			if (rl->stdin_done && rl->pty_fd < 0)
+				stop_stdin(rl);
+		}
+	} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+		stop_stdin(rl); /* the sandbox closed its stdin: drop the rest */
+	}
+}
+
+static void handle_msg(struct relay *rl)
+{
+	struct al_error *err = NULL;
+	struct jail_msg m;
+	int fd = -1, r = jail_msg_recv(rl->sync_fd, &m, &fd);
+
+	if (r <= 0) {
+		al_closep(&rl->sync_fd);
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	switch (m.type) {
+	case JMSG_IDMAP: {
+		struct jail_msg go = {.type = JMSG_GO};
+		char path[64], map[64];
+		int len = snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)rl->host_base,
+				   JAIL_UID_RANGE);
+		const char *files[] = {"uid_map", "gid_map"};
+
+		for (int i = 0; i < 2; i++) {
+			_cleanup_close_ int f = -1;
+			snprintf(path, sizeof(path), "/proc/%d/%s", (int)rl->pid, files[i]);
+			f = open(path, O_WRONLY | O_CLOEXEC);
+			if (f < 0 || write(f, map, (size_t)len) != len) {
+				al_error_set(&err, errno, "write '%s'", path);
+				rl->setup_error = xstrdup(err->msg);
+				al_error_free(err);
+				kill_sandbox(rl, AL_REASON_SETUP_FAILED);
+				return;
+			}
+		}
+		jail_msg_send(rl->sync_fd, &go, -1);
+		break;
+	}
+	case JMSG_ERROR:
+		free(rl->setup_error);
+		rl->setup_error = xstrdup(m.text);
+		rl->setup_code = m.code;
+		break;
+	case JMSG_PTY:
+		if (fd >= 0 && rl->pty_fd < 0) {
+			rl->pty_fd = fd;
+			fcntl(fd, F_SETFL, O_NONBLOCK);
+			fd = -1;
+		}
+		break;
+	case JMSG_EXIT:
+		rl->got_exit = true;
+		rl->exit_msg = m;
+		break;
+	default:
+		break;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static void handle_signal(struct relay *rl)
+{
+	struct signalfd_siginfo si;
+
+	while (read(rl->io->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGWINCH) {
+			struct winsize ws;
+			if (rl->pty_fd >= 0 && rl->io->tty_fd >= 0 &&
+			    ioctl(rl->io->tty_fd, TIOCGWINSZ, &ws) == 0)
+				ioctl(rl->pty_fd, TIOCSWINSZ, &ws);
+			continue;
+		}
+		if (!rl->killed)
+			rl->res->interrupt_signal = (int)si.ssi_signo;
+		kill_sandbox(rl, AL_REASON_INTERRUPTED);
+	}
+}
+
+static void reap_init(struct relay *rl)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PIDFD, (id_t)rl->pidfd, &si, WEXITED | WNOHANG) < 0 || si.si_pid == 0)
+		return;
+	rl->init_reaped = true;
+	rl->init_status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+}
+
+enum { PF_SYNC, PF_PID, PF_OUT, PF_ERR, PF_PTY, PF_IN_R, PF_IN_W, PF_SIG, PF_N };
+
+void relay_loop(struct relay *rl)
+{
+	struct pollfd p[PF_N];
+	int i;
+
+	for (;;) {
+		bool outputs_open = rl->out_fd >= 0 || rl->err_fd >= 0 || rl->pty_fd >= 0;
+		int timeout = -1;
+
+		if (rl->init_reaped && !outputs_open && rl->sync_fd < 0)
+			break;
+		for (i = 0; i < PF_N; i++)
+			p[i] = (struct pollfd){.fd = -1};
+		p[PF_SYNC] = (struct pollfd){.fd = rl->sync_fd, .events = POLLIN};
+		p[PF_PID].fd = rl->init_reaped ? -1 : rl->pidfd;
+		p[PF_PID].events = POLLIN;
+		p[PF_OUT] = (struct pollfd){.fd = rl->out_fd, .events = POLLIN};
+		p[PF_ERR] = (struct pollfd){.fd = rl->err_fd, .events = POLLIN};
+		p[PF_PTY] = (struct pollfd){.fd = rl->pty_fd, .events = POLLIN};
+		if (!rl->init_reaped && !rl->stdin_done && rl->in_len == 0 &&
+		    (rl->in_fd >= 0 || rl->pty_fd >= 0))
+			p[PF_IN_R] = (struct pollfd){.fd = rl->io->stdin_fd, .events = POLLIN};
+		if (rl->in_len)
+			p[PF_IN_W] = (struct pollfd){.fd = rl->pty_fd >= 0 ? rl->pty_fd : rl->in_fd,
+						    .events = POLLOUT};
+		p[PF_SIG] = (struct pollfd){.fd = rl->io->signal_fd, .events = POLLIN};
+		if (rl->deadline_ms > 0 && !rl->killed) {
+			double left = rl->deadline_ms - now_ms();
+			if (left <= 0) {
+				kill_sandbox(rl, AL_REASON_TIMEOUT);
+				continue;
+			}
+			timeout = (int)ceil(left);
+		}
+		if (poll(p, PF_N, timeout) < 0) {
+			if (errno == EINTR)
+				continue;
+			kill_sandbox(rl, AL_REASON_SETUP_FAILED);
+			break;
+		}
+		if (p[PF_SYNC].revents)
+			handle_msg(rl);
+		if (p[PF_OUT].revents)
+			pump_output(rl, &rl->out_fd, AL_STDOUT);
+		if (p[PF_ERR].revents)
+			pump_output(rl, &rl->err_fd, AL_STDERR);
+		if (p[PF_PTY].revents && rl->pty_fd >= 0) {
+			pump_output(rl, &rl->pty_fd, AL_STDOUT);
+			if (rl->pty_fd < 0)
+				rl->stdin_done = true;
+		}
+		if (p[PF_IN_R].revents)
+			pump_stdin_read(rl);
+		if (p[PF_IN_W].revents)
+			pump_stdin_write(rl);
+		if (p[PF_SIG].revents)
+			handle_signal(rl);
+		if (p[PF_PID].revents)
+			reap_init(rl);
+	}
+}
+
+static void describe_exec_failure(struct relay *rl, int e)
+{
+	struct al_result *res = rl->res;
+	const char *cmd = rl->cfg->argv[0];
+
+	res->reason = AL_REASON_EXEC_FAILED;
+	res->exit_code = e == ENOENT ? AL_EXIT_NOTFOUND : AL_EXIT_NOEXEC;
+	res->error = xasprintf("cannot execute '%s': %s", cmd,
+			       e == ENOENT ? "command not found" : strerror(e));
+}
+
+void relay_finish(struct relay *rl)
+{
+	struct al_result *res = rl->res;
+	int st = rl->exit_msg.status, e = rl->exit_msg.exec_errno;
+
+	if (rl->killed && rl->killed_for != AL_REASON_SETUP_FAILED) {
+		res->reason = rl->killed_for;
+		res->signal = SIGKILL;
+	} else if (rl->setup_error) {
+		res->reason = AL_REASON_SETUP_FAILED;
+		res->error = TAKE_PTR(rl->setup_error);
+	} else if (rl->got_exit && e > 0) {
+		describe_exec_failure(rl, e);
+	} else if (rl->got_exit && e < 0) {
+		res->reason = AL_REASON_SETUP_FAILED;
+		res->error = xasprintf("securing the workload: %s",
+				       rl->exit_msg.text[0] ? rl->exit_msg.text : strerror(-e));
+	} else if (rl->got_exit && WIFEXITED(st)) {
+		res->reason = AL_REASON_EXITED;
+		res->exit_code = WEXITSTATUS(st);
+		if (rl->oom_kills && res->exit_code == 128 + SIGKILL)
+			res->reason = AL_REASON_OOM; /* a shell reporting its OOM-killed child */
+	} else if (rl->got_exit && WIFSIGNALED(st)) {
+		res->signal = WTERMSIG(st);
+		res->reason = res->signal == SIGSYS				? AL_REASON_SECCOMP
+			      : (res->signal == SIGKILL && rl->oom_kills) ? AL_REASON_OOM
+									  : AL_REASON_SIGNALED;
+	} else if (rl->oom_kills) {
+		res->reason = AL_REASON_OOM;
+		res->signal = SIGKILL;
+	} else {
+		res->reason = AL_REASON_SETUP_FAILED;
+		res->error = xasprintf("the sandbox's init ended unexpectedly (status %d)",
+				       rl->init_status);
+	}
+	free(rl->setup_error);
+	rl->setup_error = NULL;
+	al_closep(&rl->sync_fd);
+	al_closep(&rl->out_fd);
+	al_closep(&rl->err_fd);
+	al_closep(&rl->in_fd);
+	al_closep(&rl->pty_fd);
+}

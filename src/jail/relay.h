@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* The parent's event loop for a running sandbox: I/O relay, sync messages, timeout, signals. */
+#ifndef AL_JAIL_RELAY_H
+#define AL_JAIL_RELAY_H
+
+#include "jail/jail.h"
+
+struct relay {
+	const struct al_config *cfg;
+	const struct al_io *io;
+	struct al_result *res;
+	struct jail_cgroup *cg;
+	pid_t pid;
+	uid_t host_base;
+	int sync_fd, pidfd, out_fd, err_fd, in_fd, pty_fd;
+	double deadline_ms; /* 0 = none */
+
+	/* stdin bytes read from the caller, not yet written into the sandbox */
+	char inbuf[16384];
+	size_t in_len, in_off;
+	bool stdin_done;
+
+	bool init_reaped;
+	int init_status;
+	bool got_exit;
+	struct jail_msg exit_msg;
+	char *setup_error;
+	int setup_code;
+	enum al_reason killed_for; /* TIMEOUT or INTERRUPTED once we killed it */
+	bool killed;
+	uint64_t oom_kills;
+};
+
+void relay_init(struct relay *rl, const struct al_config *cfg, const struct al_io *io,
+		struct al_result *res);
+/* Runs until PID 1 is reaped and every output stream is drained. */
+void relay_loop(struct relay *rl);
+/* Fills rl->res from what the loop saw; closes the relay's fds. */
+void relay_finish(struct relay *rl);
+
+#endif

@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox's filesystem. Runs in the child as host root, in a private
+ * mount namespace that the sandbox will not own.
+ *
+ * Layout (all on one tmpfs whose size is --disk, so everything the sandbox
+ * can write shares one cap):
+ *   /usr, /bin, /lib*, /sbin   the host runtime, bind-mounted read-only, nosuid, nodev
+ *   /etc                       generated passwd, group, hosts, ...; a few safe host files
+ *   /proc                      fresh, for the sandbox's pid namespace, sensitive entries masked
+ *   /dev                       null zero full random urandom tty, devpts, shm
+ *   /workspace /tmp /home/user /dev/shm   the only writable places
+ * The root directory and everything in it but those are owned by host root,
+ * a uid the sandbox's user namespace does not map: no uid or capability
+ * inside can write them, and Landlock (security.c) refuses writes elsewhere too.
+ */
+#include "jail/jail.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#define STAGE "/tmp" /* where the new root is built, inside our private mount namespace */
+#define MAX_FILES 64
+
+static int mount_err(struct al_error **err, const char *what, const char *dst)
+{
+	return al_error_set(err, errno, "mount %s on '%s'", what, dst);
+}
+
+static int bind_ro(const char *src, const char *dst, struct al_error **err)
+{
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return mount_err(err, src, dst);
+	if (mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+	    0)
+		return mount_err(err, "(read-only remount)", dst);
+	return 0;
+}
+
+static int write_file(int root_fd, const char *path, const char *content, struct al_error **err)
+{
+	_cleanup_close_ int fd =
+		openat(root_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	size_t len = strlen(content);
+
+	if (fd < 0)
+		return al_error_set(err, errno, "create '/%s'", path);
+	if (write(fd, content, len) != (ssize_t)len)
+		return al_error_set(err, errno ? errno : EIO, "write '/%s'", path);
+	return 0;
+}
+
+static int copy_host_file(const char *src, int root_fd, const char *dst, struct al_error **err)
+{
+	char buf[65536];
+	_cleanup_close_ int in = open(src, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int out = -1;
+	ssize_t n;
+
+	if (in < 0)
+		return 0; /* optional host file */
+	out = openat(root_fd, dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	if (out < 0)
+		return al_error_set(err, errno, "create '/%s'", dst);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			return al_error_set(err, errno ? errno : EIO, "write '/%s'", dst);
+	if (n < 0)
+		return al_error_set(err, errno, "read '%s'", src);
+	return 0;
+}
+
+/*
+ * Bring one host path into the new root as what it is: a symlink is recreated,
+ * a directory is bind-mounted read-only, a regular file is copied. A missing
+ * host path is skipped.
+ */
+static int import_host_entry(int root_fd, const char *host_path, const char *rel,
+			     struct al_error **err)
+{
+	char target[PATH_MAX], dst[PATH_MAX];
+	struct stat st;
+	ssize_t n;
+
+	if (lstat(host_path, &st) < 0)
+		return 0;
+	if (S_ISLNK(st.st_mode)) {
+		n = readlink(host_path, target, sizeof(target) - 1);
+		if (n < 0)
+			return al_error_set(err, errno, "readlink '%s'", host_path);
+		target[n] = '\0';
+		if (symlinkat(target, root_fd, rel) < 0)
+			return al_error_set(err, errno, "symlink '/%s'", rel);
+		return 0;
+	}
+	if (S_ISREG(st.st_mode))
+		return copy_host_file(host_path, root_fd, rel, err);
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	if (mkdirat(root_fd, rel, 0755) < 0 && errno != EEXIST)
+		return al_error_set(err, errno, "mkdir '/%s'", rel);
+	snprintf(dst, sizeof(dst), STAGE "/%s", rel);
+	return bind_ro(host_path, dst, err);
+}
+
+static const char etc_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
+				 "user:x:1000:1000:user:" JAIL_HOME ":/bin/bash\n"
+				 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char etc_group[] = "root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n";
+static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\n"
+				   "hosts: files dns\nnetworks: files\nprotocols: files\n"
+				   "services: files\n";
+static const char etc_resolv[] = "# airlock: network policy deny-all (loopback only)\n";
+
+/* The default runtime: the host's system directories, read-only, and a generated /etc. */
+static int build_host_runtime(int root_fd, const char *hostname, struct al_error **err)
+{
+	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+	/* Host /etc entries that are safe and that common tools need. Nothing else of /etc. */
+	static const char *const etc[] = {"ld.so.cache", "localtime", "ssl/certs", "alternatives",
+					  "protocols",   "services",  "os-release", "mime.types",
+					  "bash.bashrc", "profile", "inputrc"};
+	char host_path[PATH_MAX], rel[PATH_MAX], hosts[512];
+	size_t i;
+	int r;
+
+	if (mkdirat(root_fd, "usr", 0755) < 0)
+		return al_error_set(err, errno, "mkdir '/usr'");
+	r = bind_ro("/usr", STAGE "/usr", err);
+	for (i = 0; r == 0 && i < ARRAY_SIZE(top); i++) {
+		snprintf(host_path, sizeof(host_path), "/%s", top[i]);
+		r = import_host_entry(root_fd, host_path, top[i], err);
+	}
+	if (r < 0)
+		return r;
+	if (mkdirat(root_fd, "etc", 0755) < 0 || mkdirat(root_fd, "etc/ssl", 0755) < 0)
+		return al_error_set(err, errno, "mkdir '/etc'");
+	snprintf(hosts, sizeof(hosts),
+		 "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		 hostname);
+	if (write_file(root_fd, "etc/passwd", etc_passwd, err) < 0 ||
+	    write_file(root_fd, "etc/group", etc_group, err) < 0 ||
+	    write_file(root_fd, "etc/nsswitch.conf", etc_nsswitch, err) < 0 ||
+	    write_file(root_fd, "etc/resolv.conf", etc_resolv, err) < 0 ||
+	    write_file(root_fd, "etc/hosts", hosts, err) < 0)
+		return -1;
+	snprintf(hosts, sizeof(hosts), "%s\n", hostname);
+	if (write_file(root_fd, "etc/hostname", hosts, err) < 0)
+		return -1;
+	for (i = 0; i < ARRAY_SIZE(etc); i++) {
+		snprintf(host_path, sizeof(host_path), "/etc/%s", etc[i]);
+		snprintf(rel, sizeof(rel), "etc/%s", etc[i]);
+		if (import_host_entry(root_fd, host_path, rel, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* --image DIR: every top-level entry of DIR, read-only; we provide /proc, /dev and the
+ * writable places ourselves. */
+static int build_image(int root_fd, int image_fd, const char *image, struct al_error **err)
+{
+	static const char *const ours[] = {"proc", "dev", "sys", "tmp", "workspace", "home", "run"};
+	_cleanup_closedir_ DIR *d = NULL;
+	char src[PATH_MAX];
+	struct dirent *de;
+	size_t i;
+	int fd = fcntl(image_fd, F_DUPFD_CLOEXEC, 3);
+
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		if (fd >= 0)
+			close(fd);
+		return al_error_set(err, errno, "opendir image '%s'", image);
+	}
+	while ((de = readdir(d))) {
+		bool skip = de->d_name[0] == '.' &&
+			    (de->d_name[1] == '\0' || (de->d_name[1] == '.' && !de->d_name[2]));
+
+		for (i = 0; !skip && i < ARRAY_SIZE(ours); i++)
+			skip = strcmp(de->d_name, ours[i]) == 0;
+		if (skip)
+			continue;
+		/* Through the fd, so the image path cannot be swapped under us. */
+		snprintf(src, sizeof(src), "/proc/self/fd/%d/%s", image_fd, de->d_name);
+		if (import_host_entry(root_fd, src, de->d_name, err) < 0)
+			return al_error_wrap(err, "image '%s'", image);
+	}
+	return 0;
+}
+
+static int build_dev(int root_fd, struct al_error **err)
+{
+	static const struct {
+		const char *name;
+		unsigned maj, min;
+	} nodes[] = {{"null", 1, 3},    {"zero", 1, 5}, {"full", 1, 7},
+		     {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+	static const struct {
+		const char *name, *target;
+	} links[] = {{"dev/ptmx", "pts/ptmx"},        {"dev/fd", "/proc/self/fd"},
+		     {"dev/stdin", "/proc/self/fd/0"}, {"dev/stdout", "/proc/self/fd/1"},
+		     {"dev/stderr", "/proc/self/fd/2"}};
+	char path[64];
+	size_t i;
+
+	if (mkdirat(root_fd, "dev", 0755) < 0 || mkdirat(root_fd, "dev/pts", 0755) < 0 ||
+	    mkdirat(root_fd, "dev/shm", 01777) < 0)
+		return al_error_set(err, errno, "mkdir '/dev'");
+	for (i = 0; i < ARRAY_SIZE(nodes); i++) {
+		snprintf(path, sizeof(path), "dev/%s", nodes[i].name);
+		if (mknodat(root_fd, path, S_IFCHR | 0666, makedev(nodes[i].maj, nodes[i].min)) < 0)
+			return al_error_set(err, errno, "mknod '/%s'", path);
+	}
+	for (i = 0; i < ARRAY_SIZE(links); i++)
+		if (symlinkat(links[i].target, root_fd, links[i].name) < 0)
+			return al_error_set(err, errno, "symlink '/%s'", links[i].name);
+	/* A private devpts instance: the sandbox sees only its own PTYs. */
+	if (mount("devpts", STAGE "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		return mount_err(err, "devpts", STAGE "/dev/pts");
+	return 0;
+}
+
+static int build_proc(int root_fd, struct al_error **err)
+{
+	/* Kernel state no sandbox needs: hidden behind /dev/null even though uid checks
+	 * already refuse most of it (defence in depth). */
+	static const char *const masked[] = {"kcore", "keys", "timer_list", "sysrq-trigger",
+					     "kallsyms", "kmsg", "kpagecount", "kpageflags",
+					     "kpagecgroup", "config.gz"};
+	char path[64];
+	size_t i;
+
+	if (mkdirat(root_fd, "proc", 0555) < 0)
+		return al_error_set(err, errno, "mkdir '/proc'");
+	/* We are PID 1 of the sandbox's pid namespace: this proc shows only its processes. */
+	if (mount("proc", STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return mount_err(err, "proc", STAGE "/proc");
+	for (i = 0; i < ARRAY_SIZE(masked); i++) {
+		snprintf(path, sizeof(path), STAGE "/proc/%s", masked[i]);
+		if (mount(STAGE "/dev/null", path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+			return mount_err(err, "/dev/null", path);
+	}
+	return bind_ro(STAGE "/proc/sys", STAGE "/proc/sys", err);
+}
+
+static int build_writable(int root_fd, const struct jail_ctx *ctx, struct al_error **err)
+{
+	uid_t owner = ctx->host_base + ctx->uid;
+
+	if (mkdirat(root_fd, "tmp", 01777) < 0 || mkdirat(root_fd, "workspace", 0755) < 0 ||
+	    mkdirat(root_fd, "home", 0755) < 0 || mkdirat(root_fd, "home/user", 0755) < 0)
+		return al_error_set(err, errno, "mkdir writable directories");
+	if (fchownat(root_fd, "workspace", owner, owner, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    fchownat(root_fd, "home/user", owner, owner, AT_SYMLINK_NOFOLLOW) < 0)
+		return al_error_set(err, errno, "chown writable directories");
+	return 0;
+}
+
+/* Open every --file source now: once the staging tmpfs is mounted, host /tmp is hidden. */
+static int open_sources(const struct al_config *cfg, int *fds, struct al_error **err)
+{
+	size_t i;
+
+	if (cfg->n_files > MAX_FILES)
+		return al_error_set(err, E2BIG, "too many --file copies (max %d)", MAX_FILES);
+	for (i = 0; i < cfg->n_files; i++) {
+		fds[i] = open(cfg->files[i].src, O_PATH | O_CLOEXEC);
+		if (fds[i] < 0)
+			return al_error_set(err, errno, "--file source '%s'", cfg->files[i].src);
+	}
+	return 0;
+}
+
+static int copy_sources(int root_fd, const struct jail_ctx *ctx, const int *fds,
+			const char *workdir, struct al_error **err)
+{
+	const struct al_config *cfg = ctx->cfg;
+	uid_t owner = ctx->host_base + ctx->uid;
+	char dst[PATH_MAX];
+	size_t i;
+
+	for (i = 0; i < cfg->n_files; i++) {
+		const char *d = cfg->files[i].dst;
+
+		if (d[0] == '/')
+			snprintf(dst, sizeof(dst), "%s", d);
+		else
+			snprintf(dst, sizeof(dst), "%s/%s", workdir, d);
+		if (jail_copy_in(fds[i], cfg->files[i].src, root_fd, dst, owner, owner, err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* pivot_root into the staging tmpfs and detach the host's root (never reachable again). */
+static int enter_root(const char *workdir, struct al_error **err)
+{
+	if (chdir(STAGE) < 0)
+		return al_error_set(err, errno, "chdir '%s'", STAGE);
+	if (sys_pivot_root(".", ".") < 0)
+		return al_error_set(err, errno, "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return al_error_set(err, errno, "umount2 old root");
+	if (chdir(workdir) < 0)
+		return al_error_set(err, errno, "chdir '%s'", workdir);
+	return 0;
+}
+
+int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
+{
+	const struct al_config *cfg = ctx->cfg;
+	const char *workdir = cfg->workdir ? cfg->workdir : "/workspace";
+	int src_fds[MAX_FILES];
+	_cleanup_close_ int image_fd = -1, root_fd = -1, wd_fd = -1;
+	uint64_t disk = cfg->disk_bytes ? cfg->disk_bytes : (1ULL << 30);
+	uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
+	char opts[128];
+	size_t i;
+	int r;
+
+	umask(0);
+	/* Nothing we mount may propagate back to the host. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return mount_err(err, "(make-rprivate)", "/");
+	if (cfg->image) {
+		image_fd = open(cfg->image, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (image_fd < 0)
+			return al_error_set(err, errno, "--image '%s'", cfg->image);
+	}
+	for (i = 0; i < MAX_FILES; i++)
+		src_fds[i] = -1;
+	r = open_sources(cfg, src_fds, err);
+
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755",
+		 (unsigned long long)disk, (unsigned long long)inodes);
+	if (r == 0 && mount("airlock", STAGE, "tmpfs", MS_NOSUID, opts) < 0)
+		r = mount_err(err, "tmpfs", STAGE);
+	if (r == 0 && (root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		r = al_error_set(err, errno, "open '%s'", STAGE);
+	if (r == 0)
+		r = cfg->image ? build_image(root_fd, image_fd, cfg->image, err)
+			       : build_host_runtime(root_fd, cfg->hostname ? cfg->hostname : "sandbox",
+						    err);
+	if (r == 0)
+		r = build_writable(root_fd, ctx, err);
+	if (r == 0)
+		r = build_dev(root_fd, err);
+	if (r == 0 && strcmp(workdir, "/workspace") != 0) {
+		wd_fd = jail_mkdir_p(root_fd, workdir, ctx->host_base + ctx->uid, err);
+		r = wd_fd < 0 ? -1 : 0;
+	}
+	if (r == 0)
+		r = copy_sources(root_fd, ctx, src_fds, workdir, err);
+	for (i = 0; i < MAX_FILES; i++)
+		if (src_fds[i] >= 0)
+			close(src_fds[i]);
+	if (r == 0)
+		r = build_proc(root_fd, err);
+	if (r == 0)
+		r = enter_root(workdir, err);
+	umask(022);
+	return r < 0 ? al_error_wrap(err, "building the sandbox filesystem") : 0;
+}

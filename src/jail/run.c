@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * al_run(): the parent side of a one-shot sandbox. Creates the cgroup,
+ * clones the child (child.c), answers its set-up requests, relays stdin,
+ * stdout and stderr, enforces the timeout, and turns what happened into an
+ * al_result. Every resource is released on every path.
+ */
+#include "jail/jail.h"
+#include "jail/relay.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+
+void al_config_init(struct al_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->workdir = "/workspace";
+	cfg->timeout_ms = 5 * 60 * 1000;
+	cfg->memory_bytes = 1ULL << 30;
+	cfg->disk_bytes = 1ULL << 30;
+	cfg->output_limit = 64ULL << 20;
+	cfg->pids = 512;
+	cfg->hostname = "sandbox";
+}
+
+const char *al_reason_name(enum al_reason r)
+{
+	static const char *const names[] = {"exited",       "signaled",    "timeout",
+					    "oom",          "seccomp",     "setup_failed",
+					    "exec_failed",  "interrupted"};
+
+	return (unsigned)r < ARRAY_SIZE(names) ? names[r] : "unknown";
+}
+
+int al_result_exit_code(const struct al_result *res)
+{
+	switch (res->reason) {
+	case AL_REASON_EXITED:
+		return res->exit_code;
+	case AL_REASON_SIGNALED:
+	case AL_REASON_SECCOMP:
+		return AL_EXIT_SIGNAL_BASE + res->signal;
+	case AL_REASON_TIMEOUT:
+		return AL_EXIT_TIMEOUT;
+	case AL_REASON_OOM:
+		return AL_EXIT_OOM;
+	case AL_REASON_EXEC_FAILED:
+		return res->exit_code;
+	case AL_REASON_INTERRUPTED:
+		return AL_EXIT_SIGNAL_BASE + res->interrupt_signal;
+	case AL_REASON_SETUP_FAILED:
+	default:
+		return AL_EXIT_SETUP;
+	}
+}
+
+void al_result_release(struct al_result *res)
+{
+	free(res->error);
+	res->error = NULL;
+}
+
+/* The workload's whole environment: a minimal base, then the caller's --env entries. */
+static char **build_env(const struct al_config *cfg)
+{
+	size_t n = 0, i, j, cap = cfg->n_env + 6;
+	char **env = xzalloc(cap * sizeof(*env));
+
+	env[n++] = xstrdup("PATH=" DEFAULT_PATH);
+	env[n++] = xstrdup("HOME=" JAIL_HOME);
+	env[n++] = xstrdup("LANG=C.UTF-8");
+	if (cfg->tty)
+		env[n++] = xasprintf("TERM=%s", cfg->term && *cfg->term ? cfg->term : "xterm");
+	for (i = 0; i < cfg->n_env; i++) {
+		const char *kv = cfg->env[i], *eq = strchr(kv, '=');
+		size_t klen = eq ? (size_t)(eq - kv) : strlen(kv);
+
+		for (j = 0; j < n; j++) /* an explicit --env replaces a default */
+			if (strncmp(env[j], kv, klen) == 0 && env[j][klen] == '=') {
+				free(env[j]);
+				env[j] = env[--n];
+			}
+		env[n++] = xstrdup(kv);
+	}
+	env[n] = NULL;
+	return env;
+}
+
+static void free_env(char **env)
+{
+	for (char **e = env; e && *e; e++)
+		free(*e);
+	free(env);
+}
+
+static int validate(const struct al_config *cfg, struct al_error **err)
+{
+	size_t i;
+
+	if (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0])
+		return al_error_set(err, EINVAL, "no command given");
+	if (cfg->workdir && cfg->workdir[0] != '/')
+		return al_error_set(err, EINVAL, "workdir '%s' must be an absolute path",
+				    cfg->workdir);
+	for (i = 0; i < cfg->n_env; i++) {
+		const char *eq = strchr(cfg->env[i], '=');
+		if (!eq || eq == cfg->env[i])
+			return al_error_set(err, EINVAL, "environment entry '%s' is not KEY=VALUE",
+					    cfg->env[i]);
+	}
+	for (i = 0; i < cfg->n_files; i++)
+		if (!cfg->files[i].src[0] || !cfg->files[i].dst[0])
+			return al_error_set(err, EINVAL, "file copy needs SRC:DST");
+	if (cfg->hostname && (strlen(cfg->hostname) > 63 || !cfg->hostname[0]))
+		return al_error_set(err, EINVAL, "hostname must have 1 to 63 characters");
+	return 0;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Everything a run owns; released by run_cleanup() whatever happened. */
+struct run {
+	struct jail_ctx ctx;
+	struct jail_cgroup *cg;
+	int sync[2], in[2], out[2], errp[2];
+	int pidfd;
+	pid_t pid;
+};
+
+static void run_cleanup(struct run *r)
+{
+	int *fds[] = {r->sync, r->in, r->out, r->errp};
+
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		for (int j = 0; j < 2; j++)
+			al_closep(&fds[i][j]);
+	if (r->pidfd >= 0) {
+		sys_pidfd_send_signal(r->pidfd, SIGKILL);
+		while (waitid(P_PIDFD, (id_t)r->pidfd, NULL, WEXITED) < 0 && errno == EINTR)
+			;
+		al_closep(&r->pidfd);
+	}
+	jail_cgroup_destroy(r->cg);
+	r->cg = NULL;
+	free_env(r->ctx.envp);
+	r->ctx.envp = NULL;
+}
+
+static int open_channels(struct run *r, const struct al_config *cfg, const struct al_io *io,
+			 struct al_error **err)
+{
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, r->sync) < 0)
+		return al_error_set(err, errno, "socketpair");
+	if (cfg->tty)
+		return 0; /* stdio is the PTY the child opens in its own devpts */
+	if (pipe2(r->out, O_CLOEXEC) < 0 || pipe2(r->errp, O_CLOEXEC) < 0)
+		return al_error_set(err, errno, "pipe2");
+	if (io->stdin_fd >= 0) {
+		if (pipe2(r->in, O_CLOEXEC) < 0)
+			return al_error_set(err, errno, "pipe2");
+		fcntl(r->in[1], F_SETFL, O_NONBLOCK);
+	} else {
+		/* The sandbox's own /dev/null is not there yet: give it an empty pipe. */
+		if (pipe2(r->in, O_CLOEXEC) < 0)
+			return al_error_set(err, errno, "pipe2");
+		al_closep(&r->in[1]);
+	}
+	return 0;
+}
+
+static int spawn(struct run *r, struct al_error **err)
+{
+	struct al_clone_args args = {
+		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+			 CLONE_PIDFD,
+		.pidfd = (uint64_t)(uintptr_t)&r->pidfd,
+		.exit_signal = SIGCHLD,
+	};
+	int cgfd = jail_cgroup_clone_fd(r->cg);
+
+	if (cgfd >= 0) {
+		args.flags |= CLONE_INTO_CGROUP;
+		args.cgroup = (uint64_t)cgfd;
+	}
+	r->pid = sys_clone3(&args);
+	if (r->pid < 0)
+		return al_error_set(err, errno, "clone3 (new namespaces)");
+	if (r->pid == 0) {
+		/* Child: keep only our ends, then the ordered set-up (never returns). */
+		close(r->sync[0]);
+		if (r->out[0] >= 0)
+			close(r->out[0]), close(r->errp[0]);
+		if (r->in[1] >= 0)
+			close(r->in[1]);
+		r->ctx.sync_fd = r->sync[1];
+		r->ctx.stdio[0] = r->in[0];
+		r->ctx.stdio[1] = r->out[1];
+		r->ctx.stdio[2] = r->errp[1];
+		jail_child_main(&r->ctx);
+	}
+	/* Parent: close the child's ends. */
+	al_closep(&r->sync[1]);
+	al_closep(&r->in[0]);
+	al_closep(&r->out[1]);
+	al_closep(&r->errp[1]);
+	if (jail_cgroup_attach(r->cg, r->pid, err) < 0)
+		return -1;
+	{
+		struct jail_msg go = {.type = JMSG_GO};
+		if (jail_msg_send(r->sync[0], &go, -1) < 0)
+			return al_error_set(err, errno ? errno : EPIPE, "sync with the sandbox");
+	}
+	return 0;
+}
+
+static void set_setup_failed(struct al_result *res, struct al_error *e, const char *fallback)
+{
+	res->reason = AL_REASON_SETUP_FAILED;
+	free(res->error);
+	res->error = xstrdup(e && e->msg ? e->msg : fallback);
+}
+
+int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result *res,
+	   struct al_error **err)
+{
+	struct run r = {.sync = {-1, -1}, .in = {-1, -1}, .out = {-1, -1}, .errp = {-1, -1},
+			.pidfd = -1};
+	struct relay rl;
+	_cleanup_error_ struct al_error *setup = NULL;
+	char name[64];
+	double t0 = now_ms();
+
+	memset(res, 0, sizeof(*res));
+	if (validate(cfg, err) < 0)
+		return -1;
+	r.ctx.cfg = cfg;
+	r.ctx.uid = cfg->root ? 0 : JAIL_USER_UID;
+	r.ctx.host_base = 0x40000000u + (((uid_t)getpid() & 0x3fffu) << 16);
+	r.ctx.envp = build_env(cfg);
+	if (io->tty_fd >= 0)
+		ioctl(io->tty_fd, TIOCGWINSZ, &r.ctx.winsz);
+	snprintf(name, sizeof(name), "run-%d-%lld", (int)getpid(), (long long)(t0 * 1000));
+
+	if (jail_cgroup_create(name, cfg, &r.cg, &setup) < 0 || open_channels(&r, cfg, io, &setup) < 0 ||
+	    spawn(&r, &setup) < 0) {
+		set_setup_failed(res, setup, "set-up failed");
+		run_cleanup(&r);
+		res->duration_ms = now_ms() - t0;
+		return 0;
+	}
+
+	relay_init(&rl, cfg, io, res);
+	rl.sync_fd = r.sync[0];
+	rl.pidfd = r.pidfd;
+	rl.out_fd = r.out[0];
+	rl.err_fd = r.errp[0];
+	rl.in_fd = r.in[1];
+	rl.pid = r.pid;
+	rl.cg = r.cg;
+	rl.host_base = r.ctx.host_base;
+	rl.deadline_ms = cfg->timeout_ms ? t0 + (double)cfg->timeout_ms : 0;
+	r.out[0] = r.errp[0] = r.in[1] = -1; /* the relay owns them now */
+	relay_loop(&rl);
+	r.pidfd = rl.pidfd; /* reaped (or -1 after reaping) */
+
+	jail_cgroup_stats(r.cg, &res->peak_memory_bytes, &rl.oom_kills);
+	relay_finish(&rl);
+	run_cleanup(&r);
+	res->duration_ms = now_ms() - t0;
+	return 0;
+}

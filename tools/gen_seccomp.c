@@ -1,0 +1,160 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Build-time seccomp compiler: turns the workload policy below into raw BPF
+ * and prints it as a C header. The jail only installs these bytes; libseccomp
+ * never runs in the sandbox's start-up path.
+ *
+ * Policy: allow by default; the listed syscalls fail with EPERM (so programs
+ * degrade gracefully) or ENOSYS (clone3, so libc falls back to clone, whose
+ * flags we can inspect). Any non-native ABI (i386 via int 0x80, x32) fails
+ * with EPERM.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <linux/filter.h>
+
+static const unsigned long ns_flags[] = {
+	CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
+	CLONE_NEWCGROUP, 0x80 /* CLONE_NEWTIME */,
+};
+
+/* personality flags that weaken the address space (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, ...). */
+static const unsigned long bad_persona[] = {
+	0x0400000 /* READ_IMPLIES_EXEC */, 0x0040000 /* ADDR_NO_RANDOMIZE */,
+	0x0100000 /* MMAP_PAGE_ZERO */, 0x0200000 /* ADDR_COMPAT_LAYOUT */,
+	0x0800000 /* ADDR_LIMIT_32BIT */, 0x8000000 /* ADDR_LIMIT_3GB */,
+};
+
+/* Syscalls refused outright with EPERM. */
+static const char *const denied[] = {
+	/* debugging / other processes' memory */
+	"ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+	"process_madvise",
+	/* kernel attack surface not needed by ordinary programs */
+	"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+	"io_uring_register", "add_key", "keyctl", "request_key", "lookup_dcookie",
+	/* mounts and namespaces */
+	"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen",
+	"fsconfig", "fsmount", "fspick", "mount_setattr", "setns",
+	/* machine administration */
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon",
+	"swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "syslog", "iopl", "ioperm",
+	"nfsservctl", "sysfs", "uselib", "vhangup", "ustat", "_sysctl",
+	/* file handles bypass path-based checks */
+	"open_by_handle_at", "name_to_handle_at",
+	/* time */
+	"clock_settime", "clock_adjtime", "settimeofday", "adjtimex", "stime",
+	/* misc */
+	"fanotify_init", "vm86", "vm86old", "get_kernel_syms", "query_module", "create_module",
+};
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "gen_seccomp: %s: %s\n", what, strerror(-rc));
+	exit(1);
+}
+
+static void deny(scmp_filter_ctx ctx, const char *name)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+	int rc;
+
+	if (nr == __NR_SCMP_ERROR)
+		return; /* not a syscall on this architecture */
+	rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+	if (rc < 0)
+		die(name, rc);
+}
+
+static void add_rules(scmp_filter_ctx ctx)
+{
+	int rc = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(denied) / sizeof(denied[0]); i++)
+		deny(ctx, denied[i]);
+
+	/* clone3 passes flags in memory the filter cannot read: make libc fall back to clone. */
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	/* clone/unshare with any namespace flag: one rule per flag bit. */
+	for (i = 0; i < sizeof(ns_flags) / sizeof(ns_flags[0]); i++) {
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]));
+	}
+	if (rc < 0)
+		die("clone", rc);
+	/*
+	 * ioctl's command is an unsigned int: compare only the low 32 bits, or a
+	 * caller could set high bits the kernel ignores and slip past the rule.
+	 */
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI));
+	rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+			       SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX));
+	if (rc < 0)
+		die("ioctl", rc);
+	/*
+	 * personality: refuse the flags that weaken the address space. The query
+	 * 0xffffffff has every bit set, so each rule also requires bit 31 clear
+	 * (libseccomp takes one comparison per argument); no real persona uses
+	 * bit 31, and with no_new_privs these flags only weaken the caller itself.
+	 */
+	for (i = 0; i < sizeof(bad_persona) / sizeof(bad_persona[0]); i++)
+		rc |= seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+				       SCMP_A0(SCMP_CMP_MASKED_EQ, bad_persona[i] | 0x80000000u,
+					       bad_persona[i]));
+	if (rc < 0)
+		die("personality", rc);
+}
+
+int main(int argc, char **argv)
+{
+	scmp_filter_ctx ctx;
+	FILE *tmp, *out;
+	struct sock_filter insn;
+	size_t n = 0;
+	int rc;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: gen_seccomp OUT.h\n");
+		return 2;
+	}
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		die("seccomp_init", -ENOMEM);
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
+	if (rc < 0)
+		die("badarch", rc);
+	add_rules(ctx);
+
+	tmp = tmpfile();
+	if (!tmp)
+		die("tmpfile", -errno);
+	rc = seccomp_export_bpf(ctx, fileno(tmp));
+	if (rc < 0)
+		die("export", rc);
+	rewind(tmp);
+	out = fopen(argv[1], "w");
+	if (!out)
+		die(argv[1], -errno);
+	fprintf(out, "/* Generated by tools/gen_seccomp.c; do not edit. */\n"
+		     "static const struct sock_filter jail_seccomp_insns[] = {\n");
+	while (fread(&insn, sizeof(insn), 1, tmp) == 1) {
+		fprintf(out, "\t{0x%04x, %u, %u, 0x%08x},\n", insn.code, insn.jt, insn.jf, insn.k);
+		n++;
+	}
+	fprintf(out, "};\n");
+	if (fclose(out) != 0 || n == 0)
+		die("write", -EIO);
+	seccomp_release(ctx);
+	return 0;
+}
