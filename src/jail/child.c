@@ -53,16 +53,6 @@ static void scrub_environment(void)
 	environ = NULL;
 }
 
-static void write_self(const char *path, const char *val)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		(void)!write(fd, val, strlen(val));
-		close(fd);
-	}
-}
-
 void jail_child_main(struct jail_ctx *ctx)
 {
 	struct al_error *err = NULL;
@@ -74,11 +64,7 @@ void jail_child_main(struct jail_ctx *ctx)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* C2. Own session: no controlling terminal of the caller's, no job-control signals. */
 	setsid();
-	/* C3. PID 1 must survive the memory cgroup's OOM killer so it can report; the
-	 *     workload raises its own score back (init.c). Needs host privilege: now. */
-	write_self("/proc/self/oom_score_adj", "-1000");
-
-	/* C4. Wait until the parent has put us in our cgroups (v1), so that the cgroup
+	/* C3. Wait until the parent has put us in our cgroups (v1), so that the cgroup
 	 *     namespace below is rooted at the sandbox's own cgroup. */
 	if (wait_go(ctx->sync_fd, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
@@ -87,7 +73,7 @@ void jail_child_main(struct jail_ctx *ctx)
 		jail_child_fail(ctx->sync_fd, err);
 	}
 
-	/* C5. uts and net: a fixed hostname, loopback up, nothing else. */
+	/* C4. uts and net: a fixed hostname, loopback up, nothing else. */
 	if (sethostname(host, strlen(host)) < 0) {
 		al_error_set(&err, errno, "sethostname");
 		jail_child_fail(ctx->sync_fd, err);
@@ -95,12 +81,12 @@ void jail_child_main(struct jail_ctx *ctx)
 	if (jail_loopback_up(&err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 
-	/* C6. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
+	/* C5. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
 	 *     of --file sources, pivot_root, old root detached. */
 	if (jail_rootfs_build(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 
-	/* C7. Leave host privilege for good: a new user namespace, whose id maps the
+	/* C6. Leave host privilege for good: a new user namespace, whose id maps the
 	 *     parent writes (we cannot map a range ourselves). */
 	if (unshare(CLONE_NEWUSER) < 0) {
 		al_error_set(&err, errno, "unshare(CLONE_NEWUSER)");
@@ -116,12 +102,12 @@ void jail_child_main(struct jail_ctx *ctx)
 		jail_child_fail(ctx->sync_fd, err);
 	}
 
-	/* C8. PID 1 holds the caller's memory image: make it undumpable (no /proc/1/mem,
+	/* C7. PID 1 holds the caller's memory image: make it undumpable (no /proc/1/mem,
 	 *     /proc/1/environ for anyone inside) and wipe the inherited environment. */
 	prctl(PR_SET_DUMPABLE, 0);
 	scrub_environment();
 
-	/* C9. Become the sandbox's init: start the workload (which drops what is left:
+	/* C8. Become the sandbox's init: start the workload (which drops what is left:
 	 *     caps, no_new_privs, Landlock, seccomp; security.c), wait, report. */
 	jail_init_main(ctx);
 }

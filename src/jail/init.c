@@ -73,13 +73,6 @@ __attribute__((noreturn)) static void workload_exec(struct jail_ctx *ctx, int tt
 		_exit(AL_EXIT_SETUP);
 	sys_close_range(4, ~0U, 0);
 	exec_pipe = 3;
-	{
-		int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
-		if (fd >= 0) {
-			(void)!write(fd, "0", 1);
-			close(fd);
-		}
-	}
 	setrlimit(RLIMIT_CORE, &core);
 	umask(022);
 

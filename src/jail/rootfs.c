@@ -127,8 +127,7 @@ static int build_host_runtime(int root_fd, const char *hostname, struct al_error
 	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 	/* Host /etc entries that are safe and that common tools need. Nothing else of /etc. */
 	static const char *const etc[] = {"ld.so.cache", "localtime", "ssl/certs", "alternatives",
-					  "protocols",   "services",  "os-release", "mime.types",
-					  "bash.bashrc", "profile", "inputrc"};
+					  "os-release"};
 	char host_path[PATH_MAX], rel[PATH_MAX], hosts[512];
 	size_t i;
 	int r;
@@ -235,8 +234,7 @@ static int build_proc(int root_fd, struct al_error **err)
 	/* Kernel state no sandbox needs: hidden behind /dev/null even though uid checks
 	 * already refuse most of it (defence in depth). */
 	static const char *const masked[] = {"kcore", "keys", "timer_list", "sysrq-trigger",
-					     "kallsyms", "kmsg", "kpagecount", "kpageflags",
-					     "kpagecgroup", "config.gz"};
+					     "kallsyms", "config.gz", "sched_debug"};
 	char path[64];
 	size_t i;
 
