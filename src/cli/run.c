@@ -228,9 +228,10 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 	case 'h':
 		cli_run_usage(stdout);
 		return 0;
+	case ':':
+		return usage_error("option '%s' needs a value", arg);
 	default:
-		fputs("(see 'airlock run --help')\n", stderr);
-		return AL_EXIT_USAGE;
+		return usage_error("unknown option '%s'", arg);
 	}
 	return -1;
 }
@@ -306,10 +307,11 @@ int cli_run(int argc, char **argv)
 
 	memset(&o, 0, sizeof(o));
 	al_config_init(&o.cfg);
-	opterr = 1;
+	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+e:w:ith", long_opts, NULL)) != -1) {
-		code = parse_opt(&o, c, optarg);
+	while ((c = getopt_long(argc, argv, "+:e:w:ith", long_opts, NULL)) != -1) {
+		/* For errors, report the option as the user wrote it. */
+		code = parse_opt(&o, c, c == '?' || c == ':' ? argv[optind - 1] : optarg);
 		if (code >= 0)
 			return code;
 	}

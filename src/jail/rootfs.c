@@ -173,14 +173,15 @@ static int build_image(int root_fd, int image_fd, const char *image, struct al_e
 	char src[PATH_MAX];
 	struct dirent *de;
 	size_t i;
-	int fd = fcntl(image_fd, F_DUPFD_CLOEXEC, 3);
+	/* image_fd is O_PATH: reopen it for reading the directory. */
+	int fd = openat(image_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 	if (fd < 0 || !(d = fdopendir(fd))) {
 		if (fd >= 0)
 			close(fd);
 		return al_error_set(err, errno, "opendir image '%s'", image);
 	}
-	while ((de = readdir(d))) {
+	while ((errno = 0, de = readdir(d))) {
 		bool skip = de->d_name[0] == '.' &&
 			    (de->d_name[1] == '\0' || (de->d_name[1] == '.' && !de->d_name[2]));
 
@@ -193,6 +194,8 @@ static int build_image(int root_fd, int image_fd, const char *image, struct al_e
 		if (import_host_entry(root_fd, src, de->d_name, err) < 0)
 			return al_error_wrap(err, "image '%s'", image);
 	}
+	if (errno)
+		return al_error_set(err, errno, "readdir image '%s'", image);
 	return 0;
 }
 
