@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,41 @@ static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
 	return 0;
 }
 
+/*
+ * Remove the cgroups of one-shot runs whose airlock process is gone (it was
+ * SIGKILLed and could not clean up). Names are run-<pid>-<time>; a live pid
+ * (even a reused one) keeps its directory. An empty directory costs one
+ * readdir here.
+ */
+static void sweep_stale(const char *root, bool v2)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	_cleanup_closedir_ DIR *d = NULL;
+	struct dirent *de;
+	int i;
+
+	snprintf(dir, sizeof(dir), v2 ? "%s/airlock" : "%s/pids/airlock", root);
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		long pid;
+		char *end;
+
+		if (strncmp(de->d_name, "run-", 4) != 0)
+			continue;
+		pid = strtol(de->d_name + 4, &end, 10);
+		if (pid <= 0 || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		for (i = 0; i < (v2 ? 1 : V1_N); i++) {
+			if (v2)
+				snprintf(path, sizeof(path), "%s/airlock/%s", root, de->d_name);
+			else
+				snprintf(path, sizeof(path), "%s/%s/airlock/%s", root,
+					 v1_controllers[i], de->d_name);
+			rmdir(path);
+		}
+	}
+}
+
 static bool is_v2(const char *root)
 {
 	struct statfs sf;
@@ -183,6 +219,7 @@ int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jai
 
 	cg->v2_fd = -1;
 	cg->v2 = is_v2(root);
+	sweep_stale(root, cg->v2);
 	r = cg->v2 ? setup_v2(cg, root, name, cfg, err) : setup_v1(cg, root, name, cfg, err);
 	if (r < 0) {
 		jail_cgroup_destroy(cg);
