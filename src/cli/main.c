@@ -2,7 +2,9 @@
 /* airlock: the command-line front end. One file per subcommand. */
 #include "cli/cli.h"
 
+#include <fcntl.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 static void usage(FILE *out)
@@ -16,8 +18,17 @@ static void usage(FILE *out)
 	      out);
 }
 
+/* Make sure fds 0-2 exist, so no pipe or socket of ours is mistaken for stdio. */
+static void ensure_stdio(void)
+{
+	for (int fd = 0; fd < 3; fd++)
+		if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY) < 0)
+			_exit(AL_EXIT_SETUP);
+}
+
 int main(int argc, char **argv)
 {
+	ensure_stdio();
 	if (argc < 2) {
 		usage(stderr);
 		return AL_EXIT_USAGE;
