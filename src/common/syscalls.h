@@ -23,6 +23,7 @@
 #define __NR_landlock_add_rule 445
 #define __NR_landlock_restrict_self 446
 #endif
+#define AL_CLONE_NEWTIME 0x80ULL /* time namespace (clone3 puts the child in it) */
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL
 #endif

@@ -12,7 +12,7 @@
  *
  * Parent side (run.c):
  *   P1. create the cgroup (limits in place before any sandbox code runs)
- *   P2. clone3(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS [|INTO_CGROUP]) -> this child
+ *   P2. clone3(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWTIME [|INTO_CGROUP]) -> this child
  *   P3. v1: attach the child to its cgroups; send GO
  *   P5. on IDMAP: write uid_map/gid_map (0..65535 -> an unprivileged host range); send GO
  */

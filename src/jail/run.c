@@ -190,7 +190,7 @@ static int open_channels(struct run *r, const struct al_config *cfg, const struc
 static int spawn(struct run *r, struct al_error **err)
 {
 	struct al_clone_args args = {
-		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | AL_CLONE_NEWTIME |
 			 CLONE_PIDFD,
 		.pidfd = (uint64_t)(uintptr_t)&r->pidfd,
 		.exit_signal = SIGCHLD,
