@@ -15,6 +15,8 @@
 #define JAIL_USER_UID 1000u
 #define JAIL_HOME "/home/user"
 
+struct jail_cgroup;
+
 /* Everything the child needs, prepared by the parent before clone. */
 struct jail_ctx {
 	const struct al_config *cfg;
@@ -24,7 +26,20 @@ struct jail_ctx {
 	int sync_fd;         /* child's end of the sync socket */
 	int stdio[3];        /* child's ends of the stdio pipes (-1 in tty mode: the PTY is used) */
 	struct winsize winsz; /* initial PTY size */
+
+	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
+	const char *agent_path; /* NULL for one-shot runs */
+	const char *agent_sock; /* host path of the agent's listening socket */
 };
+
+/* spawn.c: clone the child into its namespaces (and cgroup on v2); the child closes
+ * close_in_child[] and runs jail_child_main(ctx). */
+int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in_child,
+	       size_t n_close, pid_t *pid_out, int *pidfd_out, struct al_error **err);
+/* spawn.c: cgroup v1 attach, then tell the child to go on. */
+int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, struct al_error **err);
+/* spawn.c: uid_map/gid_map of the child's user namespace: 0..65535 -> base.. */
+int jail_write_idmaps(pid_t pid, uid_t base, struct al_error **err);
 
 /* child.c: the ordered set-up inside the clone; never returns. */
 __attribute__((noreturn)) void jail_child_main(struct jail_ctx *ctx);

@@ -141,22 +141,12 @@ static void handle_msg(struct relay *rl)
 	switch (m.type) {
 	case JMSG_IDMAP: {
 		struct jail_msg go = {.type = JMSG_GO};
-		char path[64], map[64];
-		int len = snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)rl->host_base,
-				   JAIL_UID_RANGE);
-		const char *files[] = {"uid_map", "gid_map"};
 
-		for (int i = 0; i < 2; i++) {
-			_cleanup_close_ int f = -1;
-			snprintf(path, sizeof(path), "/proc/%d/%s", (int)rl->pid, files[i]);
-			f = open(path, O_WRONLY | O_CLOEXEC);
-			if (f < 0 || write(f, map, (size_t)len) != len) {
-				al_error_set(&err, errno, "write '%s'", path);
-				rl->setup_error = xstrdup(err->msg);
-				al_error_free(err);
-				kill_sandbox(rl, AL_REASON_SETUP_FAILED);
-				return;
-			}
+		if (jail_write_idmaps(rl->pid, rl->host_base, &err) < 0) {
+			rl->setup_error = xstrdup(err->msg);
+			al_error_free(err);
+			kill_sandbox(rl, AL_REASON_SETUP_FAILED);
+			break;
 		}
 		jail_msg_send(rl->sync_fd, &go, -1);
 		break;

@@ -189,47 +189,21 @@ static int open_channels(struct run *r, const struct al_config *cfg, const struc
 
 static int spawn(struct run *r, struct al_error **err)
 {
-	struct al_clone_args args = {
-		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | AL_CLONE_NEWTIME |
-			 CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)&r->pidfd,
-		.exit_signal = SIGCHLD,
-	};
-	int cgfd = jail_cgroup_clone_fd(r->cg);
+	int parent_ends[] = {r->sync[0], r->out[0], r->errp[0], r->in[1]};
 
-	if (cgfd >= 0) {
-		args.flags |= CLONE_INTO_CGROUP;
-		args.cgroup = (uint64_t)cgfd;
-	}
-	r->pid = sys_clone3(&args);
-	if (r->pid < 0)
-		return al_error_set(err, errno, "clone3 (new namespaces)");
-	if (r->pid == 0) {
-		/* Child: keep only our ends, then the ordered set-up (never returns). */
-		close(r->sync[0]);
-		if (r->out[0] >= 0)
-			close(r->out[0]), close(r->errp[0]);
-		if (r->in[1] >= 0)
-			close(r->in[1]);
-		r->ctx.sync_fd = r->sync[1];
-		r->ctx.stdio[0] = r->in[0];
-		r->ctx.stdio[1] = r->out[1];
-		r->ctx.stdio[2] = r->errp[1];
-		jail_child_main(&r->ctx);
-	}
+	r->ctx.sync_fd = r->sync[1];
+	r->ctx.stdio[0] = r->in[0];
+	r->ctx.stdio[1] = r->out[1];
+	r->ctx.stdio[2] = r->errp[1];
+	if (jail_clone(&r->ctx, r->cg, parent_ends, ARRAY_SIZE(parent_ends), &r->pid, &r->pidfd,
+		       err) < 0)
+		return -1;
 	/* Parent: close the child's ends. */
 	al_closep(&r->sync[1]);
 	al_closep(&r->in[0]);
 	al_closep(&r->out[1]);
 	al_closep(&r->errp[1]);
-	if (jail_cgroup_attach(r->cg, r->pid, err) < 0)
-		return -1;
-	{
-		struct jail_msg go = {.type = JMSG_GO};
-		if (jail_msg_send(r->sync[0], &go, -1) < 0)
-			return al_error_set(err, errno ? errno : EPIPE, "sync with the sandbox");
-	}
-	return 0;
+	return jail_release_child(r->cg, r->pid, r->sync[0], err);
 }
 
 static void set_setup_failed(struct al_result *res, struct al_error *e, const char *fallback)

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* Parent-side primitives shared by one-shot runs (run.c) and daemon sandboxes (sandbox.c). */
+#include "jail/jail.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in_child,
+	       size_t n_close, pid_t *pid_out, int *pidfd_out, struct al_error **err)
+{
+	struct al_clone_args args = {
+		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+			 AL_CLONE_NEWTIME | CLONE_PIDFD,
+		.pidfd = (uint64_t)(uintptr_t)pidfd_out,
+		.exit_signal = SIGCHLD,
+	};
+	int cgfd = jail_cgroup_clone_fd(cg);
+	pid_t pid;
+
+	if (cgfd >= 0) {
+		args.flags |= CLONE_INTO_CGROUP;
+		args.cgroup = (uint64_t)cgfd;
+	}
+	pid = sys_clone3(&args);
+	if (pid < 0)
+		return al_error_set(err, errno, "clone3 (new namespaces)");
+	if (pid == 0) {
+		/* Child: drop the parent's ends, then the ordered set-up (never returns). */
+		for (size_t i = 0; i < n_close; i++)
+			if (close_in_child[i] >= 0)
+				close(close_in_child[i]);
+		jail_child_main(ctx);
+	}
+	*pid_out = pid;
+	return 0;
+}
+
+int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, struct al_error **err)
+{
+	struct jail_msg go = {.type = JMSG_GO};
+
+	if (jail_cgroup_attach(cg, pid, err) < 0)
+		return -1;
+	if (jail_msg_send(sync_fd, &go, -1) < 0)
+		return al_error_set(err, errno ? errno : EPIPE, "sync with the sandbox");
+	return 0;
+}
+
+int jail_write_idmaps(pid_t pid, uid_t base, struct al_error **err)
+{
+	static const char *const files[] = {"uid_map", "gid_map"};
+	char path[64], map[64];
+	int len = snprintf(map, sizeof(map), "0 %u %u\n", (unsigned)base, JAIL_UID_RANGE);
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_close_ int fd = -1;
+
+		snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, files[i]);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, map, (size_t)len) != len)
+			return al_error_set(err, errno, "write '%s'", path);
+	}
+	return 0;
+}
