@@ -229,6 +229,31 @@ int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jai
 	return 0;
 }
 
+struct jail_cgroup *jail_cgroup_open(const char *name)
+{
+	const char *root = cgroup_root();
+	struct jail_cgroup *cg = xzalloc(sizeof(*cg));
+	int i;
+
+	cg->v2_fd = -1;
+	cg->v2 = is_v2(root);
+	for (i = 0; i < (cg->v2 ? 1 : V1_N); i++)
+		cg->dir[i] = cg->v2 ? xasprintf("%s/airlock/%s", root, name)
+				    : xasprintf("%s/%s/airlock/%s", root, v1_controllers[i], name);
+	return cg;
+}
+
+void jail_cgroup_forget(struct jail_cgroup *cg)
+{
+	if (!cg)
+		return;
+	for (int i = 0; i < V1_N; i++)
+		free(cg->dir[i]);
+	if (cg->v2_fd >= 0)
+		close(cg->v2_fd);
+	free(cg);
+}
+
 int jail_cgroup_clone_fd(const struct jail_cgroup *cg)
 {
 	return cg->v2 ? cg->v2_fd : -1;

@@ -59,9 +59,11 @@ void jail_child_main(struct jail_ctx *ctx)
 	struct jail_msg m = {.type = JMSG_IDMAP};
 	const char *host = ctx->cfg->hostname ? ctx->cfg->hostname : "sandbox";
 
-	/* C1. If airlock dies before we are set up, die too (cleared later by the uid change;
-	 *     from then on the sync socket's EOF plays that role, see init.c). */
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	/* C1. A one-shot run dies with airlock (the death signal is cleared by the uid change
+	 *     below; from then on the sync socket's EOF plays that role, see init.c). A daemon
+	 *     sandbox must outlive its spawner and the daemon itself: no death signal. */
+	if (!ctx->agent_path)
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* C2. Own session: no controlling terminal of the caller's, no job-control signals. */
 	setsid();
 	/* C3. Wait until the parent has put us in our cgroups (v1), so that the cgroup
@@ -79,6 +81,11 @@ void jail_child_main(struct jail_ctx *ctx)
 		jail_child_fail(ctx->sync_fd, err);
 	}
 	if (jail_loopback_up(&err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
+
+	/* C4b. Daemon sandboxes: open the agent binary and bind its listening socket now,
+	 *      while host paths are still reachable; both cross into the sandbox as fds. */
+	if (ctx->agent_path && jail_agent_prepare(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 
 	/* C5. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
@@ -108,6 +115,9 @@ void jail_child_main(struct jail_ctx *ctx)
 	scrub_environment();
 
 	/* C8. Become the sandbox's init: start the workload (which drops what is left:
-	 *     caps, no_new_privs, Landlock, seccomp; security.c), wait, report. */
+	 *     caps, no_new_privs, Landlock, seccomp; security.c), wait, report. A daemon
+	 *     sandbox execs the agent instead, which does the same for each command. */
+	if (ctx->agent_path)
+		jail_agent_exec(ctx);
 	jail_init_main(ctx);
 }

@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <stdio.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -46,9 +47,7 @@ static int open_pty(const struct winsize *ws, int *slave, struct al_error **err)
 	return TAKE_FD(master);
 }
 
-/* In the workload, after fork: wire stdio, drop everything, exec. Never returns. */
-__attribute__((noreturn)) static void workload_exec(struct jail_ctx *ctx, int tty_slave,
-						    int exec_pipe)
+void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe)
 {
 	struct al_error *err = NULL;
 	struct rlimit core = {0, 0};
@@ -75,6 +74,14 @@ __attribute__((noreturn)) static void workload_exec(struct jail_ctx *ctx, int tt
 	exec_pipe = 3;
 	setrlimit(RLIMIT_CORE, &core);
 	umask(022);
+	if (ctx->cwd && chdir(ctx->cwd) < 0) {
+		struct jail_exec_report rep = {.err = errno};
+
+		snprintf(rep.text, sizeof(rep.text), "working directory '%s': %s", ctx->cwd,
+			 strerror(errno));
+		(void)!write(exec_pipe, &rep, sizeof(rep));
+		_exit(AL_EXIT_NOEXEC);
+	}
 
 	if (jail_drop_privileges(ctx, &err) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    jail_landlock_apply(ctx, &err) < 0 || jail_seccomp_install(&err) < 0) {
@@ -132,7 +139,7 @@ void jail_init_main(struct jail_ctx *ctx)
 	}
 	if (wl == 0) {
 		close(pipefd[0]);
-		workload_exec(ctx, slave, pipefd[1]);
+		jail_exec_workload(ctx, slave, pipefd[1]);
 	}
 	close(pipefd[1]);
 	if (slave >= 0)

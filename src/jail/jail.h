@@ -30,6 +30,9 @@ struct jail_ctx {
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */
 	const char *agent_sock; /* host path of the agent's listening socket */
+	int agent_fd;           /* set in the child: the agent binary, for fexecve */
+	int listen_fd;          /* set in the child: the agent's listening socket */
+	const char *cwd;        /* agent commands: chdir here before exec (NULL: keep) */
 };
 
 /* spawn.c: clone the child into its namespaces (and cgroup on v2); the child closes
@@ -54,6 +57,16 @@ int jail_mkdir_p(int root_fd, const char *path, uid_t owner, struct al_error **e
 int jail_copy_in(int src_fd, const char *src_name, int root_fd, const char *dst, uid_t uid,
 		 gid_t gid, struct al_error **err);
 
+/* agent_exec.c: in the child, daemon sandboxes only. */
+int jail_agent_prepare(struct jail_ctx *ctx, struct al_error **err);
+__attribute__((noreturn)) void jail_agent_exec(struct jail_ctx *ctx);
+
+/* init.c: in a freshly forked workload process: wire stdio (ctx->stdio, or the PTY slave),
+ * drop every privilege, exec ctx->cfg->argv with ctx->envp. On failure writes a
+ * struct jail_exec_report to exec_pipe and exits. Never returns. */
+__attribute__((noreturn)) void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave,
+						  int exec_pipe);
+
 /* init.c: PID 1 of the sandbox: start the workload, wait, report; never returns. */
 __attribute__((noreturn)) void jail_init_main(struct jail_ctx *ctx);
 
@@ -74,6 +87,10 @@ int jail_cgroup_clone_fd(const struct jail_cgroup *cg);
 int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err);
 void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills);
 void jail_cgroup_kill(struct jail_cgroup *cg);
+/* A handle on an existing cgroup (a daemon sandbox's), without writing limits. */
+struct jail_cgroup *jail_cgroup_open(const char *name);
+/* Frees the handle, leaving the cgroup in place. */
+void jail_cgroup_forget(struct jail_cgroup *cg);
 /* Removes the cgroup (after its processes are gone) and frees cg. */
 void jail_cgroup_destroy(struct jail_cgroup *cg);
 

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* The jail backend's interface for daemon sandboxes (PID 1 = airlock-agent). */
+#ifndef AL_JAIL_SANDBOX_H
+#define AL_JAIL_SANDBOX_H
+
+#include <airlock/airlock.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct jail_sandbox_spec {
+	const struct al_config *cfg; /* limits, image, workdir, hostname */
+	const char *agent_path;      /* the static airlock-agent binary on the host */
+	const char *agent_sock;      /* host path for the agent's listening socket */
+	const char *cgroup_name;     /* e.g. the sandbox id; created under airlock/ */
+	uid_t host_base;             /* first host id of the sandbox's 65536-id range */
+};
+
+struct jail_sandbox_info {
+	pid_t pid;           /* host pid of PID 1 */
+	uint64_t start_time; /* /proc/PID/stat field 22, to recognise it after a restart */
+};
+
+/* From a single-threaded process only (see sandbox.c). */
+int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox_info *info,
+		       struct al_error **err);
+int jail_proc_start_time(pid_t pid, uint64_t *out);
+
+/* Stop a sandbox: SIGKILL to PID 1 (after checking it is still the same process) takes the
+ * whole pid namespace; then remove its cgroup. Safe to call for one already gone. */
+int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name);
+/* Peak memory and OOM kills of a live sandbox's cgroup (0 if unknown). */
+void jail_sandbox_stats(const char *cgroup_name, uint64_t *peak, uint64_t *oom_kills);
+
+#endif
