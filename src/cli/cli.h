@@ -7,6 +7,8 @@
 #include <stdio.h>
 
 int cli_run(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+void cli_serve_usage(FILE *out);
 void cli_run_usage(FILE *out);
 
 /* json.c: the --json result object (one line, UTF-8; invalid bytes become U+FFFD). */

@@ -13,6 +13,7 @@ static void usage(FILE *out)
 	      "\n"
 	      "commands:\n"
 	      "  run [flags] -- CMD [ARGS...]   run one command in a fresh sandbox, then remove it\n"
+	      "  serve [flags]                  run the daemon (airlockd): sandboxes behind an HTTP API\n"
 	      "  help                           this text; `airlock run --help` for run's flags\n"
 	      "  version                        print the version\n",
 	      out);
@@ -35,6 +36,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "run") == 0)
 		return cli_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "serve") == 0)
+		return cli_serve(argc - 1, argv + 1);
 	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0) {
 		usage(stdout);

@@ -1,0 +1,291 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * airlock-agent: PID 1 of a daemon sandbox (docs/agent-protocol.md).
+ *
+ * It accepts the daemon on the listening socket it inherited as fd 3 (bound
+ * at a host path the sandbox cannot see), starts commands on request --
+ * each one dropped to the sandbox user with no capabilities, no_new_privs,
+ * Landlock and seccomp, exactly like `airlock run` (jail_exec_workload) --
+ * streams their output, keeps it for replays, and reaps every orphan.
+ *
+ * The daemon may go away and come back (a restart, a SIGKILL): the agent
+ * keeps running its commands and buffering their output, and greets the new
+ * connection with HELLO listing every command it knows. A new connection
+ * replaces the old one; only the daemon can reach the socket.
+ */
+#include "agent/agent.h"
+#include "common/cleanup.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+uint64_t agent_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void drop_conn(struct agent *a)
+{
+	if (a->conn_fd < 0)
+		return;
+	epoll_ctl(a->ep, EPOLL_CTL_DEL, a->conn_fd, NULL);
+	close(a->conn_fd);
+	a->conn_fd = -1;
+	a->rlen = 0;
+}
+
+void agent_send(struct agent *a, struct proto_buf *b)
+{
+	size_t off = 0;
+
+	if (proto_finish(b) == 0 && a->conn_fd >= 0) {
+		while (off < b->len) {
+			ssize_t n = send(a->conn_fd, b->data + off, b->len - off, MSG_NOSIGNAL);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				drop_conn(a); /* the daemon is gone; it will reconnect and replay */
+				break;
+			}
+			off += (size_t)n;
+		}
+	}
+	proto_buf_free(b);
+}
+
+void agent_send_error(struct agent *a, uint32_t id, int err, const char *msg)
+{
+	struct proto_buf b = {0};
+
+	proto_begin(&b, PROTO_ERROR, id);
+	proto_put_i32(&b, PT_ERRNO, err);
+	proto_put_str(&b, PT_MESSAGE, msg, strlen(msg));
+	agent_send(a, &b);
+}
+
+static void send_hello(struct agent *a)
+{
+	struct proto_buf b = {0};
+
+	proto_begin(&b, PROTO_HELLO, 0);
+	proto_put_u32(&b, PT_VERSION, PROTO_VERSION);
+	for (size_t i = 0; i < a->n_cmds; i++) {
+		const struct agent_cmd *c = a->cmds[i];
+		size_t mark = proto_nest_begin(&b, PT_COMMAND);
+
+		proto_put_str(&b, PT_CMD_ID, c->id, strlen(c->id));
+		proto_put_u32(&b, PT_PID, (uint32_t)c->pid);
+		if (c->finished)
+			proto_put_i32(&b, PT_STATUS, c->status);
+		proto_put_u64(&b, PT_OUT_BYTES, c->buf[0].total);
+		proto_put_u64(&b, PT_ERR_BYTES, c->buf[1].total);
+		proto_put_u64(&b, PT_TIME_MS, c->start_ms);
+		proto_nest_end(&b, mark);
+	}
+	agent_send(a, &b);
+}
+
+static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
+{
+	struct proto_msg m;
+	struct proto_buf b = {0};
+	struct agent_cmd *c = NULL;
+	int r = proto_decode(frame, len, &m);
+
+	if (r < 0) {
+		agent_send_error(a, 0, -r, "malformed frame");
+		drop_conn(a);
+		return;
+	}
+	if (m.cmd_id)
+		c = agent_cmd_find(a, m.cmd_id, m.cmd_id_len);
+	switch (m.type) {
+	case PROTO_EXEC:
+		agent_cmd_exec(a, &m);
+		return;
+	case PROTO_PING:
+		proto_begin(&b, PROTO_PONG, m.id);
+		agent_send(a, &b);
+		return;
+	default:
+		break;
+	}
+	if (!c) {
+		agent_send_error(a, m.id, ENOENT, "no such command");
+		return;
+	}
+	switch (m.type) {
+	case PROTO_STDIN:
+		if (c->fd[0] < 0 || write(c->fd[0], m.data, m.data_len) != (ssize_t)m.data_len) {
+			agent_send_error(a, m.id, c->fd[0] < 0 ? EPIPE : (errno ? errno : EAGAIN),
+					 "stdin is closed or full");
+			return;
+		}
+		break;
+	case PROTO_STDIN_CLOSE:
+		al_closep(&c->fd[0]);
+		break;
+	case PROTO_KILL:
+		if (!c->exited && kill(-c->pid, (int)m.signal) < 0 && kill(c->pid, (int)m.signal) < 0) {
+			agent_send_error(a, m.id, errno, "kill");
+			return;
+		}
+		break;
+	case PROTO_REPLAY:
+		agent_replay(a, c, m.stream, m.offset);
+		break;
+	default:
+		agent_send_error(a, m.id, EPROTO, "unexpected message type");
+		return;
+	}
+	proto_begin(&b, PROTO_OK, m.id);
+	agent_send(a, &b);
+}
+
+static void read_conn(struct agent *a)
+{
+	ssize_t n;
+	size_t off = 0;
+
+	if (a->rcap - a->rlen < 65536) {
+		a->rcap = a->rcap ? a->rcap * 2 : 131072;
+		if (a->rcap > 2 * PROTO_MAX_FRAME)
+			a->rcap = 2 * PROTO_MAX_FRAME;
+		a->rbuf = realloc(a->rbuf, a->rcap);
+		if (!a->rbuf)
+			abort();
+	}
+	n = recv(a->conn_fd, a->rbuf + a->rlen, a->rcap - a->rlen, 0);
+	if (n <= 0) {
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			return;
+		drop_conn(a);
+		return;
+	}
+	a->rlen += (size_t)n;
+	while (a->conn_fd >= 0) {
+		long need = proto_frame_size(a->rbuf + off, a->rlen - off);
+
+		if (need < 0) {
+			drop_conn(a);
+			return;
+		}
+		if (need == 0 || (size_t)need > a->rlen - off)
+			break;
+		handle_frame(a, a->rbuf + off, (size_t)need);
+		off += (size_t)need;
+	}
+	if (a->conn_fd >= 0) {
+		memmove(a->rbuf, a->rbuf + off, a->rlen - off);
+		a->rlen -= off;
+	}
+}
+
+static void accept_conn(struct agent *a)
+{
+	int fd = accept4(AGENT_LISTEN_FD, NULL, NULL, SOCK_CLOEXEC);
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &a->w_conn};
+
+	if (fd < 0)
+		return;
+	drop_conn(a); /* a new daemon replaces the old connection */
+	a->conn_fd = fd;
+	epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
+	send_hello(a);
+}
+
+static void reap(struct agent *a)
+{
+	struct signalfd_siginfo si;
+	int status;
+	pid_t pid;
+
+	while (read(a->sig_fd, &si, sizeof(si)) == sizeof(si))
+		;
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (size_t i = 0; i < a->n_cmds; i++)
+			if (a->cmds[i]->pid == pid && !a->cmds[i]->exited) {
+				agent_cmd_reaped(a, a->cmds[i], status);
+				break;
+			}
+	}
+}
+
+static int setup(struct agent *a)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+	sigset_t mask;
+
+	/* Our memory holds every command's environment: nobody inside may read it. */
+	prctl(PR_SET_DUMPABLE, 0);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	sigdelset(&mask, SIGPIPE);
+	a->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	a->ep = epoll_create1(EPOLL_CLOEXEC);
+	a->conn_fd = -1;
+	if (a->sig_fd < 0 || a->ep < 0)
+		return -1;
+	a->w_listen.kind = W_LISTEN;
+	a->w_conn.kind = W_CONN;
+	a->w_sig.kind = W_SIGNAL;
+	fcntl(AGENT_LISTEN_FD, F_SETFD, FD_CLOEXEC);
+	ev.data.ptr = &a->w_listen;
+	if (epoll_ctl(a->ep, EPOLL_CTL_ADD, AGENT_LISTEN_FD, &ev) < 0)
+		return -1;
+	ev.data.ptr = &a->w_sig;
+	return epoll_ctl(a->ep, EPOLL_CTL_ADD, a->sig_fd, &ev);
+}
+
+int main(int argc, char **argv)
+{
+	struct agent a = {.workdir = "/workspace"};
+	struct epoll_event evs[32];
+
+	for (int i = 1; i + 1 < argc; i += 2)
+		if (strcmp(argv[i], "--workdir") == 0)
+			a.workdir = argv[i + 1];
+	if (getpid() != 1 || setup(&a) < 0)
+		return 125; /* only ever PID 1 of a sandbox */
+	for (;;) {
+		int n = epoll_wait(a.ep, evs, 32, -1);
+
+		for (int i = 0; i < n; i++) {
+			struct watch *w = evs[i].data.ptr;
+
+			switch (w->kind) {
+			case W_LISTEN:
+				accept_conn(&a);
+				break;
+			case W_CONN:
+				if (a.conn_fd >= 0)
+					read_conn(&a);
+				break;
+			case W_SIGNAL:
+				reap(&a);
+				break;
+			case W_OUT:
+				agent_cmd_pump(&a, w->cmd, 1);
+				break;
+			case W_ERR:
+				agent_cmd_pump(&a, w->cmd, 2);
+				break;
+			}
+		}
+	}
+}

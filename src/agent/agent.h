@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/* airlock-agent: PID 1 of a daemon sandbox. Internal interface of its files. */
+#ifndef AL_AGENT_AGENT_H
+#define AL_AGENT_AGENT_H
+
+#include "proto/proto.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define AGENT_LISTEN_FD 3
+#define AGENT_MAX_CMDS 1024           /* finished commands beyond this are forgotten, oldest first */
+#define AGENT_BUF_CAP (16u << 20)     /* output kept per stream for replays */
+#define AGENT_CHUNK (256u << 10)      /* largest OUTPUT payload */
+
+enum watch_kind { W_LISTEN, W_CONN, W_SIGNAL, W_OUT, W_ERR };
+
+struct watch {
+	enum watch_kind kind;
+	struct agent_cmd *cmd;
+};
+
+struct obuf {
+	char *data;
+	size_t len, cap;  /* kept bytes: offsets [0, len) */
+	uint64_t total;   /* bytes produced (offset of the next byte) */
+};
+
+struct agent_cmd {
+	char id[PROTO_ID_MAX + 1];
+	pid_t pid;
+	int fd[3];        /* stdin (write end), stdout, stderr (read ends); -1 when closed */
+	int report_fd;    /* exec-report pipe (read end) */
+	struct watch w_out, w_err;
+	struct obuf buf[2];
+	uint64_t start_ms, end_ms;
+	bool exited;      /* the process has been reaped */
+	bool finished;    /* EXIT was decided (exited and output drained) */
+	int status;
+	int exec_err;
+	char exec_msg[256];
+};
+
+struct agent {
+	const char *workdir;
+	int ep, conn_fd, sig_fd;
+	struct watch w_listen, w_conn, w_sig;
+	struct agent_cmd *cmds[AGENT_MAX_CMDS];
+	size_t n_cmds;
+	uint8_t *rbuf;    /* inbound bytes from the daemon */
+	size_t rlen, rcap;
+};
+
+/* cmd.c */
+int agent_cmd_exec(struct agent *a, const struct proto_msg *m);
+struct agent_cmd *agent_cmd_find(struct agent *a, const char *id, size_t len);
+void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream);
+void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status);
+void agent_send_exit(struct agent *a, const struct agent_cmd *c);
+void agent_send_output(struct agent *a, const struct agent_cmd *c, int stream, uint64_t off,
+		       const char *data, size_t len);
+void agent_replay(struct agent *a, struct agent_cmd *c, int stream, uint64_t off);
+
+/* agent.c */
+uint64_t agent_now_ms(void);
+/* Sends a frame to the daemon; on failure drops the connection. */
+void agent_send(struct agent *a, struct proto_buf *b);
+void agent_send_error(struct agent *a, uint32_t id, int err, const char *msg);
+
+#endif

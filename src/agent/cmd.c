@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/* The agent's commands: start, output capture and replay, reaping. */
+#include "agent/agent.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "jail/jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct agent_cmd *agent_cmd_find(struct agent *a, const char *id, size_t len)
+{
+	for (size_t i = 0; i < a->n_cmds; i++)
+		if (strlen(a->cmds[i]->id) == len && memcmp(a->cmds[i]->id, id, len) == 0)
+			return a->cmds[i];
+	return NULL;
+}
+
+static void cmd_free(struct agent_cmd *c)
+{
+	for (int i = 0; i < 3; i++)
+		al_closep(&c->fd[i]);
+	al_closep(&c->report_fd);
+	free(c->buf[0].data);
+	free(c->buf[1].data);
+	free(c);
+}
+
+/* Make room in the table: forget the oldest command that finished over a second ago. */
+static int make_room(struct agent *a)
+{
+	uint64_t now = agent_now_ms();
+
+	if (a->n_cmds < AGENT_MAX_CMDS)
+		return 0;
+	for (size_t i = 0; i < a->n_cmds; i++) {
+		if (a->cmds[i]->finished && a->cmds[i]->end_ms + 1000 < now) {
+			cmd_free(a->cmds[i]);
+			memmove(&a->cmds[i], &a->cmds[i + 1], (a->n_cmds - i - 1) * sizeof(a->cmds[0]));
+			a->n_cmds--;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static char *dup_field(const char *s, size_t len)
+{
+	char *p = malloc(len + 1);
+
+	if (!p)
+		abort();
+	memcpy(p, s, len);
+	p[len] = '\0';
+	return p;
+}
+
+/* NULL-terminated heap copies of the EXEC's argv (env == false) or environment. */
+static char **collect(const struct proto_msg *m, bool env)
+{
+	size_t n = env ? m->n_env : m->n_args;
+	char **v = calloc(n + 1, sizeof(*v));
+
+	if (!v)
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		size_t len;
+		const char *s = env ? proto_msg_env(m, i, &len) : proto_msg_arg(m, i, &len);
+
+		v[i] = dup_field(s ? s : "", s ? len : 0);
+	}
+	return v;
+}
+
+/* In the forked child: become the command. */
+__attribute__((noreturn)) static void child(struct agent *a, const struct proto_msg *m,
+					    int stdio[3], int report_w)
+{
+	struct al_config cfg;
+	struct jail_ctx ctx = {.cfg = &cfg, .stdio = {stdio[0], stdio[1], stdio[2]}};
+	char *cwd = m->cwd ? dup_field(m->cwd, m->cwd_len) : NULL;
+
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.argv = collect(m, false);
+	cfg.workdir = a->workdir;
+	ctx.envp = collect(m, true);
+	ctx.uid = m->uid;
+	ctx.cwd = cwd ? cwd : a->workdir;
+	jail_exec_workload(&ctx, -1, report_w);
+}
+
+static void watch_output(struct agent *a, struct agent_cmd *c)
+{
+	struct epoll_event ev = {.events = EPOLLIN};
+
+	c->w_out = (struct watch){.kind = W_OUT, .cmd = c};
+	c->w_err = (struct watch){.kind = W_ERR, .cmd = c};
+	ev.data.ptr = &c->w_out;
+	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd[1], &ev);
+	ev.data.ptr = &c->w_err;
+	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd[2], &ev);
+}
+
+int agent_cmd_exec(struct agent *a, const struct proto_msg *m)
+{
+	int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1};
+	struct proto_buf b = {0};
+	struct agent_cmd *c;
+	pid_t pid;
+
+	if (agent_cmd_find(a, m->cmd_id, m->cmd_id_len)) {
+		agent_send_error(a, m->id, EEXIST, "command id already used");
+		return -1;
+	}
+	if (m->uid != 0 && m->uid != JAIL_USER_UID) {
+		agent_send_error(a, m->id, EINVAL, "uid must be 0 or 1000");
+		return -1;
+	}
+	if (make_room(a) < 0) {
+		agent_send_error(a, m->id, EAGAIN, "too many running commands");
+		return -1;
+	}
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    pipe2(rep, O_CLOEXEC) < 0) {
+		int e = errno;
+		int *all[] = {in, out, errp, rep};
+		for (int i = 0; i < 4; i++)
+			al_closep(&all[i][0]), al_closep(&all[i][1]);
+		agent_send_error(a, m->id, e, "pipe2");
+		return -1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int stdio[3] = {in[0], out[1], errp[1]};
+		child(a, m, stdio, rep[1]);
+	}
+	close(in[0]);
+	close(out[1]);
+	close(errp[1]);
+	close(rep[1]);
+	if (pid < 0) {
+		int e = errno;
+		close(in[1]), close(out[0]), close(errp[0]), close(rep[0]);
+		agent_send_error(a, m->id, e, "fork");
+		return -1;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		abort();
+	memcpy(c->id, m->cmd_id, m->cmd_id_len);
+	c->pid = pid;
+	c->fd[0] = in[1];
+	c->fd[1] = out[0];
+	c->fd[2] = errp[0];
+	c->report_fd = rep[0];
+	c->start_ms = agent_now_ms();
+	fcntl(c->fd[0], F_SETFL, O_NONBLOCK);
+	fcntl(c->fd[1], F_SETFL, O_NONBLOCK);
+	fcntl(c->fd[2], F_SETFL, O_NONBLOCK);
+	a->cmds[a->n_cmds++] = c;
+	watch_output(a, c);
+	proto_begin(&b, PROTO_OK, m->id);
+	proto_put_u32(&b, PT_PID, (uint32_t)pid);
+	agent_send(a, &b);
+	return 0;
+}
+
+static void obuf_append(struct obuf *o, const char *p, size_t n)
+{
+	/* Keep the first AGENT_BUF_CAP bytes for replays; later bytes are only streamed. */
+	if (o->len == o->total && o->len < AGENT_BUF_CAP) {
+		size_t keep = n < AGENT_BUF_CAP - o->len ? n : AGENT_BUF_CAP - o->len;
+
+		if (o->len + keep > o->cap) {
+			o->cap = (o->len + keep) * 2;
+			if (o->cap > AGENT_BUF_CAP)
+				o->cap = AGENT_BUF_CAP;
+			o->data = realloc(o->data, o->cap);
+			if (!o->data)
+				abort();
+		}
+		memcpy(o->data + o->len, p, keep);
+		o->len += keep;
+	}
+	o->total += n;
+}
+
+void agent_send_output(struct agent *a, const struct agent_cmd *c, int stream, uint64_t off,
+		       const char *data, size_t len)
+{
+	struct proto_buf b = {0};
+	uint8_t s = (uint8_t)stream;
+
+	proto_begin(&b, PROTO_OUTPUT, 0);
+	proto_put_str(&b, PT_CMD_ID, c->id, strlen(c->id));
+	proto_put_u8(&b, PT_STREAM, s);
+	proto_put_u64(&b, PT_OFFSET, off);
+	proto_put_bytes(&b, PT_DATA, data, len);
+	agent_send(a, &b);
+}
+
+void agent_send_exit(struct agent *a, const struct agent_cmd *c)
+{
+	struct proto_buf b = {0};
+
+	proto_begin(&b, PROTO_EXIT, 0);
+	proto_put_str(&b, PT_CMD_ID, c->id, strlen(c->id));
+	proto_put_i32(&b, PT_STATUS, c->status);
+	if (c->exec_err) {
+		proto_put_i32(&b, PT_ERRNO, c->exec_err);
+		proto_put_str(&b, PT_MESSAGE, c->exec_msg, strlen(c->exec_msg));
+	}
+	proto_put_u64(&b, PT_TIME_MS, c->end_ms);
+	agent_send(a, &b);
+}
+
+/* EXIT goes out once the process is reaped and both output pipes are drained. */
+static void maybe_finish(struct agent *a, struct agent_cmd *c)
+{
+	if (c->finished || !c->exited || c->fd[1] >= 0 || c->fd[2] >= 0)
+		return;
+	c->finished = true;
+	c->end_ms = agent_now_ms();
+	al_closep(&c->fd[0]);
+	agent_send_exit(a, c);
+}
+
+void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream)
+{
+	char buf[65536];
+	int *fd = &c->fd[stream];
+	ssize_t n;
+
+	while (*fd >= 0) {
+		n = read(*fd, buf, sizeof(buf));
+		if (n > 0) {
+			uint64_t off = c->buf[stream - 1].total;
+
+			obuf_append(&c->buf[stream - 1], buf, (size_t)n);
+			agent_send_output(a, c, stream, off, buf, (size_t)n);
+			if (!c->exited)
+				return; /* one read per wakeup keeps the loop fair */
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN && !c->exited)
+			return;
+		/* EOF, or (after exit) nothing more now: stop following this stream. The
+		 * command's leftover children lose the pipe; the command has ended. */
+		al_closep(fd);
+	}
+	maybe_finish(a, c);
+}
+
+void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status)
+{
+	struct jail_exec_report rep = {0};
+
+	c->exited = true;
+	c->status = status;
+	if (read(c->report_fd, &rep, sizeof(rep)) == sizeof(rep)) {
+		c->exec_err = rep.err;
+		memcpy(c->exec_msg, rep.text, sizeof(c->exec_msg) - 1);
+	}
+	al_closep(&c->report_fd);
+	agent_cmd_pump(a, c, 1);
+	agent_cmd_pump(a, c, 2);
+	maybe_finish(a, c);
+}
+
+void agent_replay(struct agent *a, struct agent_cmd *c, int stream, uint64_t off)
+{
+	for (int s = 1; s <= 2; s++) {
+		const struct obuf *o = &c->buf[s - 1];
+		uint64_t pos = off;
+
+		if (stream && stream != s)
+			continue;
+		while (pos < o->len && a->conn_fd >= 0) {
+			size_t n = o->len - pos < AGENT_CHUNK ? (size_t)(o->len - pos) : AGENT_CHUNK;
+
+			agent_send_output(a, c, s, pos, o->data + pos, n);
+			pos += n;
+		}
+	}
+	if (c->finished)
+		agent_send_exit(a, c);
+}

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared by the files of src/api/ only: the server, the router, helpers for handlers. */
+#ifndef AL_API_INTERNAL_H
+#define AL_API_INTERNAL_H
+
+#include "api/api.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct al_error;
+
+/* --- auth (auth.c) ------------------------------------------------------- */
+
+struct api_auth;
+int api_auth_load(const char *path, struct api_auth **out, struct al_error **err);
+/* The team of a presented token (constant time in the token's contents), or NULL. */
+const char *api_auth_team(const struct api_auth *a, const char *token, size_t len);
+/* The team for an "Authorization" header value ("Bearer TOKEN"), or NULL. */
+const char *api_auth_header(const struct api_auth *a, const char *value);
+void api_auth_free(struct api_auth *a);
+
+/* --- listening sockets (listen.c) -------------------------------------- */
+
+int api_listen_tcp(const char *spec, int *out_fd, int *out_port, struct al_error **err);
+int api_listen_unix(const char *path, int *out_fd, struct al_error **err);
+
+/* --- router (router.c) --------------------------------------------------- */
+
+struct api_req;
+typedef void (*api_handler_fn)(struct api_req *r);
+
+enum {
+	API_ROUTE_NO_AUTH = 1 << 0, /* served without a token (health) */
+	API_ROUTE_UPLOAD = 1 << 1,  /* body limited by max_upload instead of max_body */
+	API_ROUTE_RAW = 1 << 2,     /* body is raw bytes, not JSON */
+};
+
+struct api_route {
+	const char *method;
+	const char *pattern; /* "/v1/sandboxes/{id}/commands/{cid}": a {name} is one segment */
+	api_handler_fn fn;
+	unsigned flags;
+};
+
+#define API_MAX_PARAMS 4
+#define API_MAX_TABLES 4
+
+struct api_router {
+	const struct api_route *tables[API_MAX_TABLES];
+	size_t sizes[API_MAX_TABLES];
+	size_t n_tables;
+};
+
+enum api_match { API_MATCH_OK, API_MATCH_NO_PATH, API_MATCH_NO_METHOD };
+
+struct api_params {
+	const char *names[API_MAX_PARAMS]; /* point into the pattern */
+	size_t name_lens[API_MAX_PARAMS];
+	char *values[API_MAX_PARAMS];      /* heap copies */
+	size_t n;
+};
+
+void api_router_add(struct api_router *rt, const struct api_route *table, size_t n);
+/* On API_MATCH_NO_METHOD, *allow gets a heap "GET, POST" list. */
+enum api_match api_router_match(const struct api_router *rt, const char *method, const char *path,
+				const struct api_route **route, struct api_params *params,
+				char **allow);
+void api_params_clear(struct api_params *p);
+
+/* Route tables. */
+extern const struct api_route api_native_routes[];
+extern const size_t api_native_routes_n;
+
+/* --- server state (server.c) --------------------------------------------- */
+
+struct api {
+	struct daemon *d;
+	struct api_auth *auth;
+	struct api_router router;
+	struct MHD_Daemon *mhd_tcp;
+	struct MHD_Daemon *mhd_unix;
+	char *socket_path;
+	int tcp_port;
+	size_t max_body;
+	size_t max_upload;
+	unsigned timeout_s;
+	bool stopping; /* read and written with __atomic builtins */
+};
+
+static inline bool api_stopping(const struct api *a)
+{
+	return __atomic_load_n(&a->stopping, __ATOMIC_ACQUIRE);
+}
+
+/* One request: created at the first call of the access handler, freed when MHD is done. */
+struct api_req {
+	struct api *api;
+	struct MHD_Connection *conn;
+	const char *method;
+	const char *url;
+	const char *team;
+	const struct api_route *route;
+	struct api_params params;
+	char *body;
+	size_t body_len, body_cap, body_max;
+	bool body_too_large;
+	bool answered;
+	/* What the handler produced; queued by the server. */
+	struct MHD_Response *resp;
+	unsigned status;
+};
+
+/* --- responses (respond.c) ----------------------------------------------- */
+
+/* A path parameter by name (always present when the pattern has it). */
+const char *api_param(const struct api_req *r, const char *name);
+/* A query argument, or NULL. */
+const char *api_query(const struct api_req *r, const char *name);
+
+/* Takes the reference of body. */
+void api_reply_json(struct api_req *r, unsigned status, json_t *body);
+/* Wraps obj under key: {key: obj}; takes the reference. */
+void api_reply_wrapped(struct api_req *r, unsigned status, const char *key, json_t *obj);
+void api_reply_ok(struct api_req *r);
+void api_reply_error_code(struct api_req *r, unsigned status, const char *code, const char *msg);
+/* Maps err->code (an errno) to a status and code; frees nothing. */
+void api_reply_error(struct api_req *r, const struct al_error *err);
+void api_reply_raw(struct api_req *r, unsigned status, const char *content_type, char *data,
+		   size_t len); /* takes data (malloc'd) */
+void api_reply_stream(struct api_req *r, struct MHD_Response *resp);
+unsigned api_status_of_errno(int code, const char **name);
+/* A complete JSON document as an ASCII-only compact string (heap), newline-terminated if nl. */
+char *api_json_dump(json_t *j, bool nl, size_t *len);
+
+/* --- JSON input (json_in.c) ---------------------------------------------- */
+
+/* An EINVAL error with a formatted message (no strerror suffix). */
+int api_bad(struct al_error **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Parses the request body as one JSON object (empty body = {}); strict. */
+int api_body_object(struct api_req *r, json_t **out, struct al_error **err);
+/* Parses the request body as any one JSON value (required). */
+int api_body_value(struct api_req *r, json_t **out, struct al_error **err);
+
+static inline void api_json_decrefp(json_t **j)
+{
+	json_decref(*j);
+}
+#define _cleanup_json_ __attribute__((cleanup(api_json_decrefp)))
+/* Every key of obj must be listed in allowed (NULL-terminated). */
+int api_json_fields(json_t *obj, const char *what, const char *const *allowed,
+		    struct al_error **err);
+/* Optional getters: absent (or null) leaves *out untouched and returns 0. */
+int api_json_string(json_t *obj, const char *key, bool required, const char **out,
+		    struct al_error **err);
+int api_json_bool(json_t *obj, const char *key, bool *out, struct al_error **err);
+int api_json_u64(json_t *obj, const char *key, bool required, uint64_t max, uint64_t *out,
+		 struct al_error **err);
+/* Bytes as an integer or a size string ("512M", "1G"). */
+int api_json_size(json_t *obj, const char *key, uint64_t *out, struct al_error **err);
+/* {K: V} of strings -> heap array of heap "K=V" strings. */
+int api_json_env(json_t *obj, const char *key, char ***out, size_t *n, struct al_error **err);
+/* [strings] -> heap array of borrowed strings (valid while obj lives). */
+int api_json_strings(json_t *obj, const char *key, const char ***out, size_t *n,
+		     struct al_error **err);
+void api_strv_free(char **v, size_t n);
+/* Validates the shape of a network policy (the string or the object form). */
+int api_policy_check(json_t *p, const char *what, struct al_error **err);
+/* A query argument as a non-negative integer (absent: *out untouched). */
+int api_query_u64(struct api_req *r, const char *name, uint64_t max, uint64_t *out,
+		  struct al_error **err);
+int api_query_bool(struct api_req *r, const char *name, bool *out, struct al_error **err);
+/* True if the text is valid UTF-8 without NUL. */
+bool api_utf8_valid(const char *s, size_t len);
+
+/* --- NDJSON streaming (stream.c) ----------------------------------------- */
+
+struct dm_logs;
+enum api_stream_style {
+	API_STREAM_NATIVE_RUN,  /* start line, output lines, exit line */
+	API_STREAM_NATIVE_LOGS, /* output lines, exit line */
+};
+/*
+ * Streams a command's output as NDJSON. Takes logs (closed at the end) and start
+ * (the command view for the start line; may be NULL). Replies 200 application/x-ndjson.
+ */
+void api_stream_logs(struct api_req *r, enum api_stream_style style, const char *sbx,
+		     const char *cmd, struct dm_logs *logs, json_t *start);
+/* True if the peer has closed the connection (checked without blocking). */
+bool api_conn_gone(struct MHD_Connection *conn);
+
+#endif

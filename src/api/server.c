@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The HTTP server: libmicrohttpd, one thread per connection (handlers and
+ * streaming callbacks may block), bounded in connection memory (so headers
+ * are bounded: oversized ones get a 4xx from libmicrohttpd), body size,
+ * idle time and number of connections.
+ *
+ * A request goes: route lookup -> bearer token -> 404/405 -> body collected up
+ * to its limit (413 beyond) -> handler -> the response it built is queued.
+ */
+#include "api/api_internal.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define API_DEFAULT_MAX_BODY (1024 * 1024)
+#define API_DEFAULT_MAX_UPLOAD (256ul * 1024 * 1024)
+#define API_CONN_MEMORY (64 * 1024)
+/* Past its limit, a body is read and dropped (for a clean 413) up to this much more. */
+#define API_DISCARD_SLACK (16ul * 1024 * 1024)
+
+static enum MHD_Result api_queue(struct api_req *r)
+{
+	enum MHD_Result ret;
+
+	if (!r->resp)
+		api_reply_error_code(r, 500, "internal", "the handler produced no response");
+	ret = MHD_queue_response(r->conn, r->status, r->resp);
+	MHD_destroy_response(r->resp);
+	r->resp = NULL;
+	r->answered = true;
+	return ret;
+}
+
+static void api_reply_unauthorized(struct api_req *r)
+{
+	api_reply_error_code(r, 401, "unauthorized", "missing or invalid bearer token");
+	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+}
+
+/* Size checks before any body byte is read. */
+static void api_req_check_length(struct api_req *r)
+{
+	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *expect = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+							 MHD_HTTP_HEADER_EXPECT);
+	unsigned long long len;
+	char *end = NULL;
+
+	if (!cl)
+		return;
+	errno = 0;
+	len = strtoull(cl, &end, 10);
+	if (errno || *end || len <= r->body_max)
+		return;
+	/*
+	 * Too large. Answer now when the client waits for "100 Continue" or when
+	 * reading the body to the end would be too much; else read and drop it
+	 * so the client sees the 413 rather than a reset connection.
+	 */
+	if (expect || len > r->body_max + API_DISCARD_SLACK)
+		api_reply_error_code(r, 413, "payload_too_large", "request body too large");
+	r->body_too_large = true;
+}
+
+/* First call: route, authenticate, check the declared length. May build a response. */
+static void api_req_begin(struct api_req *r)
+{
+	struct api *a = r->api;
+	_cleanup_free_ char *allow = NULL;
+	enum api_match m;
+
+	m = api_router_match(&a->router, r->method, r->url, &r->route, &r->params, &allow);
+	if (!(m == API_MATCH_OK && (r->route->flags & API_ROUTE_NO_AUTH))) {
+		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+							    MHD_HTTP_HEADER_AUTHORIZATION);
+
+		r->team = api_auth_header(a->auth, h);
+		if (!r->team)
+			return api_reply_unauthorized(r);
+	}
+	if (m == API_MATCH_NO_PATH)
+		return api_reply_error_code(r, 404, "not_found", "no such route");
+	if (m == API_MATCH_NO_METHOD) {
+		api_reply_error_code(r, 405, "bad_request", "method not allowed on this path");
+		MHD_add_response_header(r->resp, MHD_HTTP_HEADER_ALLOW, allow);
+		return;
+	}
+	r->body_max = (r->route->flags & API_ROUTE_UPLOAD) ? a->max_upload : a->max_body;
+	api_req_check_length(r);
+}
+
+/* Appends a piece of body; false to drop the connection (far too much data). */
+static bool api_req_append(struct api_req *r, const char *data, size_t n)
+{
+	if (r->body_too_large || r->body_len + n > r->body_max) {
+		r->body_too_large = true;
+		r->body_len += n; /* counts dropped bytes from here on */
+		return r->body_len <= r->body_max + API_DISCARD_SLACK;
+	}
+	if (r->body_len + n + 1 > r->body_cap) {
+		size_t cap = r->body_cap ? r->body_cap : 4096;
+
+		while (cap < r->body_len + n + 1)
+			cap *= 2;
+		r->body = xrealloc(r->body, cap);
+		r->body_cap = cap;
+	}
+	memcpy(r->body + r->body_len, data, n);
+	r->body_len += n;
+	r->body[r->body_len] = '\0';
+	return true;
+}
+
+static enum MHD_Result api_access(void *cls, struct MHD_Connection *conn, const char *url,
+				  const char *method, const char *version,
+				  const char *upload_data, size_t *upload_size, void **con_cls)
+{
+	struct api_req *r = *con_cls;
+
+	if (!r) {
+		r = xzalloc(sizeof(*r));
+		r->api = cls;
+		r->conn = conn;
+		r->method = method;
+		r->url = url;
+		*con_cls = r;
+		api_req_begin(r);
+		return r->resp ? api_queue(r) : MHD_YES;
+	}
+	if (*upload_size) {
+		bool keep = r->answered || api_req_append(r, upload_data, *upload_size);
+
+		*upload_size = 0;
+		return keep ? MHD_YES : MHD_NO;
+	}
+	if (r->answered)
+		return MHD_YES;
+	if (r->body_too_large)
+		api_reply_error_code(r, 413, "payload_too_large", "request body too large");
+	else
+		r->route->fn(r);
+	return api_queue(r);
+}
+
+static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+			  enum MHD_RequestTerminationCode toe)
+{
+	struct api_req *r = *con_cls;
+
+	if (!r)
+		return;
+	if (r->resp)
+		MHD_destroy_response(r->resp);
+	api_params_clear(&r->params);
+	free(r->body);
+	free(r);
+	*con_cls = NULL;
+}
+
+static void api_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	/* Library code does not print; libmicrohttpd's messages are dropped. */
+}
+
+static struct MHD_Daemon *api_mhd_start(struct api *a, int fd, unsigned max_conn)
+{
+	return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+					MHD_USE_POLL,
+				0, NULL, NULL, api_access, a,
+				MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
+				MHD_OPTION_CONNECTION_LIMIT, max_conn,
+				MHD_OPTION_CONNECTION_TIMEOUT, a->timeout_s,
+				MHD_OPTION_NOTIFY_COMPLETED, api_completed, a,
+				MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
+				MHD_OPTION_END);
+}
+
+static int api_start_listeners(struct api *a, const struct api_opts *o, struct al_error **err)
+{
+	unsigned max_conn = o->max_connections ? o->max_connections : 512;
+	int fd = -1;
+
+	if (o->listen) {
+		if (api_listen_tcp(o->listen, &fd, &a->tcp_port, err) < 0)
+			return -EINVAL;
+		a->mhd_tcp = api_mhd_start(a, fd, max_conn);
+		if (!a->mhd_tcp) {
+			close(fd);
+			return al_error_set(err, EIO, "start the HTTP server on '%s'", o->listen);
+		}
+	}
+	if (o->socket_path) {
+		if (api_listen_unix(o->socket_path, &fd, err) < 0)
+			return -EINVAL;
+		a->socket_path = xstrdup(o->socket_path);
+		a->mhd_unix = api_mhd_start(a, fd, max_conn);
+		if (!a->mhd_unix) {
+			close(fd);
+			return al_error_set(err, EIO, "start the HTTP server on '%s'",
+					    o->socket_path);
+		}
+	}
+	return 0;
+}
+
+int api_start(struct daemon *d, const struct api_opts *o, struct api **out, struct al_error **err)
+{
+	struct api *a;
+
+	if (!o->listen && !o->socket_path)
+		return al_error_from(err, EINVAL, "api: no listen address and no socket path");
+	a = xzalloc(sizeof(*a));
+	a->d = d;
+	a->max_body = o->max_body ? o->max_body : API_DEFAULT_MAX_BODY;
+	a->max_upload = o->max_upload ? o->max_upload : API_DEFAULT_MAX_UPLOAD;
+	a->timeout_s = o->timeout_s ? o->timeout_s : 60;
+	api_router_add(&a->router, api_native_routes, api_native_routes_n);
+	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 ||
+	    api_start_listeners(a, o, err) < 0) {
+		api_stop(a);
+		return al_error_wrap(err, "api");
+	}
+	*out = a;
+	return 0;
+}
+
+int api_tcp_port(const struct api *a)
+{
+	return a->mhd_tcp ? a->tcp_port : 0;
+}
+
+void api_stop(struct api *a)
+{
+	if (!a)
+		return;
+	__atomic_store_n(&a->stopping, true, __ATOMIC_RELEASE);
+	if (a->mhd_tcp)
+		MHD_stop_daemon(a->mhd_tcp);
+	if (a->mhd_unix)
+		MHD_stop_daemon(a->mhd_unix);
+	if (a->socket_path)
+		unlink(a->socket_path);
+	free(a->socket_path);
+	api_auth_free(a->auth);
+	free(a);
+}

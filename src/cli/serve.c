@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/* airlock serve: the daemon (airlockd). */
+#include "cli/cli.h"
+#include "api/api.h"
+#include "daemon/daemon.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void cli_serve_usage(FILE *out)
+{
+	fputs("usage: airlock serve [--listen ADDR:PORT] [--socket PATH] [--state-dir DIR]\n"
+	      "                     [--tokens FILE] [--agent PATH]\n"
+	      "\n"
+	      "Run airlockd: long-lived sandboxes behind an HTTP API (docs/api.yaml).\n"
+	      "  --listen ADDR:PORT  TCP address (default 127.0.0.1:7070; 'none' to disable)\n"
+	      "  --socket PATH       also (or only) serve on a Unix socket\n"
+	      "  --state-dir DIR     SQLite state, agent sockets, the token file\n"
+	      "                      (default /var/lib/airlock)\n"
+	      "  --tokens FILE       one 'TOKEN TEAM' pair per line; without it a token is\n"
+	      "                      generated at first start, kept in DIR/tokens and printed\n"
+	      "  --agent PATH        the airlock-agent binary (default: next to airlock)\n"
+	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
+	      "found again at the next start.\n",
+	      out);
+}
+
+/* DIR/tokens, created with one fresh token for team "default" if missing. */
+static char *default_tokens(const char *state_dir)
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	char *path = xasprintf("%s/tokens", state_dir), tok[40] = "al_";
+	unsigned char rnd[32];
+	FILE *f;
+	int fd;
+
+	if (access(path, R_OK) == 0)
+		return path;
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return NULL;
+	for (int i = 0; i < 32; i++)
+		tok[3 + i] = alphabet[rnd[i] % 36];
+	tok[35] = '\0';
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		fprintf(stderr, "airlock: cannot create '%s': %s\n", path, strerror(errno));
+		return NULL;
+	}
+	fprintf(f, "# airlockd API tokens: TOKEN TEAM\n%s default\n", tok);
+	fclose(f);
+	fprintf(stderr, "airlock: generated an API token for team 'default' (kept in %s):\n%s\n",
+		path, tok);
+	return path;
+}
+
+static char *default_agent(void)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return xstrdup("airlock-agent");
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	*slash = '\0';
+	return xasprintf("%s/airlock-agent", self);
+}
+
+int cli_serve(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"listen", required_argument, NULL, 'l'}, {"socket", required_argument, NULL, 's'},
+		{"state-dir", required_argument, NULL, 'd'},
+		{"tokens", required_argument, NULL, 't'}, {"agent", required_argument, NULL, 'a'},
+		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
+	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
+	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
+	struct al_error *err = NULL;
+	struct daemon *d = NULL;
+	struct api *a = NULL;
+	char *agent = NULL, *tokens = NULL;
+	sigset_t mask;
+	int c, sig;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'l': aopt.listen = strcmp(optarg, "none") == 0 ? NULL : optarg; break;
+		case 's': aopt.socket_path = optarg; break;
+		case 'd': dopt.state_dir = optarg; break;
+		case 't': aopt.tokens_path = optarg; break;
+		case 'a': agent = xstrdup(optarg); break;
+		case 'h': cli_serve_usage(stdout); return 0;
+		default:
+			fprintf(stderr, "airlock: serve: bad option '%s'\n", argv[optind - 1]);
+			cli_serve_usage(stderr);
+			return AL_EXIT_USAGE;
+		}
+	}
+	if (!aopt.listen && !aopt.socket_path) {
+		fputs("airlock: serve: nothing to listen on (--listen none and no --socket)\n", stderr);
+		return AL_EXIT_USAGE;
+	}
+	if (mkdir(dopt.state_dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "airlock: state dir '%s': %s\n", dopt.state_dir, strerror(errno));
+		return AL_EXIT_SETUP;
+	}
+	if (!aopt.tokens_path && !(aopt.tokens_path = tokens = default_tokens(dopt.state_dir)))
+		return AL_EXIT_SETUP;
+	dopt.agent_path = agent ? agent : (agent = default_agent());
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL); /* every thread inherits it; we sigwait below */
+	signal(SIGPIPE, SIG_IGN);
+
+	if (daemon_open(&dopt, &d, &err) < 0 || api_start(d, &aopt, &a, &err) < 0) {
+		fprintf(stderr, "airlock: serve: %s\n", err ? err->msg : "failed to start");
+		al_error_free(err);
+		daemon_close(d);
+		return AL_EXIT_SETUP;
+	}
+	fprintf(stderr, "airlock: serving on %s%s%s (state in %s)\n",
+		aopt.listen ? aopt.listen : "", aopt.listen && aopt.socket_path ? " and " : "",
+		aopt.socket_path ? aopt.socket_path : "", dopt.state_dir);
+	while (sigwait(&mask, &sig) == 0 && sig == SIGHUP)
+		;
+	fprintf(stderr, "airlock: stopping (sandboxes keep running)\n");
+	api_stop(a);
+	daemon_close(d);
+	free(agent);
+	free(tokens);
+	return 0;
+}

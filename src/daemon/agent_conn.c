@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * airlockd's side of the agent protocol: one connection and one reader
+ * thread per sandbox. Everything the agent says is decoded strictly
+ * (proto_decode): the agent shares its sandbox with hostile code.
+ */
+#include "daemon/internal.h"
+#include "jail/sandbox.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+struct reader_arg {
+	struct daemon *d;
+	struct dm_sbx *s;
+};
+
+uint32_t dm_agent_next_id(struct dm_sbx *s)
+{
+	return __atomic_add_fetch(&s->next_req, 1, __ATOMIC_RELAXED) | 1u;
+}
+
+int dm_agent_send(struct dm_sbx *s, struct proto_buf *b)
+{
+	size_t off = 0;
+	int r = proto_finish(b);
+
+	pthread_mutex_lock(&s->send_mu);
+	while (r == 0 && off < b->len) {
+		ssize_t n = s->agent_fd < 0 ? -1
+					    : send(s->agent_fd, b->data + off, b->len - off,
+						   MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			r = -EPIPE;
+		else
+			off += (size_t)n;
+	}
+	pthread_mutex_unlock(&s->send_mu);
+	proto_buf_free(b);
+	return r;
+}
+
+int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, uint32_t *pid,
+		     struct al_error **err)
+{
+	uint32_t id = ((uint32_t)b->data[8]) | ((uint32_t)b->data[9] << 8) |
+		      ((uint32_t)b->data[10] << 16) | ((uint32_t)b->data[11] << 24);
+	struct dm_pending *p = NULL;
+	struct timespec ts;
+	int r = 0;
+
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < sizeof(s->pending) / sizeof(s->pending[0]) && !p; i++)
+		if (s->pending[i].id == 0)
+			p = &s->pending[i];
+	if (!p) {
+		pthread_mutex_unlock(&d->mu);
+		proto_buf_free(b);
+		return al_error_set(err, EBUSY, "too many requests in flight to the sandbox");
+	}
+	*p = (struct dm_pending){.id = id};
+	pthread_mutex_unlock(&d->mu);
+	if (dm_agent_send(s, b) < 0) {
+		pthread_mutex_lock(&d->mu);
+		p->id = 0;
+		pthread_mutex_unlock(&d->mu);
+		return al_error_set(err, ESRCH, "the sandbox's agent is not reachable");
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 10;
+	pthread_mutex_lock(&d->mu);
+	while (!p->done && r == 0 && s->agent_fd >= 0)
+		r = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+	if (!p->done)
+		r = al_error_set(err, r ? ETIMEDOUT : ESRCH, "no answer from the sandbox's agent");
+	else if (p->err)
+		r = al_error_set(err, p->err, "agent: %s", p->msg);
+	else if (pid)
+		*pid = p->pid;
+	p->id = 0;
+	pthread_mutex_unlock(&d->mu);
+	return r;
+}
+
+/* Reason vocabulary of a finished command, as in `airlock run`. */
+static void finish_cmd(struct daemon *d, struct dm_cmd *c, const struct proto_msg *m)
+{
+	int st = m->status, e = (m->present & (1u << PT_ERRNO)) ? m->err : 0;
+	uint64_t peak = 0, ooms = 0;
+	const char *reason;
+
+	c->exit_code = -1;
+	c->signal = 0;
+	if (e > 0) {
+		reason = "exec_failed";
+		c->exit_code = e == ENOENT ? AL_EXIT_NOTFOUND : AL_EXIT_NOEXEC;
+	} else if (e < 0) {
+		reason = "setup_failed";
+	} else if (WIFEXITED(st)) {
+		reason = "exited";
+		c->exit_code = WEXITSTATUS(st);
+	} else {
+		c->signal = WIFSIGNALED(st) ? WTERMSIG(st) : SIGKILL;
+		jail_sandbox_stats(c->sbx->id, &peak, &ooms);
+		reason = c->timed_out			       ? "timeout"
+			 : c->signal == SIGSYS		       ? "seccomp"
+			 : (c->signal == SIGKILL && ooms > 0) ? "oom"
+							       : "signaled";
+	}
+	free(c->reason);
+	c->reason = xstrdup(reason);
+	c->finished_ms = dm_now_ms();
+	store_command_finish(d->store, c->id, c->finished_ms, c->exit_code, c->signal, reason,
+			     NULL);
+}
+
+static struct dm_cmd *msg_cmd(struct dm_sbx *s, const struct proto_msg *m)
+{
+	char id[DM_ID_LEN + 1];
+
+	if (!m->cmd_id || m->cmd_id_len != DM_ID_LEN)
+		return NULL;
+	memcpy(id, m->cmd_id, DM_ID_LEN);
+	id[DM_ID_LEN] = '\0';
+	return dm_find_cmd(s, id);
+}
+
+/* After (re)connecting: ask for whatever the store is missing of unfinished commands. */
+static void replay_missing(struct daemon *d, struct dm_sbx *s)
+{
+	for (size_t i = 0; i < s->n_cmds; i++) {
+		struct dm_cmd *c = s->cmds[i];
+		char id[DM_ID_LEN + 1];
+		uint64_t off[2];
+
+		if (c->reason)
+			continue;
+		strcpy(id, c->id);
+		off[0] = c->stored[0];
+		off[1] = c->stored[1];
+		pthread_mutex_unlock(&d->mu);
+		for (int st = 1; st <= 2; st++) {
+			struct proto_buf b = {0};
+			uint8_t sv = (uint8_t)st;
+
+			proto_begin(&b, PROTO_REPLAY, 0);
+			proto_put_str(&b, PT_CMD_ID, id, strlen(id));
+			proto_put_u8(&b, PT_STREAM, sv);
+			proto_put_u64(&b, PT_OFFSET, off[st - 1]);
+			dm_agent_send(s, &b);
+		}
+		pthread_mutex_lock(&d->mu);
+	}
+}
+
+/* One frame from the agent (d->mu held). */
+static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m)
+{
+	struct dm_cmd *c = msg_cmd(s, m);
+
+	switch (m->type) {
+	case PROTO_HELLO:
+		replay_missing(d, s);
+		break;
+	case PROTO_OK:
+	case PROTO_ERROR:
+		for (size_t i = 0; i < sizeof(s->pending) / sizeof(s->pending[0]); i++) {
+			struct dm_pending *p = &s->pending[i];
+
+			if (p->id != m->id || p->done || m->id == 0)
+				continue;
+			p->done = true;
+			p->pid = m->pid;
+			p->err = m->type == PROTO_ERROR ? (m->err > 0 ? m->err : EIO) : 0;
+			if (m->message)
+				snprintf(p->msg, sizeof(p->msg), "%.*s", (int)m->message_len,
+					 m->message);
+		}
+		break;
+	case PROTO_OUTPUT:
+		if (c && m->stream >= 1 && m->stream <= 2 &&
+		    store_output_append(d->store, c->id, m->stream, m->offset, m->data,
+					m->data_len, NULL) >= 0 &&
+		    m->offset + m->data_len > c->stored[m->stream - 1])
+			c->stored[m->stream - 1] = m->offset + m->data_len;
+		break;
+	case PROTO_EXIT:
+		if (c && !c->reason)
+			finish_cmd(d, c, m);
+		break;
+	default:
+		break;
+	}
+	d->gen++;
+	pthread_cond_broadcast(&d->cv);
+}
+
+static void *reader_main(void *arg)
+{
+	struct reader_arg ra = *(struct reader_arg *)arg;
+	struct daemon *d = ra.d;
+	struct dm_sbx *s = ra.s;
+	size_t cap = 2 * PROTO_MAX_FRAME, len = 0;
+	uint8_t *buf = xzalloc(cap);
+	uint64_t st = 0;
+
+	free(arg);
+	for (;;) {
+		ssize_t n = recv(s->agent_fd, buf + len, cap - len, 0);
+		size_t off = 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+		pthread_mutex_lock(&d->mu);
+		for (;;) {
+			long need = proto_frame_size(buf + off, len - off);
+			struct proto_msg m;
+
+			if (need < 0)
+				goto bad;
+			if (need == 0 || (size_t)need > len - off)
+				break;
+			if (proto_decode(buf + off, (size_t)need, &m) < 0)
+				goto bad; /* a lying agent: drop it */
+			handle(d, s, &m);
+			off += (size_t)need;
+		}
+		pthread_mutex_unlock(&d->mu);
+		memmove(buf, buf + off, len - off);
+		len -= off;
+	}
+	pthread_mutex_lock(&d->mu);
+bad:
+	pthread_mutex_lock(&s->send_mu);
+	close(s->agent_fd);
+	s->agent_fd = -1;
+	pthread_mutex_unlock(&s->send_mu);
+	s->reader_running = false;
+	/* The agent is PID 1: its socket closing means the sandbox is gone (or it broke the
+	 * protocol, and then it is killed: we cannot trust it any more). */
+	if (strcmp(s->status, "running") == 0) {
+		pid_t pid = s->pid;
+		uint64_t start = s->start_time;
+		char id[DM_ID_LEN + 1];
+
+		strcpy(id, s->id);
+		pthread_mutex_unlock(&d->mu);
+		if (jail_proc_start_time(pid, &st) == 0 && st == start)
+			jail_sandbox_kill(pid, start, id);
+		pthread_mutex_lock(&d->mu);
+		dm_sbx_ended(d, s, "failed");
+	}
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	free(buf);
+	return NULL;
+}
+
+int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct reader_arg *ra;
+	pthread_t t;
+	int fd;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s.sock", d->sock_dir, s->id);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return al_error_set(err, errno, "socket");
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		close(fd);
+		return al_error_set(err, e, "connect to the agent at '%s'", sa.sun_path);
+	}
+	s->agent_fd = fd;
+	s->reader_running = true;
+	ra = xzalloc(sizeof(*ra));
+	ra->d = d;
+	ra->s = s;
+	if (pthread_create(&t, NULL, reader_main, ra) != 0) {
+		free(ra);
+		close(fd);
+		s->agent_fd = -1;
+		s->reader_running = false;
+		return al_error_set(err, EAGAIN, "pthread_create");
+	}
+	pthread_detach(t);
+	return 0;
+}

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/* airlockd: commands in a sandbox -- start, inspect, wait, stdin, kill, logs. */
+#include "daemon/internal.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static struct dm_sbx *running_sbx(struct daemon *d, const char *team, const char *id,
+				  struct al_error **err)
+{
+	struct dm_sbx *s = dm_find_sbx(d, team, id, err);
+
+	if (s && strcmp(s->status, "running") != 0) {
+		al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+		return NULL;
+	}
+	return s;
+}
+
+static int validate_exec(const struct dm_exec *e, struct al_error **err)
+{
+	if (!e->cmd || !e->cmd[0])
+		return al_error_set(err, EINVAL, "cmd must be a non-empty string");
+	if (e->cwd && e->cwd[0] != '/')
+		return al_error_set(err, EINVAL, "cwd must be an absolute path");
+	if (e->n_args > 4000 || e->n_env > 4000)
+		return al_error_set(err, E2BIG, "too many args or env entries");
+	for (size_t i = 0; i < e->n_env; i++) {
+		const char *eq = strchr(e->env[i], '=');
+		if (!eq || eq == e->env[i])
+			return al_error_set(err, EINVAL, "env entry '%.64s' is not KEY=VALUE",
+					    e->env[i]);
+	}
+	return 0;
+}
+
+static char *argv_json(const struct dm_exec *e)
+{
+	json_t *a = json_array();
+	char *s;
+
+	json_array_append_new(a, json_string(e->cmd));
+	for (size_t i = 0; i < e->n_args; i++)
+		json_array_append_new(a, json_string(e->args[i]));
+	s = json_dumps(a, JSON_COMPACT);
+	json_decref(a);
+	return s;
+}
+
+/* The EXEC frame: base environment, the sandbox's env, then the command's. */
+static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c,
+		       const struct dm_sbx *s, const struct dm_exec *e)
+{
+	static const char *const base[] = {
+		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+		"HOME=/home/user", "LANG=C.UTF-8"};
+	uint32_t uid = e->sudo ? 0 : 1000;
+
+	proto_begin(b, PROTO_EXEC, req);
+	proto_put_str(b, PT_CMD_ID, c->id, strlen(c->id));
+	proto_put_str(b, PT_ARG, e->cmd, strlen(e->cmd));
+	for (size_t i = 0; i < e->n_args; i++)
+		proto_put_str(b, PT_ARG, e->args[i], strlen(e->args[i]));
+	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+		proto_put_str(b, PT_ENV, base[i], strlen(base[i]));
+	for (char **p = s->env; p && *p; p++)
+		proto_put_str(b, PT_ENV, *p, strlen(*p));
+	for (size_t i = 0; i < e->n_env; i++)
+		proto_put_str(b, PT_ENV, e->env[i], strlen(e->env[i]));
+	proto_put_str(b, PT_CWD, c->cwd, strlen(c->cwd));
+	proto_put_u32(b, PT_UID, uid);
+}
+
+static int send_stdin(struct daemon *d, struct dm_sbx *s, const char *id, const void *data,
+		      size_t len, bool close_after, struct al_error **err)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		struct proto_buf b = {0};
+		size_t n = len < 256 * 1024 ? len : 256 * 1024;
+
+		proto_begin(&b, PROTO_STDIN, dm_agent_next_id(s));
+		proto_put_str(&b, PT_CMD_ID, id, strlen(id));
+		proto_put_bytes(&b, PT_DATA, p, n);
+		if (dm_agent_request(d, s, &b, NULL, err) < 0)
+			return -1;
+		p += n;
+		len -= n;
+	}
+	if (close_after) {
+		struct proto_buf b = {0};
+
+		proto_begin(&b, PROTO_STDIN_CLOSE, dm_agent_next_id(s));
+		proto_put_str(&b, PT_CMD_ID, id, strlen(id));
+		return dm_agent_request(d, s, &b, NULL, err);
+	}
+	return 0;
+}
+
+int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
+		 char **out_cmd_id, struct al_error **err)
+{
+	struct store_command row = {0};
+	struct proto_buf b = {0};
+	struct dm_sbx *s;
+	struct dm_cmd *c;
+	char id[DM_ID_LEN + 1];
+
+	if (validate_exec(e, err) < 0)
+		return -1;
+	pthread_mutex_lock(&d->mu);
+	s = running_sbx(d, team, sbx, err);
+	if (!s) {
+		pthread_mutex_unlock(&d->mu);
+		return -1;
+	}
+	c = xzalloc(sizeof(*c));
+	dm_new_id("cmd_", c->id);
+	c->sbx = s;
+	c->argv_json = argv_json(e);
+	c->cwd = xstrdup(e->cwd ? e->cwd : s->workdir);
+	c->sudo = e->sudo;
+	c->started_ms = dm_now_ms();
+	c->deadline_ms = e->timeout_ms ? (uint64_t)c->started_ms + e->timeout_ms : 0;
+	row.id = c->id;
+	row.sandbox_id = s->id;
+	row.argv_json = c->argv_json;
+	row.cwd = c->cwd;
+	row.sudo = c->sudo;
+	row.started_ms = c->started_ms;
+	if (store_command_put(d->store, &row, err) < 0) {
+		pthread_mutex_unlock(&d->mu);
+		free(c->argv_json), free(c->cwd), free(c);
+		return -1;
+	}
+	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
+	s->cmds[s->n_cmds++] = c;
+	build_exec(&b, dm_agent_next_id(s), c, s, e);
+	strcpy(id, c->id);
+	pthread_mutex_unlock(&d->mu);
+
+	if (dm_agent_request(d, s, &b, NULL, err) < 0) {
+		pthread_mutex_lock(&d->mu);
+		if (!c->reason) {
+			c->reason = xstrdup("setup_failed");
+			c->finished_ms = dm_now_ms();
+			store_command_finish(d->store, c->id, c->finished_ms, -1, 0, c->reason,
+					     NULL);
+		}
+		pthread_cond_broadcast(&d->cv);
+		pthread_mutex_unlock(&d->mu);
+		return al_error_wrap(err, "starting the command");
+	}
+	if (send_stdin(d, s, id, e->stdin_data, e->stdin_len, !e->keep_stdin, err) < 0)
+		return al_error_wrap(err, "writing stdin");
+	*out_cmd_id = xstrdup(id);
+	return 0;
+}
+
+/* With d->mu held: the team's sandbox and its command. */
+static struct dm_cmd *find(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+			   struct al_error **err)
+{
+	struct dm_sbx *s = dm_find_sbx(d, team, sbx, err);
+	struct dm_cmd *c = s ? dm_find_cmd(s, cmd) : NULL;
+
+	if (s && !c)
+		al_error_set(err, ENOENT, "no command '%.64s' in sandbox '%s'", cmd, s->id);
+	return c;
+}
+
+int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+	       json_t **out, struct al_error **err)
+{
+	return dm_cmd_wait(d, team, sbx, cmd, 0, out, err);
+}
+
+int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		uint64_t timeout_ms, json_t **out, struct al_error **err)
+{
+	struct timespec ts;
+	struct dm_cmd *c;
+	int r = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(timeout_ms / 1000);
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000)
+		ts.tv_sec++, ts.tv_nsec -= 1000000000;
+	pthread_mutex_lock(&d->mu);
+	c = find(d, team, sbx, cmd, err);
+	while (c && timeout_ms && !c->reason && r == 0)
+		r = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+	if (c && timeout_ms && !c->reason)
+		r = al_error_set(err, ETIMEDOUT, "command '%s' still running", c->id);
+	else if (c)
+		*out = dm_cmd_json(c), r = 0;
+	else
+		r = -ENOENT;
+	pthread_mutex_unlock(&d->mu);
+	return r;
+}
+
+int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, json_t **out,
+		struct al_error **err)
+{
+	struct dm_sbx *s;
+
+	pthread_mutex_lock(&d->mu);
+	s = dm_find_sbx(d, team, sbx, err);
+	if (s) {
+		*out = json_array();
+		for (size_t i = 0; i < s->n_cmds; i++)
+			json_array_append_new(*out, dm_cmd_json(s->cmds[i]));
+	}
+	pthread_mutex_unlock(&d->mu);
+	return s ? 0 : -ENOENT;
+}
+
+int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		       const void *data, size_t len, bool close_after, struct al_error **err)
+{
+	struct dm_sbx *s = NULL;
+	struct dm_cmd *c;
+	char id[DM_ID_LEN + 1];
+
+	pthread_mutex_lock(&d->mu);
+	c = find(d, team, sbx, cmd, err);
+	if (c && c->reason)
+		al_error_set(err, ESRCH, "command '%s' has finished", c->id), c = NULL;
+	else if (c)
+		s = c->sbx, strcpy(id, c->id);
+	pthread_mutex_unlock(&d->mu);
+	if (!c)
+		return -1;
+	return send_stdin(d, s, id, data, len, close_after, err);
+}
+
+int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char *cmd, int sig,
+		struct al_error **err)
+{
+	struct proto_buf b = {0};
+	struct dm_sbx *s;
+	struct dm_cmd *c;
+	char id[DM_ID_LEN + 1];
+	uint32_t sg = (uint32_t)sig;
+
+	if (sig < 1 || sig > 64)
+		return al_error_set(err, EINVAL, "signal %d out of range 1..64", sig);
+	pthread_mutex_lock(&d->mu);
+	c = find(d, team, sbx, cmd, err);
+	if (!c) {
+		pthread_mutex_unlock(&d->mu);
+		return -1;
+	}
+	if (c->reason) {
+		pthread_mutex_unlock(&d->mu);
+		return 0; /* already finished: killing it is a no-op */
+	}
+	s = c->sbx;
+	strcpy(id, c->id);
+	pthread_mutex_unlock(&d->mu);
+	proto_begin(&b, PROTO_KILL, dm_agent_next_id(s));
+	proto_put_str(&b, PT_CMD_ID, id, strlen(id));
+	proto_put_u32(&b, PT_SIGNAL, sg);
+	return dm_agent_request(d, s, &b, NULL, err);
+}
+
+/* --- logs ---------------------------------------------------------------- */
+
+struct dm_logs {
+	struct daemon *d;
+	struct dm_cmd *c;
+	char id[DM_ID_LEN + 1];
+	int64_t seq;     /* last chunk delivered */
+	char *pend;      /* rest of a chunk bigger than the caller's buffer */
+	size_t pend_len, pend_off;
+	int pend_stream;
+};
+
+int dm_logs_open(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		 struct dm_logs **out, struct al_error **err)
+{
+	struct dm_cmd *c;
+
+	pthread_mutex_lock(&d->mu);
+	c = find(d, team, sbx, cmd, err);
+	pthread_mutex_unlock(&d->mu);
+	if (!c)
+		return -1;
+	*out = xzalloc(sizeof(**out));
+	(*out)->d = d;
+	(*out)->c = c;
+	strcpy((*out)->id, c->id);
+	return 0;
+}
+
+static int take_chunk(void *ctx, int64_t seq, int stream, uint64_t offset, const void *data,
+		      size_t len)
+{
+	struct dm_logs *l = ctx;
+
+	l->seq = seq;
+	l->pend = xrealloc(NULL, len ? len : 1);
+	memcpy(l->pend, data, len);
+	l->pend_len = len;
+	l->pend_off = 0;
+	l->pend_stream = stream;
+	return -1; /* one chunk at a time */
+}
+
+int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *len,
+		 uint64_t timeout_ms)
+{
+	struct daemon *d = l->d;
+	struct timespec ts;
+	uint64_t gen;
+	bool done;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)(timeout_ms / 1000);
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000)
+		ts.tv_sec++, ts.tv_nsec -= 1000000000;
+	for (;;) {
+		if (l->pend) {
+			size_t n = l->pend_len - l->pend_off < cap ? l->pend_len - l->pend_off : cap;
+
+			memcpy(buf, l->pend + l->pend_off, n);
+			l->pend_off += n;
+			*len = n;
+			*stream = l->pend_stream;
+			if (l->pend_off == l->pend_len) {
+				free(l->pend);
+				l->pend = NULL;
+			}
+			return 1;
+		}
+		/* Read whether it finished first: output stored before EXIT is then all visible. */
+		pthread_mutex_lock(&d->mu);
+		done = l->c->reason != NULL;
+		gen = d->gen;
+		pthread_mutex_unlock(&d->mu);
+		store_output_each(d->store, l->id, 0, l->seq, take_chunk, l, NULL);
+		if (l->pend)
+			continue;
+		if (done)
+			return 0;
+		pthread_mutex_lock(&d->mu);
+		while (d->gen == gen && !l->c->reason) {
+			if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT) {
+				pthread_mutex_unlock(&d->mu);
+				return -ETIMEDOUT;
+			}
+		}
+		pthread_mutex_unlock(&d->mu);
+	}
+}
+
+void dm_logs_close(struct dm_logs *l)
+{
+	if (!l)
+		return;
+	free(l->pend);
+	free(l);
+}

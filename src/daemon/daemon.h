@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * airlockd's core: the registry of sandboxes and their commands. The HTTP
+ * layer (src/api/) calls only these functions; they are thread-safe (the API
+ * serves each connection on its own thread).
+ *
+ * Errors follow the error rule; err->code is an errno that the API maps to a
+ * status: ENOENT 404, EINVAL 400, E2BIG 413, EEXIST/EBUSY 409, ESRCH 410
+ * (sandbox stopped), ETIMEDOUT 504, anything else 500. A sandbox or command
+ * of another team is ENOENT (never "forbidden": ids of other teams do not exist).
+ */
+#ifndef AL_DAEMON_DAEMON_H
+#define AL_DAEMON_DAEMON_H
+
+#include <airlock/airlock.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct daemon;
+
+struct daemon_opts {
+	const char *state_dir;   /* SQLite db, agent sockets, the token file */
+	const char *agent_path;  /* the airlock-agent binary */
+	uint64_t default_timeout_ms;
+};
+
+int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);
+/* Stops the timers and closes the store; running sandboxes are left running. */
+void daemon_close(struct daemon *d);
+
+/* --- sandboxes ------------------------------------------------------------ */
+
+struct dm_create {
+	const char *image;       /* NULL: host runtime */
+	double vcpus;            /* 0: no CPU limit */
+	uint64_t memory_bytes;   /* 0: default (1 GiB) */
+	uint64_t disk_bytes;     /* 0: default (1 GiB) */
+	uint64_t timeout_ms;     /* 0: the daemon's default */
+	const char *const *env;  /* KEY=VALUE for every command */
+	size_t n_env;
+	const char *workdir;     /* NULL: /workspace */
+	json_t *network_policy;  /* NULL: "deny-all"; stored, enforced by the network gateway */
+};
+
+/* Creates and starts a sandbox; *out_id is a heap string "sbx_...". */
+int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c,
+		      char **out_id, struct al_error **err);
+/*
+ * JSON views (new references):
+ * {id, status: running|stopping|stopped|failed, created_at, expires_at, stopped_at|null
+ *  (epoch ms), timeout_ms, resources: {vcpus, memory_bytes, disk_bytes}, image|null,
+ *  workdir, network_policy, policy_generation}
+ */
+int dm_sandbox_get(struct daemon *d, const char *team, const char *id, json_t **out,
+		   struct al_error **err);
+int dm_sandbox_list(struct daemon *d, const char *team, json_t **out_array,
+		    struct al_error **err);
+int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct al_error **err);
+/* Pushes the expiry by add_ms (bounded by a maximum lifetime of 24 h). */
+int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64_t add_ms,
+		      struct al_error **err);
+/* Stores a validated network policy (the JSON object or the strings allow-all/deny-all)
+ * and bumps the generation. */
+int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
+			  struct al_error **err);
+
+/* --- commands ------------------------------------------------------------- */
+
+struct dm_exec {
+	const char *cmd;
+	const char *const *args;
+	size_t n_args;
+	const char *const *env;  /* KEY=VALUE, added to the sandbox's env */
+	size_t n_env;
+	const char *cwd;         /* NULL: the sandbox workdir */
+	bool sudo;               /* uid 0 inside */
+	uint64_t timeout_ms;     /* 0: none (the sandbox's own timeout still applies) */
+	const void *stdin_data;  /* written to stdin, then closed unless keep_stdin */
+	size_t stdin_len;
+	bool keep_stdin;         /* leave stdin open for dm_cmd_write_stdin */
+};
+
+int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
+		 char **out_cmd_id, struct al_error **err);
+/*
+ * {id, sandbox_id, cmd, args, cwd, sudo, started_at, finished_at|null, status:
+ *  running|finished, exit_code|null, signal|null, reason|null}
+ * reason uses the al_reason_name() vocabulary (exited, signaled, timeout, oom, ...).
+ */
+int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+	       json_t **out, struct al_error **err);
+/* Blocks until the command finishes or timeout_ms passes (-ETIMEDOUT); then like dm_cmd_get. */
+int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		uint64_t timeout_ms, json_t **out, struct al_error **err);
+int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, json_t **out_array,
+		struct al_error **err);
+int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		       const void *data, size_t len, bool close_after, struct al_error **err);
+int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char *cmd, int sig,
+		struct al_error **err);
+
+/*
+ * Log streaming: a cursor replays a command's output from the start, then
+ * follows it until the command ends. dm_logs_next blocks up to timeout_ms:
+ *   returns 1 with a chunk (*stream 1 stdout / 2 stderr, data copied into buf, *len),
+ *   returns 0 at the end (the command finished and everything was delivered),
+ *   returns -ETIMEDOUT when nothing arrived (call again: lets the HTTP layer notice
+ *   a client that went away), <0 on error.
+ */
+struct dm_logs;
+int dm_logs_open(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		 struct dm_logs **out, struct al_error **err);
+int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *len,
+		 uint64_t timeout_ms);
+void dm_logs_close(struct dm_logs *l);
+
+/* --- files (paths are inside the sandbox; relative ones are relative to its workdir) -- */
+
+/* Extracts a tar or tar.gz (detected) into dir. Entries that are absolute, contain "..",
+ * or are links leading outside the sandbox's writable area are refused (EINVAL), and then
+ * nothing is left half-written... best effort: the archive is checked before extraction. */
+int dm_fs_write_tar(struct daemon *d, const char *team, const char *sbx, const char *dir,
+		    const void *data, size_t len, struct al_error **err);
+/* Reads a regular file (ENOENT if missing, EISDIR for a directory, E2BIG over max). */
+int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *path,
+	       size_t max, char **out, size_t *out_len, struct al_error **err);
+int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char *path,
+		bool parents, struct al_error **err);
+/* [{name, type: file|dir|symlink|other, size, mode, mtime}] */
+int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,
+	       json_t **out_array, struct al_error **err);
+
+#endif

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* airlockd: file operations on a live sandbox, through its root (files.c does the work). */
+#include "daemon/internal.h"
+#include "daemon/files.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DM_UPLOAD_MAX_ENTRIES 1000000
+
+/* An O_PATH fd of the sandbox's root, its workdir and the owner of new files. */
+static int open_root(struct daemon *d, const char *team, const char *sbx, char *workdir,
+		     size_t wlen, uid_t *owner, uint64_t *disk, struct al_error **err)
+{
+	struct dm_sbx *s;
+	char path[64];
+	int fd = -1;
+
+	pthread_mutex_lock(&d->mu);
+	s = dm_find_sbx(d, team, sbx, err);
+	if (s && strcmp(s->status, "running") != 0)
+		al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status), s = NULL;
+	if (s) {
+		json_t *cfg = json_loads(s->config_json, 0, NULL);
+
+		snprintf(path, sizeof(path), "/proc/%d/root", (int)s->pid);
+		snprintf(workdir, wlen, "%s", s->workdir);
+		*owner = s->host_base + 1000;
+		*disk = (uint64_t)json_integer_value(json_object_get(cfg, "disk_bytes"));
+		json_decref(cfg);
+		fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			al_error_set(err, errno, "open the sandbox root");
+	}
+	pthread_mutex_unlock(&d->mu);
+	return fd;
+}
+
+int dm_fs_write_tar(struct daemon *d, const char *team, const char *sbx, const char *dir,
+		    const void *data, size_t len, struct al_error **err)
+{
+	char wd[1100];
+	uid_t owner;
+	uint64_t disk = 0;
+	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
+	struct files_limits lim = {.max_bytes = disk ? disk : (1ull << 30),
+				   .max_entries = DM_UPLOAD_MAX_ENTRIES};
+
+	if (root < 0)
+		return -1;
+	return files_write_tar(root, wd, dir ? dir : wd, owner, data, len, &lim, err);
+}
+
+int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *path,
+	       size_t max, char **out, size_t *out_len, struct al_error **err)
+{
+	char wd[1100];
+	uid_t owner;
+	uint64_t disk;
+	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
+
+	if (root < 0)
+		return -1;
+	return files_read(root, wd, path, max, out, out_len, err);
+}
+
+int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char *path,
+		bool parents, struct al_error **err)
+{
+	char wd[1100];
+	uid_t owner;
+	uint64_t disk;
+	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
+
+	if (root < 0)
+		return -1;
+	return files_mkdir(root, wd, path, owner, parents, err);
+}
+
+int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,
+	       json_t **out, struct al_error **err)
+{
+	char wd[1100];
+	uid_t owner;
+	uint64_t disk;
+	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
+
+	if (root < 0)
+		return -1;
+	return files_list(root, wd, path, out, err);
+}

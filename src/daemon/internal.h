@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * airlockd internals. Locking: one registry mutex (d->mu) guards every
+ * sandbox and command field; d->cv is broadcast on every change (new output,
+ * an exit, an agent reply, a status change), and waiters re-check their own
+ * condition. Frames to an agent are written under that sandbox's send_mu,
+ * never under d->mu, so a slow agent cannot stall the registry. SQLite has
+ * its own lock (store.c).
+ */
+#ifndef AL_DAEMON_INTERNAL_H
+#define AL_DAEMON_INTERNAL_H
+
+#include "daemon/daemon.h"
+#include "proto/proto.h"
+#include "store/store.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define DM_ID_LEN 28 /* "sbx_" / "cmd_" + 24 */
+#define DM_MAX_LIFETIME_MS (24ull * 3600 * 1000)
+#define DM_SLOT_FIRST 0x2000u /* uid slots (<< 16 above 0x40000000); one-shot runs use 0..0x1fff */
+#define DM_SLOT_LAST 0x3fffu
+
+struct dm_cmd {
+	char id[DM_ID_LEN + 1];
+	struct dm_sbx *sbx;
+	char *argv_json;
+	char *cwd;
+	bool sudo;
+	int64_t started_ms, finished_ms;
+	int32_t exit_code, signal;
+	char *reason;            /* NULL while running */
+	uint64_t stored[2];      /* bytes persisted of stdout, stderr */
+	uint64_t deadline_ms;    /* command timeout (epoch ms), 0 none */
+	bool timed_out;          /* we killed it for its timeout */
+};
+
+struct dm_pending {
+	uint32_t id;
+	bool done;
+	int err;                 /* 0 = OK */
+	uint32_t pid;
+	char msg[256];
+};
+
+struct dm_sbx {
+	char id[DM_ID_LEN + 1];
+	char *team;
+	char *status;            /* running, stopping, stopped, failed */
+	int64_t created_ms, expires_ms, stopped_ms;
+	pid_t pid;
+	uint64_t start_time;
+	uid_t host_base;
+	char *config_json;       /* the creation parameters */
+	char *policy_json;
+	int64_t policy_gen;
+	char *workdir;
+	char **env;              /* KEY=VALUE for every command */
+	uint64_t timeout_ms;
+
+	int agent_fd;            /* -1 when not connected */
+	pthread_mutex_t send_mu;
+	pthread_t reader;
+	bool reader_running;
+	uint32_t next_req;
+	struct dm_pending pending[16];
+
+	struct dm_cmd **cmds;
+	size_t n_cmds;
+};
+
+struct daemon {
+	struct daemon_opts opts;
+	char *state_dir, *agent_path, *sock_dir;
+	struct store *store;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct dm_sbx **sbxs;
+	size_t n_sbxs;
+	bool closing;
+	uint64_t gen; /* bumped (under mu) with every broadcast of cv: lets waiters skip lost wakeups */
+	pthread_t timer, reaper;
+};
+
+/* registry.c */
+int64_t dm_now_ms(void);
+void dm_new_id(const char *prefix, char out[DM_ID_LEN + 1]);
+/* With d->mu held: the team's sandbox, or NULL (sets err ENOENT). */
+struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
+			   struct al_error **err);
+struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
+/* The sandbox ended (agent gone): finish its running commands, persist, wake waiters.
+ * Called with d->mu held. */
+void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status);
+json_t *dm_cmd_json(const struct dm_cmd *c);
+
+/* agent_conn.c */
+int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err);
+/* Send a request and wait for its OK/ERROR (d->mu NOT held). Returns 0, or -errno with
+ * the agent's message in err. */
+int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, uint32_t *pid,
+		     struct al_error **err);
+uint32_t dm_agent_next_id(struct dm_sbx *s);
+/* Fire-and-forget frame (d->mu NOT held). */
+int dm_agent_send(struct dm_sbx *s, struct proto_buf *b);
+
+/* spawner.c */
+int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
+	     struct al_error **err);
+
+#endif

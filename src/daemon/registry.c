@@ -1,0 +1,625 @@
+/* SPDX-License-Identifier: MIT */
+/* airlockd: the registry of sandboxes, their lifecycle, timers and recovery. */
+#include "daemon/internal.h"
+#include "jail/sandbox.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t dm_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void dm_new_id(const char *prefix, char out[DM_ID_LEN + 1])
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char rnd[24];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		abort();
+	memcpy(out, prefix, 4);
+	for (int i = 0; i < 24; i++)
+		out[4 + i] = alphabet[rnd[i] % 36];
+	out[DM_ID_LEN] = '\0';
+}
+
+struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
+			   struct al_error **err)
+{
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		if (strcmp(d->sbxs[i]->id, id) == 0 && strcmp(d->sbxs[i]->team, team) == 0)
+			return d->sbxs[i];
+	al_error_set(err, ENOENT, "no sandbox '%.64s'", id);
+	return NULL;
+}
+
+struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id)
+{
+	for (size_t i = 0; i < s->n_cmds; i++)
+		if (strcmp(s->cmds[i]->id, id) == 0)
+			return s->cmds[i];
+	return NULL;
+}
+
+static json_t *config_of(const struct dm_sbx *s)
+{
+	json_t *c = json_loads(s->config_json ? s->config_json : "{}", 0, NULL);
+
+	return c ? c : json_object();
+}
+
+static json_t *sbx_json(const struct dm_sbx *s)
+{
+	json_t *c = config_of(s), *o, *pol;
+
+	pol = json_loads(s->policy_json ? s->policy_json : "\"deny-all\"", JSON_DECODE_ANY, NULL);
+	o = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I}", "id", s->id, "status", s->status,
+		      "created_at", (json_int_t)s->created_ms, "expires_at",
+		      (json_int_t)s->expires_ms, "stopped_at",
+		      s->stopped_ms ? json_integer(s->stopped_ms) : json_null(), "timeout_ms",
+		      (json_int_t)s->timeout_ms);
+	json_object_set_new(o, "resources",
+			    json_pack("{s:O?, s:O?, s:O?}", "vcpus", json_object_get(c, "vcpus"),
+				      "memory_bytes", json_object_get(c, "memory_bytes"),
+				      "disk_bytes", json_object_get(c, "disk_bytes")));
+	json_object_set(o, "image", json_object_get(c, "image") ? json_object_get(c, "image")
+							       : json_null());
+	json_object_set_new(o, "workdir", json_string(s->workdir));
+	json_object_set_new(o, "network_policy", pol ? pol : json_string("deny-all"));
+	json_object_set_new(o, "policy_generation", json_integer(s->policy_gen));
+	json_decref(c);
+	return o;
+}
+
+static void to_store(const struct dm_sbx *s, struct store_sandbox *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->id = (char *)s->id;
+	r->team = s->team;
+	r->status = s->status;
+	r->created_ms = s->created_ms;
+	r->expires_ms = s->expires_ms;
+	r->stopped_ms = s->stopped_ms;
+	r->init_pid = s->pid;
+	r->init_start = (int64_t)s->start_time;
+	r->host_base = s->host_base;
+	r->config_json = s->config_json;
+	r->policy_json = s->policy_json;
+	r->policy_gen = s->policy_gen;
+}
+
+static void sbx_free(struct dm_sbx *s)
+{
+	for (size_t i = 0; i < s->n_cmds; i++) {
+		free(s->cmds[i]->argv_json);
+		free(s->cmds[i]->cwd);
+		free(s->cmds[i]->reason);
+		free(s->cmds[i]);
+	}
+	free(s->cmds);
+	for (char **e = s->env; e && *e; e++)
+		free(*e);
+	free(s->env);
+	free(s->team);
+	free(s->status);
+	free(s->config_json);
+	free(s->policy_json);
+	free(s->workdir);
+	pthread_mutex_destroy(&s->send_mu);
+	free(s);
+}
+
+static void set_status(struct dm_sbx *s, const char *status)
+{
+	free(s->status);
+	s->status = xstrdup(status);
+}
+
+json_t *dm_cmd_json(const struct dm_cmd *c)
+{
+	json_t *argv = json_loads(c->argv_json, 0, NULL), *o;
+	bool done = c->reason != NULL;
+	bool has_code = done && (strcmp(c->reason, "exited") == 0 ||
+				 strcmp(c->reason, "exec_failed") == 0);
+
+	o = json_pack("{s:s, s:s, s:O?, s:s, s:b, s:I, s:o, s:s}", "id", c->id, "sandbox_id",
+		      c->sbx->id, "cmd", argv ? json_array_get(argv, 0) : NULL, "cwd",
+		      c->cwd ? c->cwd : "", "sudo", c->sudo, "started_at",
+		      (json_int_t)c->started_ms, "finished_at",
+		      done ? json_integer(c->finished_ms) : json_null(), "status",
+		      done ? "finished" : "running");
+	if (argv)
+		json_array_remove(argv, 0);
+	json_object_set_new(o, "args", argv ? argv : json_array());
+	json_object_set_new(o, "exit_code", has_code ? json_integer(c->exit_code) : json_null());
+	json_object_set_new(o, "signal", done && c->signal ? json_integer(c->signal) : json_null());
+	json_object_set_new(o, "reason", done ? json_string(c->reason) : json_null());
+	return o;
+}
+
+void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status)
+{
+	int64_t now = dm_now_ms();
+
+	for (size_t i = 0; i < s->n_cmds; i++) {
+		struct dm_cmd *c = s->cmds[i];
+
+		if (c->reason)
+			continue;
+		/* The pid namespace died with PID 1: every process got SIGKILL. */
+		c->reason = xstrdup(c->timed_out ? "timeout" : "signaled");
+		c->signal = SIGKILL;
+		c->finished_ms = now;
+		store_command_finish(d->store, c->id, now, -1, SIGKILL, c->reason, NULL);
+	}
+	if (strcmp(s->status, "stopped") != 0 && strcmp(s->status, "failed") != 0) {
+		set_status(s, status);
+		s->stopped_ms = now;
+		store_sandbox_set_status(d->store, s->id, status, now, NULL);
+	}
+	d->gen++;
+	pthread_cond_broadcast(&d->cv);
+}
+
+/* --- sandboxes ------------------------------------------------------------- */
+
+/* The lowest uid slot no live sandbox uses (d->mu held). */
+static uid_t alloc_host_base(struct daemon *d)
+{
+	for (uint32_t slot = DM_SLOT_FIRST; slot <= DM_SLOT_LAST; slot++) {
+		uid_t base = 0x40000000u + (slot << 16);
+		bool used = false;
+
+		for (size_t i = 0; i < d->n_sbxs && !used; i++)
+			used = d->sbxs[i]->host_base == base && d->sbxs[i]->stopped_ms == 0;
+		if (!used)
+			return base;
+	}
+	return 0;
+}
+
+static char *make_config(const struct dm_create *c, uint64_t timeout_ms, const char *workdir)
+{
+	json_t *o = json_object(), *env = json_array();
+	char *s;
+
+	for (size_t i = 0; i < c->n_env; i++)
+		json_array_append_new(env, json_string(c->env[i]));
+	json_object_set_new(o, "image", c->image ? json_string(c->image) : json_null());
+	json_object_set_new(o, "vcpus", json_real(c->vcpus));
+	json_object_set_new(o, "memory_bytes",
+			    json_integer((json_int_t)(c->memory_bytes ? c->memory_bytes : 1ull << 30)));
+	json_object_set_new(o, "disk_bytes",
+			    json_integer((json_int_t)(c->disk_bytes ? c->disk_bytes : 1ull << 30)));
+	json_object_set_new(o, "timeout_ms", json_integer((json_int_t)timeout_ms));
+	json_object_set_new(o, "workdir", json_string(workdir));
+	json_object_set_new(o, "env", env);
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return s;
+}
+
+static int validate_create(const struct dm_create *c, struct al_error **err)
+{
+	if (c->workdir && (c->workdir[0] != '/' || strstr(c->workdir, "/../") ||
+			   strlen(c->workdir) > 1024))
+		return al_error_set(err, EINVAL, "workdir must be an absolute path without '..'");
+	for (size_t i = 0; i < c->n_env; i++) {
+		const char *eq = strchr(c->env[i], '=');
+		if (!eq || eq == c->env[i])
+			return al_error_set(err, EINVAL, "env entry '%.64s' is not KEY=VALUE",
+					    c->env[i]);
+	}
+	if (c->vcpus < 0 || c->vcpus > 1024)
+		return al_error_set(err, EINVAL, "vcpus out of range");
+	if (c->memory_bytes && c->memory_bytes < (4u << 20))
+		return al_error_set(err, EINVAL, "memory must be at least 4 MiB");
+	if (c->timeout_ms > DM_MAX_LIFETIME_MS)
+		return al_error_set(err, EINVAL, "timeout over the 24 h maximum");
+	if (c->image) {
+		struct stat st;
+		if (c->image[0] != '/' || stat(c->image, &st) < 0 || !S_ISDIR(st.st_mode))
+			return al_error_set(err, EINVAL, "image '%.200s' is not a directory on the host",
+					    c->image);
+	}
+	return 0;
+}
+
+static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct dm_create *c)
+{
+	struct dm_sbx *s = xzalloc(sizeof(*s));
+	char *pol;
+
+	dm_new_id("sbx_", s->id);
+	s->team = xstrdup(team);
+	s->status = xstrdup("running");
+	s->created_ms = dm_now_ms();
+	s->timeout_ms = c->timeout_ms ? c->timeout_ms : d->opts.default_timeout_ms;
+	s->expires_ms = s->created_ms + (int64_t)s->timeout_ms;
+	s->workdir = xstrdup(c->workdir ? c->workdir : "/workspace");
+	s->env = xzalloc((c->n_env + 1) * sizeof(char *));
+	for (size_t i = 0; i < c->n_env; i++)
+		s->env[i] = xstrdup(c->env[i]);
+	s->config_json = make_config(c, s->timeout_ms, s->workdir);
+	pol = c->network_policy ? json_dumps(c->network_policy, JSON_COMPACT | JSON_ENCODE_ANY)
+				: NULL;
+	s->policy_json = pol ? pol : xstrdup("\"deny-all\"");
+	s->policy_gen = 1;
+	s->agent_fd = -1;
+	pthread_mutex_init(&s->send_mu, NULL);
+	return s;
+}
+
+static void add_sbx(struct daemon *d, struct dm_sbx *s)
+{
+	d->sbxs = xrealloc(d->sbxs, (d->n_sbxs + 1) * sizeof(*d->sbxs));
+	d->sbxs[d->n_sbxs++] = s;
+}
+
+int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c,
+		      char **out_id, struct al_error **err)
+{
+	struct al_config cfg;
+	struct store_sandbox row;
+	struct dm_sbx *s;
+
+	if (validate_create(c, err) < 0)
+		return -1;
+	s = new_sbx(d, team, c);
+	al_config_init(&cfg);
+	cfg.image = c->image;
+	cfg.workdir = s->workdir;
+	cfg.cpus = c->vcpus;
+	cfg.timeout_ms = 0; /* the daemon's timer owns the lifetime */
+	cfg.pids = 1024;
+	if (c->memory_bytes)
+		cfg.memory_bytes = c->memory_bytes;
+	if (c->disk_bytes)
+		cfg.disk_bytes = c->disk_bytes;
+
+	pthread_mutex_lock(&d->mu);
+	s->host_base = alloc_host_base(d);
+	pthread_mutex_unlock(&d->mu);
+	if (!s->host_base) {
+		sbx_free(s);
+		return al_error_set(err, EBUSY, "no free uid range: too many sandboxes");
+	}
+	if (dm_spawn(d, s, &cfg, err) < 0 || dm_agent_connect(d, s, err) < 0) {
+		if (s->pid > 0)
+			jail_sandbox_kill(s->pid, s->start_time, s->id);
+		sbx_free(s);
+		return -1;
+	}
+	to_store(s, &row);
+	if (store_sandbox_put(d->store, &row, err) < 0) {
+		jail_sandbox_kill(s->pid, s->start_time, s->id);
+		sbx_free(s);
+		return -1;
+	}
+	pthread_mutex_lock(&d->mu);
+	add_sbx(d, s);
+	pthread_mutex_unlock(&d->mu);
+	*out_id = xstrdup(s->id);
+	return 0;
+}
+
+int dm_sandbox_get(struct daemon *d, const char *team, const char *id, json_t **out,
+		   struct al_error **err)
+{
+	struct dm_sbx *s;
+
+	pthread_mutex_lock(&d->mu);
+	s = dm_find_sbx(d, team, id, err);
+	if (s)
+		*out = sbx_json(s);
+	pthread_mutex_unlock(&d->mu);
+	return s ? 0 : -ENOENT;
+}
+
+int dm_sandbox_list(struct daemon *d, const char *team, json_t **out, struct al_error **err)
+{
+	json_t *a = json_array();
+
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		if (strcmp(d->sbxs[i]->team, team) == 0)
+			json_array_append_new(a, sbx_json(d->sbxs[i]));
+	pthread_mutex_unlock(&d->mu);
+	*out = a;
+	return 0;
+}
+
+static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final)
+{
+	pid_t pid = s->pid;
+	uint64_t st = s->start_time;
+	char id[DM_ID_LEN + 1], sock[4096];
+
+	if (strcmp(s->status, "running") != 0)
+		return 0;
+	set_status(s, "stopping");
+	store_sandbox_set_status(d->store, s->id, "stopping", 0, NULL);
+	strcpy(id, s->id);
+	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, id);
+	pthread_mutex_unlock(&d->mu);
+	jail_sandbox_kill(pid, st, id);
+	unlink(sock);
+	pthread_mutex_lock(&d->mu);
+	dm_sbx_ended(d, s, final);
+	return 0;
+}
+
+int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct al_error **err)
+{
+	struct dm_sbx *s;
+
+	pthread_mutex_lock(&d->mu);
+	s = dm_find_sbx(d, team, id, err);
+	if (s)
+		stop_locked_sbx(d, s, "stopped");
+	pthread_mutex_unlock(&d->mu);
+	return s ? 0 : -ENOENT;
+}
+
+int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64_t add_ms,
+		      struct al_error **err)
+{
+	struct dm_sbx *s;
+	int r = 0;
+
+	pthread_mutex_lock(&d->mu);
+	s = dm_find_sbx(d, team, id, err);
+	if (!s) {
+		r = -ENOENT;
+	} else if (strcmp(s->status, "running") != 0) {
+		r = al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	} else if (add_ms == 0 || (uint64_t)(s->expires_ms - s->created_ms) + add_ms >
+					  DM_MAX_LIFETIME_MS) {
+		r = al_error_set(err, EINVAL, "a sandbox lives at most 24 h (and extend needs > 0)");
+	} else {
+		s->expires_ms += (int64_t)add_ms;
+		s->timeout_ms += add_ms;
+		store_sandbox_set_expiry(d->store, s->id, s->expires_ms, NULL);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return r;
+}
+
+int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
+			  struct al_error **err)
+{
+	struct dm_sbx *s;
+	char *p = json_dumps(policy, JSON_COMPACT | JSON_ENCODE_ANY);
+	int r = 0;
+
+	pthread_mutex_lock(&d->mu);
+	s = dm_find_sbx(d, team, id, err);
+	if (!s) {
+		r = -ENOENT;
+	} else if (strcmp(s->status, "running") != 0) {
+		r = al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	} else {
+		free(s->policy_json);
+		s->policy_json = p;
+		p = NULL;
+		s->policy_gen++;
+		store_sandbox_set_policy(d->store, s->id, s->policy_json, s->policy_gen, NULL);
+	}
+	pthread_mutex_unlock(&d->mu);
+	free(p);
+	return r;
+}
+
+/* --- timers, reaping, recovery --------------------------------------------- */
+
+static void kill_cmd(struct dm_sbx *s, const char *cmd_id, int sig)
+{
+	struct proto_buf b = {0};
+	uint32_t sg = (uint32_t)sig;
+
+	proto_begin(&b, PROTO_KILL, 0);
+	proto_put_str(&b, PT_CMD_ID, cmd_id, strlen(cmd_id));
+	proto_put_u32(&b, PT_SIGNAL, sg);
+	dm_agent_send(s, &b);
+}
+
+/* Sandboxes past their expiry are stopped; commands past their timeout are killed. */
+static void *timer_main(void *arg)
+{
+	struct daemon *d = arg;
+
+	pthread_mutex_lock(&d->mu);
+	while (!d->closing) {
+		struct timespec ts;
+		int64_t now = dm_now_ms();
+
+		for (size_t i = 0; i < d->n_sbxs; i++) {
+			struct dm_sbx *s = d->sbxs[i];
+
+			if (strcmp(s->status, "running") != 0)
+				continue;
+			if (s->expires_ms <= now) {
+				for (size_t j = 0; j < s->n_cmds; j++)
+					if (!s->cmds[j]->reason)
+						s->cmds[j]->timed_out = true;
+				stop_locked_sbx(d, s, "stopped");
+				break; /* the list may have changed while unlocked */
+			}
+			for (size_t j = 0; j < s->n_cmds; j++) {
+				struct dm_cmd *c = s->cmds[j];
+				char cid[DM_ID_LEN + 1];
+
+				if (c->reason || !c->deadline_ms || (int64_t)c->deadline_ms > now ||
+				    c->timed_out)
+					continue;
+				c->timed_out = true;
+				strcpy(cid, c->id);
+				pthread_mutex_unlock(&d->mu);
+				kill_cmd(s, cid, SIGKILL);
+				pthread_mutex_lock(&d->mu);
+			}
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 100 * 1000000;
+		if (ts.tv_nsec >= 1000000000)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000;
+		pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+/* We are the subreaper of every sandbox's PID 1 once its spawner exits. */
+static void *reaper_main(void *arg)
+{
+	struct daemon *d = arg;
+
+	while (!__atomic_load_n(&d->closing, __ATOMIC_RELAXED)) {
+		if (waitpid(-1, NULL, 0) < 0) {
+			struct timespec ts = {0, 50 * 1000000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+static int load_cmd(void *ctx, const struct store_command *r)
+{
+	struct dm_sbx *s = ctx;
+	struct dm_cmd *c = xzalloc(sizeof(*c));
+
+	snprintf(c->id, sizeof(c->id), "%s", r->id);
+	c->sbx = s;
+	c->argv_json = xstrdup(r->argv_json ? r->argv_json : "[]");
+	c->cwd = r->cwd ? xstrdup(r->cwd) : NULL;
+	c->sudo = r->sudo;
+	c->started_ms = r->started_ms;
+	c->finished_ms = r->finished_ms;
+	c->exit_code = r->exit_code;
+	c->signal = r->signal;
+	c->reason = r->reason ? xstrdup(r->reason) : NULL;
+	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
+	s->cmds[s->n_cmds++] = c;
+	return 0;
+}
+
+static int recover_one(void *ctx, const struct store_sandbox *r)
+{
+	struct daemon *d = ctx;
+	struct dm_sbx *s = xzalloc(sizeof(*s));
+	json_t *cfg = json_loads(r->config_json ? r->config_json : "{}", 0, NULL), *env;
+	uint64_t st = 0;
+	size_t i;
+
+	snprintf(s->id, sizeof(s->id), "%s", r->id);
+	s->team = xstrdup(r->team);
+	s->status = xstrdup(r->status);
+	s->created_ms = r->created_ms;
+	s->expires_ms = r->expires_ms;
+	s->pid = r->init_pid;
+	s->start_time = (uint64_t)r->init_start;
+	s->host_base = r->host_base;
+	s->config_json = xstrdup(r->config_json ? r->config_json : "{}");
+	s->policy_json = xstrdup(r->policy_json ? r->policy_json : "\"deny-all\"");
+	s->policy_gen = r->policy_gen;
+	s->timeout_ms = (uint64_t)(s->expires_ms - s->created_ms);
+	s->workdir = xstrdup(json_string_value(json_object_get(cfg, "workdir"))
+				     ?: "/workspace");
+	env = json_object_get(cfg, "env");
+	s->env = xzalloc((json_array_size(env) + 1) * sizeof(char *));
+	for (i = 0; i < json_array_size(env); i++)
+		s->env[i] = xstrdup(json_string_value(json_array_get(env, i)) ?: "X=");
+	json_decref(cfg);
+	s->agent_fd = -1;
+	pthread_mutex_init(&s->send_mu, NULL);
+	store_command_each(d->store, s->id, load_cmd, s, NULL);
+	for (i = 0; i < s->n_cmds; i++) {
+		store_output_size(d->store, s->cmds[i]->id, 1, &s->cmds[i]->stored[0], NULL);
+		store_output_size(d->store, s->cmds[i]->id, 2, &s->cmds[i]->stored[1], NULL);
+	}
+	add_sbx(d, s);
+	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed. */
+	if (jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
+	    dm_agent_connect(d, s, NULL) == 0)
+		return 0;
+	jail_sandbox_kill(s->pid, s->start_time, s->id);
+	pthread_mutex_lock(&d->mu);
+	dm_sbx_ended(d, s, "failed");
+	pthread_mutex_unlock(&d->mu);
+	return 0;
+}
+
+int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err)
+{
+	struct daemon *d = xzalloc(sizeof(*d));
+	char *db;
+	int r;
+
+	d->opts = *o;
+	d->state_dir = xstrdup(o->state_dir);
+	d->agent_path = xstrdup(o->agent_path);
+	d->opts.state_dir = d->state_dir;
+	d->opts.agent_path = d->agent_path;
+	if (!d->opts.default_timeout_ms)
+		d->opts.default_timeout_ms = 5 * 60 * 1000;
+	d->sock_dir = xasprintf("%s/sockets", d->state_dir);
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	if ((mkdir(d->state_dir, 0700) < 0 && errno != EEXIST) ||
+	    (mkdir(d->sock_dir, 0700) < 0 && errno != EEXIST)) {
+		al_error_set(err, errno, "mkdir '%s'", d->sock_dir);
+		daemon_close(d);
+		return -1;
+	}
+	db = xasprintf("%s/airlock.db", d->state_dir);
+	r = store_open(db, &d->store, err);
+	free(db);
+	if (r < 0) {
+		daemon_close(d);
+		return -1;
+	}
+	/* Sandbox PID 1s become our children when their spawner exits. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	store_sandbox_each(d->store, NULL, true, recover_one, d, NULL);
+	pthread_create(&d->reaper, NULL, reaper_main, d);
+	pthread_detach(d->reaper);
+	pthread_create(&d->timer, NULL, timer_main, d);
+	*out = d;
+	return 0;
+}
+
+void daemon_close(struct daemon *d)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->closing = true;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	if (d->timer)
+		pthread_join(d->timer, NULL);
+	/* Sandboxes keep running; their readers are detached threads that die with us. */
+	if (d->store)
+		store_close(d->store);
+	free(d->sock_dir);
+	free(d->state_dir);
+	free(d->agent_path);
+	/* The registry itself is left to process exit: reader threads may still use it. */
+}
