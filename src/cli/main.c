@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* airlock: the command-line front end. One file per subcommand. */
 #include "cli/cli.h"
+#include "cli/client.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -14,6 +15,17 @@ static void usage(FILE *out)
 	      "commands:\n"
 	      "  run [flags] -- CMD [ARGS...]   run one command in a fresh sandbox, then remove it\n"
 	      "  serve [flags]                  run the daemon (airlockd): sandboxes behind an HTTP API\n"
+	      "\n"
+	      "talking to airlockd (--url URL | --socket PATH, --token TOKEN, --json; or AIRLOCK_URL,\n"
+	      "AIRLOCK_SOCKET, AIRLOCK_TOKEN; default http://127.0.0.1:7070 and the daemon's token file):\n"
+	      "  create [--image DIR] [--memory SIZE] [--cpus N] [--timeout D] [--env K=V]...\n"
+	      "  exec [--sudo] [--cwd DIR] [--env K=V] [-d] SANDBOX -- CMD [ARGS...]\n"
+	      "  cp HOST_PATH SANDBOX:DIR | cp SANDBOX:FILE HOST_PATH\n"
+	      "  ls [SANDBOX[:PATH]]        list sandboxes, or files in a sandbox\n"
+	      "  logs SANDBOX COMMAND       replay and follow a command's output\n"
+	      "  stop SANDBOX\n"
+	      "  policy SANDBOX [deny-all | allow-all | JSON]\n"
+	      "\n"
 	      "  help                           this text; `airlock run --help` for run's flags\n"
 	      "  version                        print the version\n",
 	      out);
@@ -38,6 +50,14 @@ int main(int argc, char **argv)
 		return cli_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "serve") == 0)
 		return cli_serve(argc - 1, argv + 1);
+	static const struct {
+		const char *name;
+		int (*fn)(int, char **);
+	} remote[] = {{"create", cli_create}, {"exec", cli_exec}, {"cp", cli_cp}, {"ls", cli_ls},
+		      {"logs", cli_logs},     {"stop", cli_stop}, {"policy", cli_policy}};
+	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+		if (strcmp(argv[1], remote[i].name) == 0)
+			return remote[i].fn(argc - 1, argv + 1);
 	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
 	    strcmp(argv[1], "-h") == 0) {
 		usage(stdout);
