@@ -87,7 +87,7 @@ int api_body_object(struct api_req *r, json_t **out, struct al_error **err)
 		*out = json_object();
 		return 0;
 	}
-	if (api_body_parse(r, 0, out, err) < 0)
+	if (api_body_parse(r, JSON_DECODE_ANY, out, err) < 0)
 		return -EINVAL;
 	if (!json_is_object(*out)) {
 		json_decref(*out);

@@ -43,6 +43,22 @@ int al_error_set(struct al_error **err, int errnum, const char *fmt, ...)
 	return -errnum;
 }
 
+int al_error_msg(struct al_error **err, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+	int r;
+
+	if (!err)
+		return -(errnum > 0 ? errnum : EIO);
+	va_start(ap, fmt);
+	msg = vformat(fmt, ap);
+	va_end(ap);
+	r = al_error_from(err, errnum, msg);
+	free(msg);
+	return r;
+}
+
 int al_error_from(struct al_error **err, int errnum, const char *msg)
 {
 	struct al_error *e;

@@ -69,7 +69,7 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 	if (!p) {
 		pthread_mutex_unlock(&d->mu);
 		proto_buf_free(b);
-		return al_error_set(err, EBUSY, "too many requests in flight to the sandbox");
+		return al_error_msg(err, EBUSY, "too many requests in flight to the sandbox");
 	}
 	*p = (struct dm_pending){.id = id};
 	pthread_mutex_unlock(&d->mu);
@@ -77,7 +77,7 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 		pthread_mutex_lock(&d->mu);
 		p->id = 0;
 		pthread_mutex_unlock(&d->mu);
-		return al_error_set(err, ESRCH, "the sandbox's agent is not reachable");
+		return al_error_msg(err, ESRCH, "the sandbox's agent is not reachable");
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	ts.tv_sec += 10;
@@ -85,9 +85,9 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 	while (!p->done && r == 0 && s->agent_fd >= 0)
 		r = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
 	if (!p->done)
-		r = al_error_set(err, r ? ETIMEDOUT : ESRCH, "no answer from the sandbox's agent");
+		r = al_error_msg(err, r ? ETIMEDOUT : ESRCH, "no answer from the sandbox's agent");
 	else if (p->err)
-		r = al_error_set(err, p->err, "agent: %s", p->msg);
+		r = al_error_msg(err, p->err, "agent: %s", p->msg);
 	else if (pid)
 		*pid = p->pid;
 	p->id = 0;

@@ -18,7 +18,7 @@ static struct dm_sbx *running_sbx(struct daemon *d, const char *team, const char
 	struct dm_sbx *s = dm_find_sbx(d, team, id, err);
 
 	if (s && strcmp(s->status, "running") != 0) {
-		al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
 		return NULL;
 	}
 	return s;
@@ -27,15 +27,15 @@ static struct dm_sbx *running_sbx(struct daemon *d, const char *team, const char
 static int validate_exec(const struct dm_exec *e, struct al_error **err)
 {
 	if (!e->cmd || !e->cmd[0])
-		return al_error_set(err, EINVAL, "cmd must be a non-empty string");
+		return al_error_msg(err, EINVAL, "cmd must be a non-empty string");
 	if (e->cwd && e->cwd[0] != '/')
-		return al_error_set(err, EINVAL, "cwd must be an absolute path");
+		return al_error_msg(err, EINVAL, "cwd must be an absolute path");
 	if (e->n_args > 4000 || e->n_env > 4000)
-		return al_error_set(err, E2BIG, "too many args or env entries");
+		return al_error_msg(err, E2BIG, "too many args or env entries");
 	for (size_t i = 0; i < e->n_env; i++) {
 		const char *eq = strchr(e->env[i], '=');
 		if (!eq || eq == e->env[i])
-			return al_error_set(err, EINVAL, "env entry '%.64s' is not KEY=VALUE",
+			return al_error_msg(err, EINVAL, "env entry '%.64s' is not KEY=VALUE",
 					    e->env[i]);
 	}
 	return 0;
@@ -173,7 +173,7 @@ static struct dm_cmd *find(struct daemon *d, const char *team, const char *sbx, 
 	struct dm_cmd *c = s ? dm_find_cmd(s, cmd) : NULL;
 
 	if (s && !c)
-		al_error_set(err, ENOENT, "no command '%.64s' in sandbox '%s'", cmd, s->id);
+		al_error_msg(err, ENOENT, "no command '%.64s' in sandbox '%s'", cmd, s->id);
 	return c;
 }
 
@@ -200,7 +200,7 @@ int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char 
 	while (c && timeout_ms && !c->reason && r == 0)
 		r = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
 	if (c && timeout_ms && !c->reason)
-		r = al_error_set(err, ETIMEDOUT, "command '%s' still running", c->id);
+		r = al_error_msg(err, ETIMEDOUT, "command '%s' still running", c->id);
 	else if (c)
 		*out = dm_cmd_json(c), r = 0;
 	else
@@ -235,7 +235,7 @@ int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, cons
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
 	if (c && c->reason)
-		al_error_set(err, ESRCH, "command '%s' has finished", c->id), c = NULL;
+		al_error_msg(err, ESRCH, "command '%s' has finished", c->id), c = NULL;
 	else if (c)
 		s = c->sbx, strcpy(id, c->id);
 	pthread_mutex_unlock(&d->mu);
@@ -254,7 +254,7 @@ int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char 
 	uint32_t sg = (uint32_t)sig;
 
 	if (sig < 1 || sig > 64)
-		return al_error_set(err, EINVAL, "signal %d out of range 1..64", sig);
+		return al_error_msg(err, EINVAL, "signal %d out of range 1..64", sig);
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
 	if (!c) {

@@ -194,8 +194,14 @@ static int files_check_fs(int fd, const char *show, struct al_error **err)
 	return 0;
 }
 
-static int files_open_error(int e, const char *name, const char *show, struct al_error **err)
+static int files_open_error(int dir, int e, const char *name, const char *show,
+			    struct al_error **err)
 {
+	struct stat st;
+
+	/* O_NOFOLLOW|O_DIRECTORY on a symlink says ENOTDIR: tell the symlink apart. */
+	if (e == ENOTDIR && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+		e = ELOOP;
 	if (e == ELOOP)
 		return al_error_set(err, e, "'%s' in '%s' is a symlink (not followed)", name, show);
 	if (e == ENOTDIR)
@@ -225,13 +231,13 @@ static int files_step(int dir, const char *name, bool create, uid_t owner, const
 	if (fd >= 0)
 		return TAKE_FD(fd);
 	if (errno != ENOENT || !create)
-		return files_open_error(errno, name, show, err);
+		return files_open_error(dir, errno, name, show, err);
 	created = mkdirat(dir, name, 0700) == 0;
 	if (!created && errno != EEXIST)
 		return al_error_set(err, errno, "mkdir '%s' in '%s'", name, show);
 	fd = openat(dir, name, flags);
 	if (fd < 0)
-		return files_open_error(errno, name, show, err);
+		return files_open_error(dir, errno, name, show, err);
 	if (created && (files_check_fs(fd, show, err) < 0 ||
 			files_own(fd, owner, FILES_DIR_MODE, show, err) < 0))
 		return -1;
@@ -471,7 +477,7 @@ int files_mkdir(int root_fd, const char *workdir, const char *path, uid_t owner,
 		return al_error_set(err, errno, "mkdir '%s'", sh.s);
 	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return files_open_error(errno, name, sh.s, err);
+		return files_open_error(parent, errno, name, sh.s, err);
 	if (files_check_fs(fd, sh.s, err) < 0)
 		return -EACCES;
 	return files_own(fd, owner, FILES_DIR_MODE, sh.s, err);
@@ -965,7 +971,7 @@ static int files_x_dir(struct files_x *x, int parent, const char *name,
 		return al_error_set(err, errno, "mkdir '%s'", e->sh.s);
 	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return files_open_error(errno, name, e->sh.s, err);
+		return files_open_error(parent, errno, name, e->sh.s, err);
 	if (files_check_fs(fd, e->sh.s, err) < 0)
 		return -EACCES;
 	return files_own(fd, x->owner, e->mode, e->sh.s, err);

@@ -46,7 +46,7 @@ struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
 	for (size_t i = 0; i < d->n_sbxs; i++)
 		if (strcmp(d->sbxs[i]->id, id) == 0 && strcmp(d->sbxs[i]->team, team) == 0)
 			return d->sbxs[i];
-	al_error_set(err, ENOENT, "no sandbox '%.64s'", id);
+	al_error_msg(err, ENOENT, "no sandbox '%.64s'", id);
 	return NULL;
 }
 
@@ -220,23 +220,23 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 {
 	if (c->workdir && (c->workdir[0] != '/' || strstr(c->workdir, "/../") ||
 			   strlen(c->workdir) > 1024))
-		return al_error_set(err, EINVAL, "workdir must be an absolute path without '..'");
+		return al_error_msg(err, EINVAL, "workdir must be an absolute path without '..'");
 	for (size_t i = 0; i < c->n_env; i++) {
 		const char *eq = strchr(c->env[i], '=');
 		if (!eq || eq == c->env[i])
-			return al_error_set(err, EINVAL, "env entry '%.64s' is not KEY=VALUE",
+			return al_error_msg(err, EINVAL, "env entry '%.64s' is not KEY=VALUE",
 					    c->env[i]);
 	}
 	if (c->vcpus < 0 || c->vcpus > 1024)
-		return al_error_set(err, EINVAL, "vcpus out of range");
+		return al_error_msg(err, EINVAL, "vcpus out of range");
 	if (c->memory_bytes && c->memory_bytes < (4u << 20))
-		return al_error_set(err, EINVAL, "memory must be at least 4 MiB");
+		return al_error_msg(err, EINVAL, "memory must be at least 4 MiB");
 	if (c->timeout_ms > DM_MAX_LIFETIME_MS)
-		return al_error_set(err, EINVAL, "timeout over the 24 h maximum");
+		return al_error_msg(err, EINVAL, "timeout over the 24 h maximum");
 	if (c->image) {
 		struct stat st;
 		if (c->image[0] != '/' || stat(c->image, &st) < 0 || !S_ISDIR(st.st_mode))
-			return al_error_set(err, EINVAL, "image '%.200s' is not a directory on the host",
+			return al_error_msg(err, EINVAL, "image '%.200s' is not a directory on the host",
 					    c->image);
 	}
 	return 0;
@@ -299,7 +299,7 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	pthread_mutex_unlock(&d->mu);
 	if (!s->host_base) {
 		sbx_free(s);
-		return al_error_set(err, EBUSY, "no free uid range: too many sandboxes");
+		return al_error_msg(err, EBUSY, "no free uid range: too many sandboxes");
 	}
 	if (dm_spawn(d, s, &cfg, err) < 0 || dm_agent_connect(d, s, err) < 0) {
 		if (s->pid > 0)
@@ -389,10 +389,10 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	if (!s) {
 		r = -ENOENT;
 	} else if (strcmp(s->status, "running") != 0) {
-		r = al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
 	} else if (add_ms == 0 || (uint64_t)(s->expires_ms - s->created_ms) + add_ms >
 					  DM_MAX_LIFETIME_MS) {
-		r = al_error_set(err, EINVAL, "a sandbox lives at most 24 h (and extend needs > 0)");
+		r = al_error_msg(err, EINVAL, "a sandbox lives at most 24 h (and extend needs > 0)");
 	} else {
 		s->expires_ms += (int64_t)add_ms;
 		s->timeout_ms += add_ms;
@@ -414,7 +414,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	if (!s) {
 		r = -ENOENT;
 	} else if (strcmp(s->status, "running") != 0) {
-		r = al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
 	} else {
 		free(s->policy_json);
 		s->policy_json = p;

@@ -456,7 +456,34 @@ int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *m)
 	return r;
 }
 
-/* The i-th field with the given tag in an EXEC's payload (already validated). */
+/* The next field with the given tag from *cursor in an EXEC's payload. */
+static const char *next_field(const struct proto_msg *m, uint16_t tag, size_t *cursor, size_t *len)
+{
+	struct field f;
+
+	if (m->type != PROTO_EXEC || !m->payload)
+		return NULL;
+	while (field_next(m->payload, m->payload_len, cursor, &f) > 0) {
+		if (f.tag != tag)
+			continue;
+		if (len)
+			*len = f.len;
+		return (const char *)f.p;
+	}
+	return NULL;
+}
+
+const char *proto_msg_next_arg(const struct proto_msg *m, size_t *cursor, size_t *len)
+{
+	return next_field(m, PT_ARG, cursor, len);
+}
+
+const char *proto_msg_next_env(const struct proto_msg *m, size_t *cursor, size_t *len)
+{
+	return next_field(m, PT_ENV, cursor, len);
+}
+
+/* The i-th field with the given tag in an EXEC's payload: O(i), see the iterators. */
 static const char *nth_field(const struct proto_msg *m, uint16_t tag, size_t i, size_t *len)
 {
 	struct field f;
@@ -465,9 +492,7 @@ static const char *nth_field(const struct proto_msg *m, uint16_t tag, size_t i, 
 	if (!m->payload)
 		return NULL;
 	while (field_next(m->payload, m->payload_len, &pos, &f) > 0) {
-		if (f.tag != tag)
-			continue;
-		if (i-- == 0) {
+		if (f.tag == tag && i-- == 0) {
 			if (len)
 				*len = f.len;
 			return (const char *)f.p;

@@ -135,9 +135,13 @@ int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *m);
  */
 long proto_frame_size(const uint8_t *buf, size_t avail);
 
-/* The i-th argv / env string of an EXEC (any index < n_args / n_env); NULL if out of range. */
+/* The i-th argv / env string of an EXEC (any index < n_args / n_env); NULL if out of range.
+ * Each call walks the payload from the start (O(i)): to read them all, use the iterators. */
 const char *proto_msg_arg(const struct proto_msg *m, size_t i, size_t *len);
 const char *proto_msg_env(const struct proto_msg *m, size_t i, size_t *len);
+/* EXEC: the next argv / env string in order, O(1) each. *cursor starts at 0; NULL at the end. */
+const char *proto_msg_next_arg(const struct proto_msg *m, size_t *cursor, size_t *len);
+const char *proto_msg_next_env(const struct proto_msg *m, size_t *cursor, size_t *len);
 
 /* HELLO: iterate command entries. *cursor starts at 0. Returns 1 with *out filled, 0 at the
  * end, <0 if an entry is malformed. *out has type PROTO_HELLO, the HELLO's id, and the

@@ -77,6 +77,23 @@ static void rt_exec(struct proto_buf *b)
 	s = proto_msg_env(&m, 1, &len);
 	CHECK(str_eq(s, len, "EMPTY="), "EXEC env 1");
 	CHECK(proto_msg_env(&m, 2, &len) == NULL, "EXEC env 2 out of range");
+	{
+		static const char *want[] = {"python3", "-c", ""};
+		size_t cur = 0, n = 0, ok = 0;
+
+		while ((s = proto_msg_next_arg(&m, &cur, &len))) {
+			ok += n < 3 && str_eq(s, len, want[n]) && s == proto_msg_arg(&m, n, NULL);
+			n++;
+		}
+		CHECK(n == 3 && ok == 3, "EXEC arg iterator yields the 3 args in order");
+		CHECK(proto_msg_next_arg(&m, &cur, &len) == NULL, "EXEC arg iterator end is sticky");
+		cur = 0;
+		s = proto_msg_next_env(&m, &cur, &len);
+		CHECK(str_eq(s, len, "PATH=/usr/bin"), "EXEC env iterator first");
+		s = proto_msg_next_env(&m, &cur, &len);
+		CHECK(str_eq(s, len, "EMPTY=") && !proto_msg_next_env(&m, &cur, &len),
+		      "EXEC env iterator second, then end");
+	}
 	CHECK(str_eq(m.cwd, m.cwd_len, "/workspace"), "EXEC cwd");
 	CHECK(m.uid == 1000 && m.tty == 1, "EXEC uid and tty");
 	CHECK(m.present == ((1u << PT_CMD_ID) | (1u << PT_CWD) | (1u << PT_UID) | (1u << PT_TTY)),
@@ -213,6 +230,8 @@ static void rt_hello(struct proto_buf *b)
 	CHECK(proto_hello_next(&m, &cur, &e) == 0, "HELLO end");
 	CHECK(proto_hello_next(&m, &cur, &e) == 0, "HELLO end is sticky");
 	CHECK(proto_msg_arg(&m, 0, NULL) == NULL, "arg accessor refuses a HELLO");
+	cur = 0;
+	CHECK(proto_msg_next_arg(&m, &cur, NULL) == NULL, "arg iterator refuses a HELLO");
 }
 
 static void frame_size(void)
@@ -629,6 +648,13 @@ static void counts(struct proto_buf *b)
 		proto_put_str(b, PT_ARG, S("x"));
 	CHECK(roundtrip(b, &m) == 0 && m.n_args == PROTO_MAX_ARGS, "PROTO_MAX_ARGS args");
 	CHECK(proto_msg_arg(&m, PROTO_MAX_ARGS - 1, &len) && len == 1, "last arg reachable");
+	{
+		size_t cur = 0, n = 0;
+
+		while (proto_msg_next_arg(&m, &cur, &len))
+			n++;
+		CHECK(n == PROTO_MAX_ARGS, "arg iterator yields PROTO_MAX_ARGS args");
+	}
 	proto_put_str(b, PT_ARG, S("x"));
 	expect(b, -E2BIG, "PROTO_MAX_ARGS + 1 args");
 
