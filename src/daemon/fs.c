@@ -53,7 +53,9 @@ int dm_fs_write_tar(struct daemon *d, const char *team, const char *sbx, const c
 
 	if (root < 0)
 		return -1;
-	return files_write_tar(root, wd, dir ? dir : wd, owner, data, len, &lim, err);
+	if (!dir || !dir[0] || strcmp(dir, ".") == 0)
+		dir = wd; /* the API passes "." when no directory was given */
+	return files_write_tar(root, wd, dir, owner, data, len, &lim, err);
 }
 
 int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *path,
@@ -92,5 +94,7 @@ int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *
 
 	if (root < 0)
 		return -1;
+	if (!path || !path[0] || strcmp(path, ".") == 0)
+		path = wd;
 	return files_list(root, wd, path, out, err);
 }
