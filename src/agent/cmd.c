@@ -64,15 +64,15 @@ static char *dup_field(const char *s, size_t len)
 /* NULL-terminated heap copies of the EXEC's argv (env == false) or environment. */
 static char **collect(const struct proto_msg *m, bool env)
 {
-	size_t n = env ? m->n_env : m->n_args;
+	size_t n = env ? m->n_env : m->n_args, cursor = 0, len;
 	char **v = calloc(n + 1, sizeof(*v));
+	const char *s;
 
 	if (!v)
 		abort();
+	/* The iterators are O(1) a step (index access would rescan the frame each time). */
 	for (size_t i = 0; i < n; i++) {
-		size_t len;
-		const char *s = env ? proto_msg_env(m, i, &len) : proto_msg_arg(m, i, &len);
-
+		s = env ? proto_msg_next_env(m, &cursor, &len) : proto_msg_next_arg(m, &cursor, &len);
 		v[i] = dup_field(s ? s : "", s ? len : 0);
 	}
 	return v;

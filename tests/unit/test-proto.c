@@ -86,7 +86,8 @@ static void rt_exec(struct proto_buf *b)
 			n++;
 		}
 		CHECK(n == 3 && ok == 3, "EXEC arg iterator yields the 3 args in order");
-		CHECK(proto_msg_next_arg(&m, &cur, &len) == NULL, "EXEC arg iterator end is sticky");
+		CHECK(proto_msg_next_arg(&m, &cur, &len) == NULL,
+		      "EXEC arg iterator end is sticky");
 		cur = 0;
 		s = proto_msg_next_env(&m, &cur, &len);
 		CHECK(str_eq(s, len, "PATH=/usr/bin"), "EXEC env iterator first");
@@ -114,7 +115,8 @@ static void rt_stdin_kill_replay(struct proto_buf *b)
 
 	proto_begin(b, PROTO_STDIN_CLOSE, 9);
 	proto_put_str(b, PT_CMD_ID, S("c"));
-	CHECK(roundtrip(b, &m) == 0 && m.type == PROTO_STDIN_CLOSE && str_eq(m.cmd_id, m.cmd_id_len, "c"),
+	CHECK(roundtrip(b, &m) == 0 && m.type == PROTO_STDIN_CLOSE &&
+		  str_eq(m.cmd_id, m.cmd_id_len, "c"),
 	      "STDIN_CLOSE decodes");
 
 	proto_begin(b, PROTO_KILL, 10);
@@ -154,7 +156,7 @@ static void rt_agent(struct proto_buf *b)
 	proto_put_i32(b, PT_ERRNO, ENOENT);
 	proto_put_str(b, PT_MESSAGE, S("execvp python4: No such file"));
 	CHECK(roundtrip(b, &m) == 0 && m.type == PROTO_ERROR && m.err == ENOENT &&
-		      str_eq(m.message, m.message_len, "execvp python4: No such file"),
+		  str_eq(m.message, m.message_len, "execvp python4: No such file"),
 	      "ERROR decodes");
 
 	proto_begin(b, PROTO_OUTPUT, 0);
@@ -163,7 +165,7 @@ static void rt_agent(struct proto_buf *b)
 	proto_put_u64(b, PT_OFFSET, 123456789012ull);
 	proto_put_bytes(b, PT_DATA, "hello\n", 6);
 	CHECK(roundtrip(b, &m) == 0 && m.type == PROTO_OUTPUT && m.stream == 1 &&
-		      m.offset == 123456789012ull && m.data_len == 6 && !memcmp(m.data, "hello\n", 6),
+		  m.offset == 123456789012ull && m.data_len == 6 && !memcmp(m.data, "hello\n", 6),
 	      "OUTPUT decodes");
 
 	proto_begin(b, PROTO_EXIT, 0);
@@ -175,8 +177,8 @@ static void rt_agent(struct proto_buf *b)
 	proto_put_u64(b, PT_OUT_BYTES, 6);
 	proto_put_u64(b, PT_ERR_BYTES, 0);
 	CHECK(roundtrip(b, &m) == 0 && m.type == PROTO_EXIT && m.status == -1 && m.err == EPERM &&
-		      m.time_ms == 1700000000000ull && m.out_bytes == 6 && m.err_bytes == 0 &&
-		      (m.present & (1u << PT_ERR_BYTES)),
+		  m.time_ms == 1700000000000ull && m.out_bytes == 6 && m.err_bytes == 0 &&
+		  (m.present & (1u << PT_ERR_BYTES)),
 	      "EXIT decodes, negative status kept");
 	proto_begin(b, PROTO_EXIT, 0);
 	proto_put_str(b, PT_CMD_ID, S("c"));
@@ -216,16 +218,17 @@ static void rt_hello(struct proto_buf *b)
 	proto_put_u32(b, PT_VERSION, PROTO_VERSION);
 	proto_put_u64(b, PT_TIME_MS, 5);
 	put_entry(b, "second", 200, 1);
-	CHECK(roundtrip(b, &m) == 0 && m.n_commands == 2 && m.time_ms == 5, "HELLO with 2 commands");
+	CHECK(roundtrip(b, &m) == 0 && m.n_commands == 2 && m.time_ms == 5,
+	      "HELLO with 2 commands");
 	cur = 0;
 	rc = proto_hello_next(&m, &cur, &e);
 	CHECK(rc == 1 && str_eq(e.cmd_id, e.cmd_id_len, "first") && e.pid == 100 &&
-		      e.out_bytes == 1000 && e.err_bytes == 2000 && e.time_ms == 99 &&
-		      !(e.present & (1u << PT_STATUS)),
+		  e.out_bytes == 1000 && e.err_bytes == 2000 && e.time_ms == 99 &&
+		  !(e.present & (1u << PT_STATUS)),
 	      "HELLO entry 1 (running)");
 	rc = proto_hello_next(&m, &cur, &e);
 	CHECK(rc == 1 && str_eq(e.cmd_id, e.cmd_id_len, "second") && e.pid == 200 &&
-		      (e.present & (1u << PT_STATUS)) && e.status == 0,
+		  (e.present & (1u << PT_STATUS)) && e.status == 0,
 	      "HELLO entry 2 (ended)");
 	CHECK(proto_hello_next(&m, &cur, &e) == 0, "HELLO end");
 	CHECK(proto_hello_next(&m, &cur, &e) == 0, "HELLO end is sticky");
@@ -238,7 +241,8 @@ static void frame_size(void)
 {
 	uint8_t h[4] = {0};
 
-	CHECK(proto_frame_size(h, 0) == 0 && proto_frame_size(h, 3) == 0, "frame size needs 4 bytes");
+	CHECK(proto_frame_size(h, 0) == 0 && proto_frame_size(h, 3) == 0,
+	      "frame size needs 4 bytes");
 	put_le32(h, 8);
 	CHECK(proto_frame_size(h, 4) == PROTO_HEADER, "frame size of an empty frame");
 	put_le32(h, 7);
@@ -295,7 +299,8 @@ static void bad_header(struct proto_buf *b)
 
 		for (size_t n = 0; n < b->len; n++)
 			bad += proto_decode(b->data, n, &m) == -EBADMSG;
-		CHECK(bad == b->len, "every truncation of an EXEC is -EBADMSG (%zu/%zu)", bad, b->len);
+		CHECK(bad == b->len, "every truncation of an EXEC is -EBADMSG (%zu/%zu)", bad,
+		      b->len);
 		CHECK(proto_decode(b->data, b->len, &m) == 0, "the whole EXEC decodes");
 	}
 }
