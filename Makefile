@@ -2,7 +2,7 @@
 BUILD ?= build
 PY := /usr/bin/python3
 
-.PHONY: all setup build demo test unit integration bench clean format
+.PHONY: all setup build demo test unit integration bench fuzz clean format
 
 all: build
 
@@ -29,9 +29,14 @@ integration: build
 
 bench: build
 	./bench/startup
+	./bench/daemon
+
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	./scripts/fuzz $(FUZZ_SECONDS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-fuzz
