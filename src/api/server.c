@@ -9,6 +9,7 @@
  * to its limit (413 beyond) -> handler -> the response it built is queued.
  */
 #include "api/api_internal.h"
+#include "api/routes_vercel.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
@@ -223,6 +224,7 @@ int api_start(struct daemon *d, const struct api_opts *o, struct api **out, stru
 	a->max_upload = o->max_upload ? o->max_upload : API_DEFAULT_MAX_UPLOAD;
 	a->timeout_s = o->timeout_s ? o->timeout_s : 60;
 	api_router_add(&a->router, api_native_routes, api_native_routes_n);
+	api_router_add(&a->router, api_vercel_routes, api_vercel_routes_n);
 	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 ||
 	    api_start_listeners(a, o, err) < 0) {
 		api_stop(a);

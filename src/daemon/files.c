@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -37,7 +38,7 @@
 #define FILES_PATH_MAX 4096 /* a path, "/a/b" form, NUL included */
 #define FILES_NAME_MAX 255
 #define FILES_LIST_MAX 10000
-#define FILES_INDEX_MAX_NODES (1u << 20) /* distinct paths in one archive */
+#define FILES_INDEX_MAX_NODES (1u << 20)  /* distinct paths in one archive */
 #define FILES_INDEX_MAX_NAMES (32u << 20) /* bytes of their names */
 #define FILES_CHUNK (64u << 10)
 #define FILES_DIR_MODE 0755
@@ -90,12 +91,12 @@ static int files_path_add(struct files_path *p, const char *s, bool api, const c
 			continue;
 		}
 		if ((clen == 1 && c[0] == '.') || (clen == 2 && c[0] == '.' && c[1] == '.'))
-			return al_error_set(err, EINVAL, "'%s' has a '.' or '..' component", show);
+			return al_error_msg(err, EINVAL, "'%s' has a '.' or '..' component", show);
 		if (clen > FILES_NAME_MAX)
-			return al_error_set(err, EINVAL, "'%s' has a component over %d bytes", show,
+			return al_error_msg(err, EINVAL, "'%s' has a component over %d bytes", show,
 					    FILES_NAME_MAX);
 		if (p->len + clen + 1 >= FILES_PATH_MAX)
-			return al_error_set(err, EINVAL, "'%s' is longer than %d bytes", show,
+			return al_error_msg(err, EINVAL, "'%s' is longer than %d bytes", show,
 					    FILES_PATH_MAX - 1);
 		memcpy(p->buf + p->len, c, clen);
 		p->buf[p->len + clen] = '\0';
@@ -140,11 +141,11 @@ static int files_api_path(const char *workdir, const char *path, struct files_pa
 
 	p->len = p->n = 0;
 	if (!path || !*path)
-		return al_error_set(err, EINVAL, "empty path");
+		return al_error_msg(err, EINVAL, "empty path");
 	files_show(sh, path);
 	if (path[0] != '/') {
 		if (wd[0] != '/')
-			return al_error_set(err, EINVAL, "workdir '%s' is not absolute", wd);
+			return al_error_msg(err, EINVAL, "workdir '%s' is not absolute", wd);
 		if (files_path_add(p, wd, true, wd, err) < 0)
 			return -EINVAL;
 	}
@@ -167,7 +168,7 @@ static int files_check_writable(const char *workdir, const struct files_path *p,
 		if (p->n >= a.n && memcmp(p->buf, a.buf, a.len) == 0)
 			return 0;
 	}
-	return al_error_set(err, EACCES,
+	return al_error_msg(err, EACCES,
 			    "'%s' is outside the writable areas (/workspace, /tmp, /home/user, "
 			    "/dev/shm, the workdir)",
 			    show);
@@ -177,11 +178,11 @@ static int files_check_writable(const char *workdir, const struct files_path *p,
 static int files_check_fs(int fd, const char *show, struct al_error **err)
 {
 	static const unsigned long bad[] = {
-		PROC_SUPER_MAGIC,  SYSFS_MAGIC,	     DEBUGFS_MAGIC,	  TRACEFS_MAGIC,
-		SECURITYFS_MAGIC,  SELINUX_MAGIC,    SMACK_MAGIC,	  CGROUP_SUPER_MAGIC,
-		CGROUP2_SUPER_MAGIC, BPF_FS_MAGIC,   EFIVARFS_MAGIC,	  PSTOREFS_MAGIC,
-		BINFMTFS_MAGIC,	   DEVPTS_SUPER_MAGIC, NSFS_MAGIC,	  0x62656570 /* configfs */,
-		0x65735543 /* fusectl */,
+	    PROC_SUPER_MAGIC,	      SYSFS_MAGIC,	  DEBUGFS_MAGIC,  TRACEFS_MAGIC,
+	    SECURITYFS_MAGIC,	      SELINUX_MAGIC,	  SMACK_MAGIC,	  CGROUP_SUPER_MAGIC,
+	    CGROUP2_SUPER_MAGIC,      BPF_FS_MAGIC,	  EFIVARFS_MAGIC, PSTOREFS_MAGIC,
+	    BINFMTFS_MAGIC,	      DEVPTS_SUPER_MAGIC, NSFS_MAGIC,	  0x62656570 /* configfs */,
+	    0x65735543 /* fusectl */,
 	};
 	struct statfs sf;
 
@@ -189,7 +190,7 @@ static int files_check_fs(int fd, const char *show, struct al_error **err)
 		return al_error_set(err, errno, "statfs '%s'", show);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		if ((unsigned long)sf.f_type == bad[i])
-			return al_error_set(err, EACCES, "'%s' is on a pseudo file system (0x%lx)",
+			return al_error_msg(err, EACCES, "'%s' is on a pseudo file system (0x%lx)",
 					    show, (unsigned long)sf.f_type);
 	return 0;
 }
@@ -200,7 +201,8 @@ static int files_open_error(int dir, int e, const char *name, const char *show,
 	struct stat st;
 
 	/* O_NOFOLLOW|O_DIRECTORY on a symlink says ENOTDIR: tell the symlink apart. */
-	if (e == ENOTDIR && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+	if (e == ENOTDIR && fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    S_ISLNK(st.st_mode))
 		e = ELOOP;
 	if (e == ELOOP)
 		return al_error_set(err, e, "'%s' in '%s' is a symlink (not followed)", name, show);
@@ -219,27 +221,29 @@ static int files_own(int fd, uid_t owner, mode_t mode, const char *show, struct 
 	return 0;
 }
 
-/* Opens the subdirectory `name` of dir, never following a symlink; creates it if asked. */
+/*
+ * Opens the subdirectory `name` of dir, never following a symlink, and vets its
+ * file system (so nothing is ever created inside a pseudo file system); creates
+ * it if asked.
+ */
 static int files_step(int dir, const char *name, bool create, uid_t owner, const char *show,
 		      struct al_error **err)
 {
-	_cleanup_close_ int fd = -1;
 	const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-	bool created;
+	_cleanup_close_ int fd = openat(dir, name, flags);
+	bool created = false;
 
-	fd = openat(dir, name, flags);
-	if (fd >= 0)
-		return TAKE_FD(fd);
-	if (errno != ENOENT || !create)
-		return files_open_error(dir, errno, name, show, err);
-	created = mkdirat(dir, name, 0700) == 0;
-	if (!created && errno != EEXIST)
-		return al_error_set(err, errno, "mkdir '%s' in '%s'", name, show);
-	fd = openat(dir, name, flags);
+	if (fd < 0 && errno == ENOENT && create) {
+		created = mkdirat(dir, name, 0700) == 0;
+		if (!created && errno != EEXIST)
+			return al_error_set(err, errno, "mkdir '%s' in '%s'", name, show);
+		fd = openat(dir, name, flags);
+	}
 	if (fd < 0)
 		return files_open_error(dir, errno, name, show, err);
-	if (created && (files_check_fs(fd, show, err) < 0 ||
-			files_own(fd, owner, FILES_DIR_MODE, show, err) < 0))
+	if (files_check_fs(fd, show, err) < 0)
+		return -EACCES;
+	if (created && files_own(fd, owner, FILES_DIR_MODE, show, err) < 0)
 		return -1;
 	return TAKE_FD(fd);
 }
@@ -295,8 +299,8 @@ static int files_read_fd(int fd, size_t max, size_t hint, char **out, size_t *ou
 	for (;;) {
 		if (len == cap) {
 			if (cap > max)
-				return al_error_set(err, E2BIG, "'%s' is larger than %zu bytes", show,
-						    max);
+				return al_error_msg(err, E2BIG, "'%s' is larger than %zu bytes",
+						    show, max);
 			cap = cap > max / 2 ? max + 1 : cap * 2;
 			buf = xrealloc(buf, cap + 1);
 		}
@@ -310,7 +314,7 @@ static int files_read_fd(int fd, size_t max, size_t hint, char **out, size_t *ou
 		len += (size_t)n;
 	}
 	if (len > max)
-		return al_error_set(err, E2BIG, "'%s' is larger than %zu bytes", show, max);
+		return al_error_msg(err, E2BIG, "'%s' is larger than %zu bytes", show, max);
 	buf[len] = '\0';
 	*out = TAKE_PTR(buf);
 	*out_len = len;
@@ -339,11 +343,11 @@ int files_read(int root_fd, const char *workdir, const char *path, size_t max, c
 	if (S_ISDIR(st.st_mode))
 		return al_error_set(err, EISDIR, "read '%s'", sh.s);
 	if (!S_ISREG(st.st_mode))
-		return al_error_set(err, EINVAL, "'%s' is not a regular file", sh.s);
+		return al_error_msg(err, EINVAL, "'%s' is not a regular file", sh.s);
 	if (files_check_fs(pfd, sh.s, err) < 0)
 		return -EACCES;
 	if ((uint64_t)st.st_size > max)
-		return al_error_set(err, E2BIG, "'%s' has %lld bytes, more than %zu", sh.s,
+		return al_error_msg(err, E2BIG, "'%s' has %lld bytes, more than %zu", sh.s,
 				    (long long)st.st_size, max);
 	/* Reopen that very inode for reading. */
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
@@ -388,12 +392,11 @@ static json_t *files_items_json(const struct files_items *it)
 		const struct stat *st = &it->v[i].st;
 		size_t ulen;
 		_cleanup_free_ char *u =
-			al_utf8_sanitize(it->v[i].name, strlen(it->v[i].name), &ulen);
-		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I}", "name", u, "type",
-				      files_type(st->st_mode), "size", (json_int_t)st->st_size,
-				      "mode", (json_int_t)(st->st_mode & 07777), "mtime",
-				      (json_int_t)st->st_mtim.tv_sec * 1000 +
-					      st->st_mtim.tv_nsec / 1000000);
+		    al_utf8_sanitize(it->v[i].name, strlen(it->v[i].name), &ulen);
+		json_t *o = json_pack(
+		    "{s:s, s:s, s:I, s:I, s:I}", "name", u, "type", files_type(st->st_mode), "size",
+		    (json_int_t)st->st_size, "mode", (json_int_t)(st->st_mode & 07777), "mtime",
+		    (json_int_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
 
 		if (!o || json_array_append_new(arr, o) < 0)
 			al_oom();
@@ -435,7 +438,7 @@ int files_list(int root_fd, const char *workdir, const char *path, json_t **out,
 			return al_error_set(err, errno, "stat an entry of '%s'", sh.s);
 		}
 		if (it.n == FILES_LIST_MAX)
-			return al_error_set(err, E2BIG, "'%s' has more than %d entries", sh.s,
+			return al_error_msg(err, E2BIG, "'%s' has more than %d entries", sh.s,
 					    FILES_LIST_MAX);
 		if (it.n == it.cap) {
 			it.cap = it.cap ? it.cap * 2 : 64;
@@ -491,7 +494,7 @@ struct files_entry {
 	enum files_kind kind;
 	struct files_path path;
 	struct files_path link; /* FILES_HARD: its target */
-	const char *symlink;    /* FILES_LNK: its target (owned by libarchive) */
+	const char *symlink;	/* FILES_LNK: its target (owned by libarchive) */
 	mode_t mode;
 	int64_t size;
 	struct files_show sh;
@@ -503,19 +506,19 @@ static int files_entry_name(const char *name, struct files_path *p, const char *
 {
 	p->len = p->n = 0;
 	if (!name || !*name)
-		return al_error_set(err, EINVAL, "an archive entry has an empty or unreadable name");
+		return al_error_msg(err, EINVAL,
+				    "an archive entry has an empty or unreadable name");
 	if (name[0] == '/')
-		return al_error_set(err, EINVAL, "archive entry '%s' is absolute", show);
+		return al_error_msg(err, EINVAL, "archive entry '%s' is absolute", show);
 	if (strchr(name, '\n'))
-		return al_error_set(err, EINVAL, "archive entry '%s' has a newline", show);
+		return al_error_msg(err, EINVAL, "archive entry '%s' has a newline", show);
 	if (strlen(name) >= FILES_PATH_MAX)
-		return al_error_set(err, EINVAL, "archive entry '%s' is longer than %d bytes", show,
+		return al_error_msg(err, EINVAL, "archive entry '%s' is longer than %d bytes", show,
 				    FILES_PATH_MAX - 1);
 	return files_path_add(p, name, false, show, err);
 }
 
-static int files_entry_type(struct archive_entry *ae, struct files_entry *e,
-			    struct al_error **err)
+static int files_entry_type(struct archive_entry *ae, struct files_entry *e, struct al_error **err)
 {
 	switch (archive_entry_filetype(ae)) {
 	case AE_IFREG:
@@ -530,23 +533,22 @@ static int files_entry_type(struct archive_entry *ae, struct files_entry *e,
 		if (!e->symlink)
 			e->symlink = archive_entry_symlink_utf8(ae);
 		if (!e->symlink || !*e->symlink || strlen(e->symlink) >= FILES_PATH_MAX)
-			return al_error_set(err, EINVAL, "symlink '%s' has a bad target", e->sh.s);
+			return al_error_msg(err, EINVAL, "symlink '%s' has a bad target", e->sh.s);
 		return 0;
 	case AE_IFCHR:
 	case AE_IFBLK:
-		return al_error_set(err, EINVAL, "archive entry '%s' is a device node", e->sh.s);
-	case AE_IFIFO:
-		return al_error_set(err, EINVAL, "archive entry '%s' is a FIFO", e->sh.s);
-	case AE_IFSOCK:
-		return al_error_set(err, EINVAL, "archive entry '%s' is a socket", e->sh.s);
+		return al_error_msg(err, EINVAL, "archive entry '%s' is a device node", e->sh.s);
 	default:
-		return al_error_set(err, EINVAL, "archive entry '%s' has an unknown type", e->sh.s);
+		return al_error_msg(err, EINVAL, "archive entry '%s' is a %s", e->sh.s,
+				    archive_entry_filetype(ae) == AE_IFIFO ? "FIFO"
+				    : archive_entry_filetype(ae) == AE_IFSOCK
+					? "socket"
+					: "file of unknown type");
 	}
 }
 
 /* Reads an entry's header into e; refuses anything that may not be extracted. */
-static int files_entry_parse(struct archive_entry *ae, struct files_entry *e,
-			     struct al_error **err)
+static int files_entry_parse(struct archive_entry *ae, struct files_entry *e, struct al_error **err)
 {
 	const char *name = archive_entry_pathname(ae), *hard = archive_entry_hardlink(ae);
 	struct files_show lsh;
@@ -566,17 +568,17 @@ static int files_entry_parse(struct archive_entry *ae, struct files_entry *e,
 
 		e->kind = FILES_HARD;
 		if (t != 0 && t != AE_IFREG)
-			return al_error_set(err, EINVAL, "hard link '%s' is not to a regular file",
+			return al_error_msg(err, EINVAL, "hard link '%s' is not to a regular file",
 					    e->sh.s);
 		if (files_entry_name(hard, &e->link, files_show(&lsh, hard), err) < 0)
 			return al_error_wrap(err, "hard link '%s'", e->sh.s);
 		if (e->link.n == 0)
-			return al_error_set(err, EINVAL, "hard link '%s' has no target", e->sh.s);
+			return al_error_msg(err, EINVAL, "hard link '%s' has no target", e->sh.s);
 	} else if (files_entry_type(ae, e, err) < 0) {
 		return -EINVAL;
 	}
 	if (e->path.n == 0 && e->kind != FILES_SKIP)
-		return al_error_set(err, EINVAL, "archive entry '%s' names no file", e->sh.s);
+		return al_error_msg(err, EINVAL, "archive entry '%s' names no file", e->sh.s);
 	return 0;
 }
 
@@ -597,6 +599,7 @@ struct files_index {
 	size_t names_len, names_cap;
 	uint32_t *heads;
 	uint32_t mask;
+	uint32_t seed; /* random: the caller cannot aim names at one bucket */
 };
 
 static void files_index_free(struct files_index *ix)
@@ -606,9 +609,9 @@ static void files_index_free(struct files_index *ix)
 	free(ix->heads);
 }
 
-static uint32_t files_hash(uint32_t parent, const char *s, size_t len)
+static uint32_t files_hash(uint32_t seed, uint32_t parent, const char *s, size_t len)
 {
-	uint32_t h = 2166136261u ^ parent;
+	uint32_t h = (2166136261u ^ seed) + parent * 0x9e3779b9u;
 
 	for (size_t i = 0; i < len; i++)
 		h = (h ^ (unsigned char)s[i]) * 16777619u;
@@ -618,7 +621,7 @@ static uint32_t files_hash(uint32_t parent, const char *s, size_t len)
 static uint32_t files_index_find(const struct files_index *ix, uint32_t parent, const char *s,
 				 size_t len)
 {
-	for (uint32_t i = ix->heads[files_hash(parent, s, len) & ix->mask]; i;
+	for (uint32_t i = ix->heads[files_hash(ix->seed, parent, s, len) & ix->mask]; i;
 	     i = ix->nodes[i].next) {
 		const struct files_node *nd = &ix->nodes[i];
 
@@ -632,7 +635,8 @@ static uint32_t files_index_find(const struct files_index *ix, uint32_t parent, 
 static void files_index_link(struct files_index *ix, uint32_t i)
 {
 	struct files_node *nd = &ix->nodes[i];
-	uint32_t b = files_hash(nd->parent, ix->names + nd->name_off, nd->name_len) & ix->mask;
+	uint32_t b =
+	    files_hash(ix->seed, nd->parent, ix->names + nd->name_off, nd->name_len) & ix->mask;
 
 	nd->next = ix->heads[b];
 	ix->heads[b] = i;
@@ -642,7 +646,7 @@ static int files_index_insert(struct files_index *ix, uint32_t parent, const cha
 			      uint8_t type, struct al_error **err)
 {
 	if (ix->n >= FILES_INDEX_MAX_NODES || ix->names_len + len > FILES_INDEX_MAX_NAMES)
-		return al_error_set(err, E2BIG, "the archive names more than %u paths or %u bytes",
+		return al_error_msg(err, E2BIG, "the archive names more than %u paths or %u bytes",
 				    FILES_INDEX_MAX_NODES, FILES_INDEX_MAX_NAMES);
 	if (ix->n == ix->cap) {
 		ix->cap = ix->cap ? ix->cap * 2 : 1024;
@@ -660,8 +664,10 @@ static int files_index_insert(struct files_index *ix, uint32_t parent, const cha
 			files_index_link(ix, i);
 	}
 	memcpy(ix->names + ix->names_len, s, len);
-	ix->nodes[ix->n] = (struct files_node){.parent = parent, .name_off = (uint32_t)ix->names_len,
-					       .name_len = (uint16_t)len, .type = type};
+	ix->nodes[ix->n] = (struct files_node){.parent = parent,
+					       .name_off = (uint32_t)ix->names_len,
+					       .name_len = (uint16_t)len,
+					       .type = type};
 	ix->names_len += len;
 	files_index_link(ix, ix->n);
 	return (int)ix->n++;
@@ -670,6 +676,8 @@ static int files_index_insert(struct files_index *ix, uint32_t parent, const cha
 static void files_index_init(struct files_index *ix)
 {
 	ix->mask = 1023;
+	if (getrandom(&ix->seed, sizeof(ix->seed), GRND_NONBLOCK) != sizeof(ix->seed))
+		ix->seed = (uint32_t)(uintptr_t)ix ^ (uint32_t)getpid();
 	ix->heads = xzalloc(((size_t)ix->mask + 1) * sizeof(*ix->heads));
 	ix->cap = 1024;
 	ix->nodes = xzalloc(ix->cap * sizeof(*ix->nodes));
@@ -707,10 +715,9 @@ static int files_index_parent(struct files_index *ix, const struct files_entry *
 				return r;
 			i = (uint32_t)r;
 		} else if (ix->nodes[i].type != FILES_N_DIR) {
-			return al_error_set(err, EINVAL, "archive entry '%s' goes through the %s '%s'",
-					    e->sh.s,
-					    ix->nodes[i].type == FILES_N_LNK ? "symlink" : "file",
-					    c);
+			return al_error_msg(
+			    err, EINVAL, "archive entry '%s' goes through the %s '%s'", e->sh.s,
+			    ix->nodes[i].type == FILES_N_LNK ? "symlink" : "file", c);
 		}
 		cur = i;
 	}
@@ -721,8 +728,9 @@ static int files_index_parent(struct files_index *ix, const struct files_entry *
 static int files_index_add(struct files_index *ix, const struct files_entry *e,
 			   struct al_error **err)
 {
-	uint8_t type = e->kind == FILES_DIR ? FILES_N_DIR : e->kind == FILES_LNK ? FILES_N_LNK
-										 : FILES_N_REG;
+	uint8_t type = e->kind == FILES_DIR   ? FILES_N_DIR
+		       : e->kind == FILES_LNK ? FILES_N_LNK
+					      : FILES_N_REG;
 	const char *name;
 	uint32_t i, t;
 	int parent;
@@ -737,7 +745,7 @@ static int files_index_add(struct files_index *ix, const struct files_entry *e,
 	if (e->kind == FILES_HARD) {
 		t = files_index_lookup(ix, &e->link);
 		if (!t || ix->nodes[t].type != FILES_N_REG || t == i)
-			return al_error_set(err, EINVAL,
+			return al_error_msg(err, EINVAL,
 					    "hard link '%s' is not to an earlier regular file of "
 					    "the archive",
 					    e->sh.s);
@@ -750,11 +758,11 @@ static int files_index_add(struct files_index *ix, const struct files_entry *e,
 	if (ix->nodes[i].type == FILES_N_DIR && type == FILES_N_DIR)
 		return 0;
 	if (ix->nodes[i].type == FILES_N_DIR || type == FILES_N_DIR)
-		return al_error_set(err, EINVAL, "archive entry '%s' is a directory and a non-directory",
-				    e->sh.s);
+		return al_error_msg(
+		    err, EINVAL, "archive entry '%s' is a directory and a non-directory", e->sh.s);
 	if (ix->nodes[i].type == FILES_N_LNK && e->kind == FILES_REG)
-		return al_error_set(err, EINVAL, "archive entry '%s' would be written through a symlink",
-				    e->sh.s);
+		return al_error_msg(
+		    err, EINVAL, "archive entry '%s' would be written through a symlink", e->sh.s);
 	ix->nodes[i].type = type;
 	return 0;
 }
@@ -789,7 +797,7 @@ static struct archive *files_archive_open(const void *data, size_t len, struct a
 	archive_read_support_filter_lz4(a);
 	archive_read_support_filter_compress(a);
 	if (archive_read_open_memory(a, data, len) != ARCHIVE_OK) {
-		al_error_set(err, EINVAL, "not an archive: %s",
+		al_error_msg(err, EINVAL, "not an archive: %s",
 			     archive_error_string(a) ? archive_error_string(a) : "unknown format");
 		archive_read_free(a);
 		return NULL;
@@ -806,7 +814,7 @@ static int files_next(struct archive *a, struct archive_entry **ae, struct al_er
 		return 0;
 	if (r == ARCHIVE_OK || r == ARCHIVE_WARN)
 		return 1;
-	return al_error_set(err, EINVAL, "read archive: %s",
+	return al_error_msg(err, EINVAL, "read archive: %s",
 			    archive_error_string(a) ? archive_error_string(a) : "damaged");
 }
 
@@ -828,13 +836,15 @@ static int files_validate(const void *data, size_t len, const struct files_limit
 	files_index_init(&ix);
 	while ((r = files_next(a, &ae, err)) > 0) {
 		if (++entries > lim->max_entries)
-			return al_error_set(err, E2BIG, "the archive has more than %llu entries",
+			return al_error_msg(err, E2BIG, "the archive has more than %llu entries",
 					    (unsigned long long)lim->max_entries);
 		if (files_entry_parse(ae, e, err) < 0)
 			return -EINVAL;
 		if (e->size > 0 && (uint64_t)e->size > lim->max_bytes - bytes)
-			return al_error_set(err, E2BIG, "'%s' (%lld bytes) exceeds the %llu bytes "
-					    "an archive may write", e->sh.s, (long long)e->size,
+			return al_error_msg(err, E2BIG,
+					    "'%s' (%lld bytes) exceeds the %llu bytes "
+					    "an archive may write",
+					    e->sh.s, (long long)e->size,
 					    (unsigned long long)lim->max_bytes);
 		if ((r = files_index_add(&ix, e, err)) < 0)
 			return r;
@@ -842,12 +852,13 @@ static int files_validate(const void *data, size_t len, const struct files_limit
 		while ((n = archive_read_data(a, buf, FILES_CHUNK)) > 0) {
 			bytes += (uint64_t)n;
 			if (bytes > lim->max_bytes)
-				return al_error_set(err, E2BIG, "the archive holds more than %llu "
+				return al_error_msg(err, E2BIG,
+						    "the archive holds more than %llu "
 						    "bytes (at '%s')",
 						    (unsigned long long)lim->max_bytes, e->sh.s);
 		}
 		if (n < 0)
-			return al_error_set(err, EINVAL, "read '%s' from the archive: %s", e->sh.s,
+			return al_error_msg(err, EINVAL, "read '%s' from the archive: %s", e->sh.s,
 					    archive_error_string(a) ? archive_error_string(a) : "");
 	}
 	return r;
@@ -910,10 +921,9 @@ static int files_write_all(int fd, const char *p, size_t n)
 /* Opens name in parent for writing: created, or an existing regular file truncated. */
 static int files_open_reg(int parent, const char *name, const char *show, struct al_error **err)
 {
-	_cleanup_close_ int fd = openat(parent, name,
-					O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY |
-						O_CLOEXEC,
-					0600);
+	_cleanup_close_ int fd =
+	    openat(parent, name,
+		   O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0600);
 	struct stat st;
 
 	if (fd < 0 && errno == ELOOP)
@@ -948,22 +958,22 @@ static int files_x_data(struct files_x *x, struct archive *a, int parent, const 
 		if (n == 0)
 			break;
 		if (n < 0)
-			return al_error_set(err, EINVAL, "read '%s' from the archive: %s", e->sh.s,
+			return al_error_msg(err, EINVAL, "read '%s' from the archive: %s", e->sh.s,
 					    archive_error_string(a) ? archive_error_string(a) : "");
 		x->bytes += (uint64_t)n;
 		if (x->bytes > x->lim->max_bytes)
-			return al_error_set(err, E2BIG, "the archive holds more than %llu bytes",
+			return al_error_msg(err, E2BIG, "the archive holds more than %llu bytes",
 					    (unsigned long long)x->lim->max_bytes);
 		if (files_write_all(fd, x->buf, (size_t)n) < 0)
-			return al_error_set(err, errno, "write '%s' (the sandbox's disk may be full)",
-					    e->sh.s);
+			return al_error_set(err, errno,
+					    "write '%s' (the sandbox's disk may be full)", e->sh.s);
 		n = 0;
 	}
 	return files_own(fd, x->owner, e->mode, e->sh.s, err);
 }
 
-static int files_x_dir(struct files_x *x, int parent, const char *name,
-		       const struct files_entry *e, struct al_error **err)
+static int files_x_dir(struct files_x *x, int parent, const char *name, const struct files_entry *e,
+		       struct al_error **err)
 {
 	_cleanup_close_ int fd = -1;
 
@@ -1012,7 +1022,7 @@ static int files_x_hard(struct files_x *x, struct archive *a, int parent, const 
 	if (tdir < 0)
 		return tdir;
 	if (fstatat(tdir, tname, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-		return al_error_set(err, EINVAL, "hard link '%s': the target is not a regular file",
+		return al_error_msg(err, EINVAL, "hard link '%s': the target is not a regular file",
 				    e->sh.s);
 	if (files_x_link(x, tdir, tname, parent, name, e, err) < 0)
 		return -1;
@@ -1072,7 +1082,7 @@ int files_write_tar(int root_fd, const char *workdir, const char *dir, uid_t own
 	if (files_check_writable(workdir, p, sh.s, err) < 0)
 		return -EACCES;
 	if (!lim || !data || len == 0)
-		return al_error_set(err, EINVAL, "no archive or no limits");
+		return al_error_msg(err, EINVAL, "no archive or no limits");
 	r = files_validate(data, len, lim, err);
 	if (r < 0)
 		return al_error_wrap(err, "archive refused, nothing written");
