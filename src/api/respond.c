@@ -113,6 +113,10 @@ unsigned api_status_of_errno(int code, const char **name)
 	case E2BIG:
 		*name = "payload_too_large";
 		return 413;
+	case EACCES: /* e.g. a write outside the sandbox's writable areas */
+	case EPERM:
+		*name = "forbidden";
+		return 403;
 	case EEXIST:
 	case EBUSY:
 		*name = "conflict";
@@ -142,5 +146,8 @@ void api_reply_stream(struct api_req *r, struct MHD_Response *resp)
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+	/* A command may print nothing for minutes: no idle timeout while streaming (the
+	 * stream callback notices a client that went away on its next write). */
+	MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
 	api_set_response(r, 200, resp);
 }
