@@ -92,7 +92,14 @@ AL_PUBLIC void al_config_init(struct al_config *cfg);
 /* Where the run's I/O goes. */
 enum al_stream { AL_STDOUT = 1, AL_STDERR = 2 };
 struct al_io {
-	/* Called with each chunk of output (within the output limit). */
+	/*
+	 * Where output goes (within the output limit), either:
+	 *  - out_fd / err_fd >= 0: written there by the run loop, buffered and only when the
+	 *    fd is writable, so a caller that stops reading never stalls the timeout; or
+	 *  - on_output: called with each chunk (must not block).
+	 * Zero-initialise and set out_fd/err_fd to -1 to use the callback.
+	 */
+	int out_fd, err_fd;
 	void (*on_output)(void *ctx, enum al_stream stream, const char *buf, size_t len);
 	void *ctx;
 	int stdin_fd;  /* relayed into the sandbox until EOF; -1 = the sandbox gets /dev/null */

@@ -113,6 +113,12 @@ unsigned api_status_of_errno(int code, const char **name)
 	case E2BIG:
 		*name = "payload_too_large";
 		return 413;
+	case ELOOP: /* a symlink in the way of a write */
+		*name = "conflict";
+		return 409;
+	case ENOSPC: /* the sandbox's disk (--disk) is full */
+		*name = "insufficient_storage";
+		return 507;
 	case EACCES: /* e.g. a write outside the sandbox's writable areas */
 	case EPERM:
 		*name = "forbidden";

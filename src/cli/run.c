@@ -83,28 +83,11 @@ static void buf_add(struct buf *b, const char *p, size_t n)
 	b->len += n;
 }
 
-static void write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return; /* our own stdout is gone: drop */
-		}
-		p += w;
-		n -= (size_t)w;
-	}
-}
-
 static void on_output(void *ctx, enum al_stream s, const char *p, size_t n)
 {
-	struct run_opts *o = ctx;
+	struct run_opts *o = ctx; /* --json: collect; streaming goes through io.out_fd/err_fd */
 
-	if (o->json)
-		buf_add(s == AL_STDOUT ? &o->out : &o->err, p, n);
-	else
-		write_all(s == AL_STDOUT ? STDOUT_FILENO : STDERR_FILENO, p, n);
+	buf_add(s == AL_STDOUT ? &o->out : &o->err, p, n);
 }
 
 __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
@@ -298,7 +281,8 @@ static void report(const struct run_opts *o, const struct al_result *res)
 int cli_run(int argc, char **argv)
 {
 	struct run_opts o;
-	struct al_io io = {.stdin_fd = -1, .signal_fd = -1, .tty_fd = -1};
+	struct al_io io = {.stdin_fd = -1, .signal_fd = -1, .tty_fd = -1, .out_fd = -1,
+			   .err_fd = -1};
 	struct al_result res;
 	struct al_error *err = NULL;
 	struct tty_state tty = {0};
@@ -331,8 +315,13 @@ int cli_run(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	io.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	io.on_output = on_output;
-	io.ctx = &o;
+	if (o.json) {
+		io.on_output = on_output; /* into memory: never blocks */
+		io.ctx = &o;
+	} else {
+		io.out_fd = STDOUT_FILENO; /* the run loop writes when the fd is writable */
+		io.err_fd = STDERR_FILENO;
+	}
 	/* stdin: passed through unless it is a terminal and -i was not given. */
 	if (o.interactive || !isatty(STDIN_FILENO))
 		io.stdin_fd = STDIN_FILENO;

@@ -18,12 +18,15 @@
  */
 #include "jail/jail.h"
 #include "common/error.h"
+#include "common/xalloc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -43,14 +46,52 @@ static int wait_go(int sync_fd, struct al_error **err)
 	return 0;
 }
 
-/* Overwrite the inherited environment strings: the caller's secrets must not sit in PID 1. */
-static void scrub_environment(void)
+/*
+ * PID 1 is a copy of airlock: its argv and environment areas hold the caller's
+ * command line and environment, which /proc/1/cmdline shows to anyone inside
+ * and /proc/1/environ to anyone who could read PID 1's memory. Wipe both
+ * areas (bounds from /proc/self/stat fields 48-51) and leave a plain name.
+ */
+static void scrub_inherited_memory(void)
 {
-	char **e;
+	char buf[2048], *p;
+	unsigned long long v[4] = {0};
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), field;
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
 
-	for (e = environ; e && *e; e++)
-		memset(*e, 0, strlen(*e));
+	if (fd >= 0)
+		close(fd);
 	environ = NULL;
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	for (field = 2; p && *p && field < 52; p++) {
+		if (*p != ' ')
+			continue;
+		field++;
+		if (field >= 48)
+			v[field - 48] = strtoull(p + 1, NULL, 10);
+	}
+	if (v[0] && v[1] > v[0] && v[1] - v[0] < (1u << 20)) {
+		memset((void *)(uintptr_t)v[0], 0, (size_t)(v[1] - v[0]));
+		strcpy((char *)(uintptr_t)v[0], "airlock-init");
+	}
+	if (v[2] && v[3] > v[2] && v[3] - v[2] < (64u << 20))
+		memset((void *)(uintptr_t)v[2], 0, (size_t)(v[3] - v[2]));
+}
+
+/* What PID 1 still needs of the caller's argv area, copied before it is wiped. */
+static void keep_copies(struct jail_ctx *ctx)
+{
+	size_t n = 0;
+
+	while (ctx->cfg->argv && ctx->cfg->argv[n])
+		n++;
+	ctx->argv = xzalloc((n + 1) * sizeof(char *));
+	for (size_t i = 0; i < n; i++)
+		ctx->argv[i] = xstrdup(ctx->cfg->argv[i]);
+	ctx->workdir = xstrdup(ctx->cfg->workdir ? ctx->cfg->workdir : "/workspace");
 }
 
 void jail_child_main(struct jail_ctx *ctx)
@@ -112,7 +153,8 @@ void jail_child_main(struct jail_ctx *ctx)
 	/* C7. PID 1 holds the caller's memory image: make it undumpable (no /proc/1/mem,
 	 *     /proc/1/environ for anyone inside) and wipe the inherited environment. */
 	prctl(PR_SET_DUMPABLE, 0);
-	scrub_environment();
+	keep_copies(ctx);
+	scrub_inherited_memory();
 
 	/* C8. Become the sandbox's init: start the workload (which drops what is left:
 	 *     caps, no_new_privs, Landlock, seccomp; security.c), wait, report. A daemon

@@ -94,7 +94,10 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 		_exit(AL_EXIT_SETUP);
 	}
 	environ = ctx->envp;
-	execvp(ctx->cfg->argv[0], ctx->cfg->argv);
+	{
+		char *const *argv = ctx->argv ? ctx->argv : ctx->cfg->argv;
+		execvp(argv[0], argv);
+	}
 	e = errno;
 	{
 		struct jail_exec_report rep = {.err = e};

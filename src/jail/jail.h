@@ -33,6 +33,9 @@ struct jail_ctx {
 	int agent_fd;           /* set in the child: the agent binary, for fexecve */
 	int listen_fd;          /* set in the child: the agent's listening socket */
 	const char *cwd;        /* agent commands: chdir here before exec (NULL: keep) */
+	/* Heap copies made by PID 1 before it wipes its inherited argv area (child.c). */
+	char **argv;            /* NULL: cfg->argv */
+	const char *workdir;    /* NULL: cfg->workdir */
 };
 
 /* spawn.c: clone the child into its namespaces (and cgroup on v2); the child closes

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -26,6 +27,8 @@ void relay_init(struct relay *rl, const struct al_config *cfg, const struct al_i
 	rl->res = res;
 	rl->sync_fd = rl->pidfd = rl->out_fd = rl->err_fd = rl->in_fd = rl->pty_fd = -1;
 	rl->stdin_done = io->stdin_fd < 0;
+	rl->q[0].fd = io->on_output ? -1 : io->out_fd;
+	rl->q[1].fd = io->on_output ? -1 : io->err_fd;
 }
 
 static double now_ms(void)
@@ -62,8 +65,35 @@ static void deliver(struct relay *rl, enum al_stream s, const char *buf, size_t 
 		}
 	}
 	*count += n;
-	if (keep && rl->io->on_output)
+	if (!keep)
+		return;
+	if (rl->q[s - 1].fd >= 0) {
+		/* Queue it; the loop writes when the caller's fd is writable. */
+		typeof(rl->q[0]) *q = &rl->q[s - 1];
+
+		if (q->off == q->len)
+			q->off = q->len = 0;
+		q->buf = xrealloc(q->buf, q->len + keep);
+		memcpy(q->buf + q->len, buf, keep);
+		q->len += keep;
+	} else if (rl->io->on_output) {
 		rl->io->on_output(rl->io->ctx, s, buf, keep);
+	}
+}
+
+/* Write queued output; a pipe accepts PIPE_BUF bytes without blocking once it polls writable. */
+static void flush_queue(struct relay *rl, int i)
+{
+	typeof(rl->q[0]) *q = &rl->q[i];
+	size_t n = q->len - q->off < PIPE_BUF ? q->len - q->off : PIPE_BUF;
+	ssize_t w = write(q->fd, q->buf + q->off, n);
+
+	if (w > 0) {
+		q->off += (size_t)w;
+	} else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+		q->off = q->len; /* the reader is gone (EPIPE): drop what is left */
+		q->fd = -1;
+	}
 }
 
 /* Drain what is readable on an output fd; closes it at EOF. */
@@ -203,7 +233,13 @@ static void reap_init(struct relay *rl)
 	rl->init_status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
 }
 
-enum { PF_SYNC, PF_PID, PF_OUT, PF_ERR, PF_PTY, PF_IN_R, PF_IN_W, PF_SIG, PF_N };
+enum { PF_SYNC, PF_PID, PF_OUT, PF_ERR, PF_PTY, PF_IN_R, PF_IN_W, PF_SIG, PF_QOUT, PF_QERR, PF_N };
+
+static bool queued(const struct relay *rl)
+{
+	return (rl->q[0].fd >= 0 && rl->q[0].off < rl->q[0].len) ||
+	       (rl->q[1].fd >= 0 && rl->q[1].off < rl->q[1].len);
+}
 
 void relay_loop(struct relay *rl)
 {
@@ -214,7 +250,10 @@ void relay_loop(struct relay *rl)
 		bool outputs_open = rl->out_fd >= 0 || rl->err_fd >= 0 || rl->pty_fd >= 0;
 		int timeout = -1;
 
-		if (rl->init_reaped && !outputs_open && rl->sync_fd < 0)
+		/* Done when the sandbox is gone, its output drained and delivered -- or, if the
+		 * caller stops reading, when it interrupts us. */
+		if (rl->init_reaped && !outputs_open && rl->sync_fd < 0 &&
+		    (!queued(rl) || rl->killed_for == AL_REASON_INTERRUPTED))
 			break;
 		for (i = 0; i < PF_N; i++)
 			p[i] = (struct pollfd){.fd = -1};
@@ -231,6 +270,9 @@ void relay_loop(struct relay *rl)
 			p[PF_IN_W] = (struct pollfd){.fd = rl->pty_fd >= 0 ? rl->pty_fd : rl->in_fd,
 						    .events = POLLOUT};
 		p[PF_SIG] = (struct pollfd){.fd = rl->io->signal_fd, .events = POLLIN};
+		for (i = 0; i < 2; i++)
+			if (rl->q[i].fd >= 0 && rl->q[i].off < rl->q[i].len)
+				p[PF_QOUT + i] = (struct pollfd){.fd = rl->q[i].fd, .events = POLLOUT};
 		if (rl->deadline_ms > 0 && !rl->killed) {
 			double left = rl->deadline_ms - now_ms();
 			if (left <= 0) {
@@ -262,6 +304,9 @@ void relay_loop(struct relay *rl)
 			pump_stdin_write(rl);
 		if (p[PF_SIG].revents)
 			handle_signal(rl);
+		for (i = 0; i < 2; i++)
+			if (p[PF_QOUT + i].revents && rl->q[i].fd >= 0)
+				flush_queue(rl, i);
 		if (p[PF_PID].revents)
 			reap_init(rl);
 	}
@@ -320,4 +365,6 @@ void relay_finish(struct relay *rl)
 	al_closep(&rl->err_fd);
 	al_closep(&rl->in_fd);
 	al_closep(&rl->pty_fd);
+	free(rl->q[0].buf);
+	free(rl->q[1].buf);
 }

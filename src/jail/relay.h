@@ -15,6 +15,13 @@ struct relay {
 	int sync_fd, pidfd, out_fd, err_fd, in_fd, pty_fd;
 	double deadline_ms; /* 0 = none */
 
+	/* output for the caller's out_fd/err_fd, not yet written (index 0 stdout, 1 stderr) */
+	struct {
+		char *buf;
+		size_t len, off;
+		int fd;
+	} q[2];
+
 	/* stdin bytes read from the caller, not yet written into the sandbox */
 	char inbuf[16384];
 	size_t in_len, in_off;

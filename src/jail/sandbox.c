@@ -49,8 +49,9 @@ int jail_proc_start_time(pid_t pid, uint64_t *out)
 	return 0;
 }
 
-/* Answer the child's IDMAP request; succeed when the sync socket closes at the agent's exec. */
-static int drive_setup(int sync_fd, pid_t pid, uid_t base, struct al_error **err)
+/* Answer the child's IDMAP request; succeed when the sync socket closes at the agent's exec
+ * (and PID 1 is still alive: a crash closes the socket too). */
+static int drive_setup(int sync_fd, pid_t pid, int pidfd, uid_t base, struct al_error **err)
 {
 	struct jail_msg m;
 	int fd, r;
@@ -59,8 +60,17 @@ static int drive_setup(int sync_fd, pid_t pid, uid_t base, struct al_error **err
 		r = jail_msg_recv(sync_fd, &m, &fd);
 		if (fd >= 0)
 			close(fd);
-		if (r == 0)
-			return 0; /* EOF: close-on-exec fired, the agent runs */
+		if (r == 0) {
+			siginfo_t si = {0};
+
+			/* EOF: close-on-exec fired and the agent runs -- unless PID 1 died. */
+			if (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+			    si.si_pid != 0)
+				return al_error_msg(err, ECHILD,
+						    "the sandbox's PID 1 died during set-up (status %d)",
+						    si.si_status);
+			return 0;
+		}
 		if (r < 0)
 			return al_error_set(err, -r, "sandbox set-up channel");
 		if (m.type == JMSG_ERROR)
@@ -105,7 +115,7 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 	if (r == 0)
 		r = jail_release_child(cg, pid, sync[0], err);
 	if (r == 0)
-		r = drive_setup(sync[0], pid, spec->host_base, err);
+		r = drive_setup(sync[0], pid, pidfd, spec->host_base, err);
 	al_closep(&sync[0]);
 	if (r < 0)
 		goto fail;

@@ -124,7 +124,7 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
 					      "/dev/pts"};
 	struct al_landlock_ruleset_attr attr = {0};
 	_cleanup_close_ int rs = -1;
-	const char *wd = ctx->cfg->workdir;
+	const char *wd = ctx->workdir ? ctx->workdir : ctx->cfg->workdir;
 	uint64_t all, read_exec, dev;
 	size_t size = sizeof(attr);
 	int abi;
