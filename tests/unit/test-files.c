@@ -257,8 +257,8 @@ static void normal(struct env *e, bool gz)
 			    &(struct files_limits){.max_bytes = MiB, .max_entries = 100}, &err);
 	CHECK(r == 0, "%s extracts (%s)", gz ? "tar.gz" : "tar", err ? err->msg : "ok");
 	snprintf(dir, sizeof(dir), "workspace/n%d", gz);
-	chdir(e->root);
-	chdir(dir);
+	(void)!chdir(e->root);
+	(void)!chdir(dir);
 	CHECK(slurp("d/f.txt") && strcmp(slurp("d/f.txt"), "hello\n") == 0, "content of d/f.txt");
 	CHECK(owned("d/f.txt", 0640) && owned("d", 0750) && owned(".", 0755),
 	      "file and dir modes and owner");
@@ -269,8 +269,8 @@ static void normal(struct env *e, bool gz)
 	{
 		char l1[64] = "", l2[64] = "";
 
-		readlink("d/l", l1, sizeof(l1) - 1);
-		readlink("d/abs", l2, sizeof(l2) - 1);
+		(void)!readlink("d/l", l1, sizeof(l1) - 1);
+		(void)!readlink("d/abs", l2, sizeof(l2) - 1);
 		CHECK(strcmp(l1, "f.txt") == 0 && strcmp(l2, "/etc/secret") == 0 &&
 			  owned("d/l", (mode_t)-1),
 		      "symlinks created as they are, owned");
@@ -279,7 +279,7 @@ static void normal(struct env *e, bool gz)
 		  a.st_nlink == 2,
 	      "hard link shares the inode");
 	CHECK(owned("empty", 0600), "empty file");
-	chdir("/");
+	(void)!chdir("/");
 	free(b.buf);
 	al_error_free(err);
 }
@@ -597,9 +597,9 @@ static void planted(struct env *e)
 	struct ab b;
 	int r;
 
-	symlink("/", pathf(e, "workspace/evil"));
-	symlink(e->outside, pathf(e, "workspace/out"));
-	symlink("/etc/secret", pathf(e, "workspace/secretlink"));
+	(void)!symlink("/", pathf(e, "workspace/evil"));
+	(void)!symlink(e->outside, pathf(e, "workspace/out"));
+	(void)!symlink("/etc/secret", pathf(e, "workspace/secretlink"));
 	before = snapshot(e->base);
 
 	ab_open(&b, MiB, false);
@@ -657,7 +657,7 @@ static void *race(void *arg)
 
 	while (!r->stop) {
 		if (rename(r->dir, r->real) == 0) {
-			symlink(r->outside, r->dir);
+			(void)!symlink(r->outside, r->dir);
 			unlink(r->dir);
 			rename(r->real, r->dir);
 			r->swaps++;
@@ -747,9 +747,9 @@ static void reads(struct env *e)
 	int r;
 
 	put(pathf(e, "workspace/r.txt"), "read me", 0644);
-	symlink("/etc/secret", pathf(e, "workspace/abs"));
-	symlink("/etc/shadow", pathf(e, "workspace/shadow"));
-	symlink("../../../../../../etc/passwd", pathf(e, "workspace/up"));
+	(void)!symlink("/etc/secret", pathf(e, "workspace/abs"));
+	(void)!symlink("/etc/shadow", pathf(e, "workspace/shadow"));
+	(void)!symlink("../../../../../../etc/passwd", pathf(e, "workspace/up"));
 	mkfifo(pathf(e, "workspace/fifo"), 0644);
 
 #define READ(path, max)                                                                            \
@@ -779,7 +779,7 @@ static void reads(struct env *e)
 	r = READ("", 100);
 	CHECK(r == -EINVAL, "empty path: EINVAL");
 	if (mount("proc", pathf(e, "proc"), "proc", 0, NULL) == 0) {
-		symlink("/proc/self/root", pathf(e, "workspace/magic"));
+		(void)!symlink("/proc/self/root", pathf(e, "workspace/magic"));
 		r = READ("/proc/1/status", 1 << 20);
 		CHECK(r == -EACCES, "procfs file refused (pseudo fs): %s", err ? err->msg : "");
 		r = READ("/proc/self/root/etc/passwd", 1 << 20);
@@ -852,7 +852,7 @@ static void lists(struct env *e)
 	put(pathf(e, "workspace/ls/b.txt"), "12345", 0640);
 	put(pathf(e, "workspace/ls/a.txt"), "1", 0644);
 	mkdir(pathf(e, "workspace/ls/c"), 0700);
-	symlink("/etc", pathf(e, "workspace/ls/Z"));
+	(void)!symlink("/etc", pathf(e, "workspace/ls/Z"));
 	put(pathf(e, "workspace/ls/\xff\xfe"), "", 0644);
 	r = files_list(e->root_fd, "/workspace", "ls", &arr, &err);
 	CHECK(r == 0 && json_array_size(arr) == 5, "list: 5 entries");
