@@ -1,0 +1,258 @@
+"""The daemon dies (SIGKILL), stops (SIGTERM), or loses a sandbox's agent."""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import time
+
+import pytest
+
+from .conftest import agent_pid_of, cgroup_exists, sandbox_procs, wait_for
+
+PY = "/usr/bin/python3"
+
+
+def _read_records(resp, until):
+    """Reads NDJSON records until until(records) is true or the stream ends."""
+    recs = []
+    while not until(recs):
+        ln = resp.readline()
+        if not ln:
+            break
+        recs.append(json.loads(ln))
+    return recs
+
+
+def _stdout_of(recs):
+    return "".join(r["data"] for r in recs if r.get("type") == "stdout")
+
+
+def test_survives_kill9(api, daemon, make_sandbox):
+    sid = make_sandbox()
+    before = api.sh(sid, "echo before-kill; echo err-before >&2; exit 7")
+    done_id = before.exit["id"]
+    assert before.exit["exit_code"] == 7
+
+    n = 150
+    script = ("import sys, time\n"
+              f"for i in range({n}):\n"
+              "    print('line %05d' % i, flush=True)\n"
+              "    time.sleep(0.03)\n"
+              "sys.exit(5)\n")
+    expected = "".join("line %05d\n" % i for i in range(n))
+    conn, resp = api.stream("POST", f"/v1/sandboxes/{sid}/commands",
+                            body={"cmd": PY, "args": ["-c", script], "wait": True}, timeout=10)
+    try:
+        assert resp.status == 200
+        recs = _read_records(resp, lambda rs: _stdout_of(rs).count("\n") >= 10)
+        assert recs and recs[0]["type"] == "start", recs[:3]
+        cid = recs[0]["command"]["id"]
+        seen = _stdout_of(recs)
+        assert expected.startswith(seen), seen
+        agent = agent_pid_of(sid)
+        assert agent
+
+        daemon.kill9()
+        # The stream is cut, without an exit record.
+        try:
+            rest = _read_records(resp, lambda rs: False)
+        except (OSError, http.client.HTTPException):
+            rest = []
+        assert "exit" not in [r.get("type") for r in rest]
+    finally:
+        conn.close()
+    time.sleep(1.0)  # the command keeps running and printing while there is no daemon
+    daemon.start()
+
+    listed = {s["id"]: s for s in api.list()}
+    assert sid in listed, "sandbox lost across the restart"
+    assert listed[sid]["status"] == "running", listed[sid]
+    assert agent_pid_of(sid) == agent, "the sandbox's agent was replaced"
+    c = api.cmd_get(sid, cid)
+    assert c.status == 200, c
+    assert c.json["command"]["status"] == "running", c.json  # ~4.5 s long, still going
+
+    # Its logs are complete: replayed from the start, no gap, nothing twice, exit last.
+    logs = api.logs(sid, cid)
+    got = logs.stdout.decode()
+    if got != expected:
+        lines = got.splitlines()
+        dup = sorted({x for x in lines if lines.count(x) > 1})[:5]
+        missing = [x for x in expected.splitlines() if x not in lines][:5]
+        pytest.fail(f"logs across the restart differ: {len(lines)} lines, "
+                    f"duplicated {dup}, missing {missing}")
+    ex = logs.exit
+    assert ex["exit_code"] == 5 and ex["reason"] == "exited", ex
+
+    # The command that finished before the kill keeps its result and output.
+    c = api.cmd_get(sid, done_id)
+    assert c.status == 200, c
+    cmd = c.json["command"]
+    assert cmd["status"] == "finished" and cmd["exit_code"] == 7, cmd
+    old = api.logs(sid, done_id)
+    assert old.stdout == b"before-kill\n" and old.stderr == b"err-before\n"
+
+    # And the sandbox is usable.
+    assert api.sh(sid, "echo after-restart").stdout == b"after-restart\n"
+    assert len(api.cmd_list(sid).json["commands"]) == 3
+
+
+def test_output_while_daemon_is_down_is_kept(api, daemon, make_sandbox):
+    """A command that runs and finishes entirely while the daemon is dead."""
+    sid = make_sandbox()
+    c = api.start_ok(sid, "/bin/sh", "-c",
+                     "sleep 0.5; i=0; while [ $i -lt 2000 ]; do echo row$i; i=$((i+1)); done;"
+                     " echo bye >&2; exit 9")
+    daemon.kill9()
+    time.sleep(2.0)
+    daemon.start()
+    done = api.wait_ok(sid, c["id"], timeout_ms=10000)
+    assert done["exit_code"] == 9 and done["reason"] == "exited", done
+    logs = api.logs(sid, c["id"])
+    assert logs.stdout == "".join(f"row{i}\n" for i in range(2000)).encode()
+    assert logs.stderr == b"bye\n"
+
+
+def test_sigterm_exits_cleanly_sandboxes_keep_running(api, daemon, make_sandbox):
+    sid = make_sandbox()
+    c = api.start_ok(sid, "/bin/sh", "-c", "sleep 2; echo finished-while-away")
+    agent = agent_pid_of(sid)
+    assert agent
+    # A client following the logs must not keep the daemon from exiting.
+    conn, resp = api.stream("GET", f"/v1/sandboxes/{sid}/commands/{c['id']}/logs", timeout=10)
+    assert resp.status == 200
+    try:
+        t0 = time.monotonic()
+        rc = daemon.term(timeout=10)
+        took = time.monotonic() - t0
+    finally:
+        conn.close()
+    assert rc == 0, f"airlockd exited with {rc} on SIGTERM"
+    assert took < 5, f"SIGTERM took {took:.1f}s"
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", daemon.port), timeout=1).close()
+    # The sandbox lives on without the daemon.
+    assert agent_pid_of(sid) == agent
+    assert len(sandbox_procs(sid)) >= 2
+    time.sleep(2.5)  # the command finishes while the daemon is away
+
+    daemon.start()
+    s = api.sandbox(sid)
+    assert s["status"] == "running", s
+    done = api.wait_ok(sid, c["id"], timeout_ms=5000)
+    assert done["exit_code"] == 0, done
+    assert api.logs(sid, c["id"]).stdout == b"finished-while-away\n"
+    assert api.run(sid, "/bin/echo", "again").stdout == b"again\n"
+    r = api.stop(sid)
+    assert r.status == 200 and r.json["sandbox"]["status"] == "stopped"
+    assert wait_for(lambda: not cgroup_exists(sid), timeout=5)
+    assert agent_pid_of(sid) is None
+
+
+def test_sandbox_expiring_while_daemon_down(api, daemon, make_sandbox):
+    sid = make_sandbox(timeout=1500)
+    c = api.start_ok(sid, "/bin/sleep", "300")
+    daemon.kill9()
+    time.sleep(2.0)
+    daemon.start()
+    assert wait_for(lambda: api.sandbox(sid)["status"] in ("stopped", "failed"), timeout=5), \
+        api.sandbox(sid)
+    done = api.wait_ok(sid, c["id"], timeout_ms=5000)
+    assert done["status"] == "finished" and done["exit_code"] is None, done
+    assert wait_for(lambda: not cgroup_exists(sid), timeout=5)
+    assert agent_pid_of(sid) is None
+
+
+def test_agent_killed_sandbox_fails(api, make_sandbox):
+    sid = make_sandbox()
+    c = api.start_ok(sid, "/bin/sleep", "300")
+    agent = agent_pid_of(sid)
+    assert agent
+    # A client following the command's output must see it end.
+    conn, resp = api.stream("GET", f"/v1/sandboxes/{sid}/commands/{c['id']}/logs", timeout=10)
+    assert resp.status == 200
+    os.kill(agent, signal.SIGKILL)
+    try:
+        recs = _read_records(resp, lambda rs: False)
+    finally:
+        conn.close()
+    assert recs and recs[-1]["type"] == "exit", recs
+    assert recs[-1]["command"]["status"] == "finished", recs[-1]
+    assert wait_for(lambda: api.sandbox(sid)["status"] in ("failed", "stopped"), timeout=5), \
+        api.sandbox(sid)
+    s = api.sandbox(sid)
+    assert s["stopped_at"] is not None
+    done = api.wait_ok(sid, c["id"], timeout_ms=5000)
+    assert done["status"] == "finished", done
+    assert done["reason"] != "exited" and done["exit_code"] is None, done
+    logs = api.logs(sid, c["id"])
+    assert logs.exit["id"] == c["id"]
+    r = api.start(sid, "/bin/true")
+    assert r.status == 410, r
+    assert wait_for(lambda: not cgroup_exists(sid), timeout=5), "cgroup left behind"
+    assert not sandbox_procs(sid)
+
+
+def test_recovery_keeps_timeouts_policy_expiry_and_stdin(api, daemon, make_sandbox):
+    sid = make_sandbox(timeout=120000)
+    assert api.extend(sid, 60000).status == 200
+    assert api.set_policy(sid, {"allow": ["example.com"]}).status == 200
+    before = api.sandbox(sid)
+    timed = api.start_ok(sid, "/bin/sleep", "60", timeout=2500)
+    cat = api.start_ok(sid, "/bin/cat", keep_stdin=True, stdin="one,")
+    t0 = time.monotonic()
+    daemon.kill9()
+    daemon.start()
+    after = api.sandbox(sid)
+    for k in ("expires_at", "timeout_ms", "network_policy", "policy_generation", "created_at"):
+        assert after[k] == before[k], (k, before[k], after[k])
+    # stdin of a command started before the restart is still writable.
+    assert api.stdin(sid, cat["id"], "two", close=True).status == 200
+    assert api.wait_ok(sid, cat["id"], timeout_ms=5000)["exit_code"] == 0
+    assert api.logs(sid, cat["id"]).stdout == b"one,two"
+    # The command's own timeout still applies after the restart.
+    r = api.cmd_wait(sid, timed["id"], timeout_ms=8000)
+    took = time.monotonic() - t0
+    assert r.status == 200, f"a command with a 2.5 s timeout still runs {took:.1f}s later: {r}"
+    assert r.json["command"]["reason"] == "timeout", r.json
+
+
+def test_agent_dies_while_daemon_is_down(api, daemon, make_sandbox):
+    sid = make_sandbox()
+    c = api.start_ok(sid, "/bin/sleep", "300")
+    agent = agent_pid_of(sid)
+    daemon.kill9()
+    os.kill(agent, signal.SIGKILL)
+    time.sleep(0.3)
+    daemon.start()
+    s = api.sandbox(sid)
+    assert s["status"] == "failed", s
+    done = api.wait_ok(sid, c["id"], timeout_ms=3000)
+    assert done["reason"] != "exited" and done["exit_code"] is None, done
+    assert api.start(sid, "/bin/true").status == 410
+    assert wait_for(lambda: not cgroup_exists(sid), timeout=5)
+
+
+def test_stop_ends_a_streaming_run_and_keeps_results(api, make_sandbox):
+    sid = make_sandbox()
+    first = api.sh(sid, "echo kept-output; exit 4")
+    conn, resp = api.stream("POST", f"/v1/sandboxes/{sid}/commands",
+                            body={"cmd": "/bin/sh", "args": ["-c", "echo started; sleep 300"],
+                                  "wait": True}, timeout=15)
+    try:
+        recs = _read_records(resp, lambda rs: "started" in _stdout_of(rs))
+        assert recs[0]["type"] == "start"
+        r = api.stop(sid)
+        assert r.status == 200, r
+        recs += _read_records(resp, lambda rs: False)
+    finally:
+        conn.close()
+    assert recs[-1]["type"] == "exit", recs[-3:]
+    assert recs[-1]["command"]["status"] == "finished"
+    assert recs[-1]["command"]["reason"] in ("signaled", "killed", "stopped"), recs[-1]
+    # Results and output of a stopped sandbox stay readable.
+    c = api.cmd_get(sid, first.exit["id"])
+    assert c.status == 200 and c.json["command"]["exit_code"] == 4, c
+    assert api.logs(sid, first.exit["id"]).stdout == b"kept-output\n"
