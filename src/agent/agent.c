@@ -129,14 +129,13 @@ static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 	}
 	switch (m.type) {
 	case PROTO_STDIN:
-		if (c->fd[0] < 0 || write(c->fd[0], m.data, m.data_len) != (ssize_t)m.data_len) {
-			agent_send_error(a, m.id, c->fd[0] < 0 ? EPIPE : (errno ? errno : EAGAIN),
-					 "stdin is closed or full");
+	case PROTO_STDIN_CLOSE:
+		r = agent_cmd_stdin(a, c, m.data, m.data_len, m.type == PROTO_STDIN_CLOSE);
+		if (r < 0) {
+			agent_send_error(a, m.id, -r,
+					 r == -EPIPE ? "stdin is closed" : "stdin buffer is full");
 			return;
 		}
-		break;
-	case PROTO_STDIN_CLOSE:
-		al_closep(&c->fd[0]);
 		break;
 	case PROTO_KILL:
 		if (!c->exited && kill(-c->pid, (int)m.signal) < 0 && kill(c->pid, (int)m.signal) < 0) {
@@ -284,6 +283,9 @@ int main(int argc, char **argv)
 				break;
 			case W_ERR:
 				agent_cmd_pump(&a, w->cmd, 2);
+				break;
+			case W_IN:
+				agent_cmd_stdin_ready(&a, w->cmd);
 				break;
 			}
 		}

@@ -14,8 +14,9 @@
 #define AGENT_MAX_CMDS 1024           /* finished commands beyond this are forgotten, oldest first */
 #define AGENT_BUF_CAP (16u << 20)     /* output kept per stream for replays */
 #define AGENT_CHUNK (256u << 10)      /* largest OUTPUT payload */
+#define AGENT_STDIN_CAP (16u << 20)   /* stdin buffered per command */
 
-enum watch_kind { W_LISTEN, W_CONN, W_SIGNAL, W_OUT, W_ERR };
+enum watch_kind { W_LISTEN, W_CONN, W_SIGNAL, W_OUT, W_ERR, W_IN };
 
 struct watch {
 	enum watch_kind kind;
@@ -33,7 +34,10 @@ struct agent_cmd {
 	pid_t pid;
 	int fd[3];        /* stdin (write end), stdout, stderr (read ends); -1 when closed */
 	int report_fd;    /* exec-report pipe (read end) */
-	struct watch w_out, w_err;
+	struct watch w_out, w_err, w_in;
+	char *in_buf;     /* stdin bytes accepted from the daemon, not yet in the pipe */
+	size_t in_len, in_off;
+	bool in_close;    /* close stdin once in_buf is drained */
 	struct obuf buf[2];
 	uint64_t start_ms, end_ms;
 	bool exited;      /* the process has been reaped */
@@ -57,6 +61,10 @@ struct agent {
 int agent_cmd_exec(struct agent *a, const struct proto_msg *m);
 struct agent_cmd *agent_cmd_find(struct agent *a, const char *id, size_t len);
 void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream);
+/* Queue stdin (and/or a close); 0, or -errno. */
+int agent_cmd_stdin(struct agent *a, struct agent_cmd *c, const void *data, size_t len,
+		    bool close_after);
+void agent_cmd_stdin_ready(struct agent *a, struct agent_cmd *c);
 void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status);
 void agent_send_exit(struct agent *a, const struct agent_cmd *c);
 void agent_send_output(struct agent *a, const struct agent_cmd *c, int stream, uint64_t off,

@@ -24,6 +24,7 @@ struct agent_cmd *agent_cmd_find(struct agent *a, const char *id, size_t len)
 
 static void cmd_free(struct agent_cmd *c)
 {
+	free(c->in_buf);
 	for (int i = 0; i < 3; i++)
 		al_closep(&c->fd[i]);
 	al_closep(&c->report_fd);
@@ -191,6 +192,70 @@ static void obuf_append(struct obuf *o, const char *p, size_t n)
 	o->total += n;
 }
 
+static void stdin_close(struct agent *a, struct agent_cmd *c)
+{
+	if (c->fd[0] >= 0) {
+		epoll_ctl(a->ep, EPOLL_CTL_DEL, c->fd[0], NULL);
+		al_closep(&c->fd[0]);
+	}
+	c->in_len = c->in_off = 0;
+	c->in_close = false;
+}
+
+/* Write what the pipe takes; wait for EPOLLOUT for the rest. */
+void agent_cmd_stdin_ready(struct agent *a, struct agent_cmd *c)
+{
+	while (c->fd[0] >= 0 && c->in_off < c->in_len) {
+		ssize_t n = write(c->fd[0], c->in_buf + c->in_off, c->in_len - c->in_off);
+
+		if (n > 0) {
+			c->in_off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = &c->w_in};
+
+			c->w_in = (struct watch){.kind = W_IN, .cmd = c};
+			if (epoll_ctl(a->ep, EPOLL_CTL_MOD, c->fd[0], &ev) < 0)
+				epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd[0], &ev);
+			return;
+		}
+		stdin_close(a, c); /* EPIPE: the command closed its stdin; drop the rest */
+		return;
+	}
+	if (c->fd[0] >= 0)
+		epoll_ctl(a->ep, EPOLL_CTL_DEL, c->fd[0], NULL);
+	c->in_len = c->in_off = 0;
+	if (c->in_close)
+		stdin_close(a, c);
+}
+
+int agent_cmd_stdin(struct agent *a, struct agent_cmd *c, const void *data, size_t len,
+		    bool close_after)
+{
+	if (c->fd[0] < 0 || c->in_close)
+		return -EPIPE;
+	if (c->in_len - c->in_off + len > AGENT_STDIN_CAP)
+		return -EAGAIN;
+	if (len) {
+		if (c->in_off) {
+			memmove(c->in_buf, c->in_buf + c->in_off, c->in_len - c->in_off);
+			c->in_len -= c->in_off;
+			c->in_off = 0;
+		}
+		c->in_buf = realloc(c->in_buf, c->in_len + len);
+		if (!c->in_buf)
+			abort();
+		memcpy(c->in_buf + c->in_len, data, len);
+		c->in_len += len;
+	}
+	c->in_close = close_after;
+	agent_cmd_stdin_ready(a, c);
+	return 0;
+}
+
 void agent_send_output(struct agent *a, const struct agent_cmd *c, int stream, uint64_t off,
 		       const char *data, size_t len)
 {
@@ -227,7 +292,7 @@ static void maybe_finish(struct agent *a, struct agent_cmd *c)
 		return;
 	c->finished = true;
 	c->end_ms = agent_now_ms();
-	al_closep(&c->fd[0]);
+	stdin_close(a, c);
 	agent_send_exit(a, c);
 }
 

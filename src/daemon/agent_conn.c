@@ -73,10 +73,13 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 	}
 	*p = (struct dm_pending){.id = id};
 	pthread_mutex_unlock(&d->mu);
-	if (dm_agent_send(s, b) < 0) {
+	r = dm_agent_send(s, b);
+	if (r < 0) {
 		pthread_mutex_lock(&d->mu);
 		p->id = 0;
 		pthread_mutex_unlock(&d->mu);
+		if (r == -E2BIG)
+			return al_error_msg(err, E2BIG, "request too large for the agent protocol");
 		return al_error_msg(err, ESRCH, "the sandbox's agent is not reachable");
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);

@@ -24,10 +24,33 @@ static struct dm_sbx *running_sbx(struct daemon *d, const char *team, const char
 	return s;
 }
 
+static int too_long(const char *s)
+{
+	return strlen(s) > PROTO_MAX_STR;
+}
+
 static int validate_exec(const struct dm_exec *e, struct al_error **err)
 {
+	size_t total = 0;
+
 	if (!e->cmd || !e->cmd[0])
 		return al_error_msg(err, EINVAL, "cmd must be a non-empty string");
+	/* The agent protocol's limits: refuse here rather than send a frame it would reject. */
+	if (too_long(e->cmd) || (e->cwd && too_long(e->cwd)))
+		return al_error_msg(err, E2BIG, "cmd and cwd are limited to %u bytes", PROTO_MAX_STR);
+	for (size_t i = 0; i < e->n_args; i++) {
+		if (too_long(e->args[i]))
+			return al_error_msg(err, E2BIG, "args[%zu] is over %u bytes", i, PROTO_MAX_STR);
+		total += strlen(e->args[i]) + 8;
+	}
+	for (size_t i = 0; i < e->n_env; i++) {
+		if (too_long(e->env[i]))
+			return al_error_msg(err, E2BIG, "an env entry is over %u bytes", PROTO_MAX_STR);
+		total += strlen(e->env[i]) + 8;
+	}
+	if (total > PROTO_MAX_FRAME / 2)
+		return al_error_msg(err, E2BIG, "args and env together are over %u bytes",
+				    PROTO_MAX_FRAME / 2);
 	if (e->cwd && e->cwd[0] != '/')
 		return al_error_msg(err, EINVAL, "cwd must be an absolute path");
 	if (e->n_args > 4000 || e->n_env > 4000)
@@ -54,7 +77,19 @@ static char *argv_json(const struct dm_exec *e)
 	return s;
 }
 
-/* The EXEC frame: base environment, the sandbox's env, then the command's. */
+/* Does a later entry of all[i+1..n) set the same variable as all[i]? */
+static bool overridden(const char *const *all, size_t n, size_t i)
+{
+	size_t klen = strcspn(all[i], "=");
+
+	for (size_t j = i + 1; j < n; j++)
+		if (strncmp(all[j], all[i], klen) == 0 && all[j][klen] == '=')
+			return true;
+	return false;
+}
+
+/* The EXEC frame. Environment: the base, then the sandbox's, then the command's -- a later
+ * entry replaces an earlier one of the same name. */
 static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c,
 		       const struct dm_sbx *s, const struct dm_exec *e)
 {
@@ -62,20 +97,30 @@ static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
 		"HOME=/home/user", "LANG=C.UTF-8"};
 	uint32_t uid = e->sudo ? 0 : 1000;
+	size_t n_sbx = 0, n = 0;
+	const char **all;
+
+	while (s->env && s->env[n_sbx])
+		n_sbx++;
+	all = xzalloc((3 + n_sbx + e->n_env) * sizeof(*all));
+	for (size_t i = 0; i < 3; i++)
+		all[n++] = base[i];
+	for (size_t i = 0; i < n_sbx; i++)
+		all[n++] = s->env[i];
+	for (size_t i = 0; i < e->n_env; i++)
+		all[n++] = e->env[i];
 
 	proto_begin(b, PROTO_EXEC, req);
 	proto_put_str(b, PT_CMD_ID, c->id, strlen(c->id));
 	proto_put_str(b, PT_ARG, e->cmd, strlen(e->cmd));
 	for (size_t i = 0; i < e->n_args; i++)
 		proto_put_str(b, PT_ARG, e->args[i], strlen(e->args[i]));
-	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++)
-		proto_put_str(b, PT_ENV, base[i], strlen(base[i]));
-	for (char **p = s->env; p && *p; p++)
-		proto_put_str(b, PT_ENV, *p, strlen(*p));
-	for (size_t i = 0; i < e->n_env; i++)
-		proto_put_str(b, PT_ENV, e->env[i], strlen(e->env[i]));
+	for (size_t i = 0; i < n; i++)
+		if (!overridden(all, n, i))
+			proto_put_str(b, PT_ENV, all[i], strlen(all[i]));
 	proto_put_str(b, PT_CWD, c->cwd, strlen(c->cwd));
 	proto_put_u32(b, PT_UID, uid);
+	free(all);
 }
 
 static int send_stdin(struct daemon *d, struct dm_sbx *s, const char *id, const void *data,
@@ -136,6 +181,7 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	row.cwd = c->cwd;
 	row.sudo = c->sudo;
 	row.started_ms = c->started_ms;
+	row.deadline_ms = (int64_t)c->deadline_ms;
 	if (store_command_put(d->store, &row, err) < 0) {
 		pthread_mutex_unlock(&d->mu);
 		free(c->argv_json), free(c->cwd), free(c);

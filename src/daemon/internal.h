@@ -81,6 +81,8 @@ struct daemon {
 	struct dm_sbx **sbxs;
 	size_t n_sbxs;
 	bool closing;
+	uid_t reserved[64];  /* uid ranges of creates in flight (not yet in sbxs) */
+	size_t n_reserved;
 	uint64_t gen; /* bumped (under mu) with every broadcast of cv: lets waiters skip lost wakeups */
 	pthread_t timer, reaper;
 };

@@ -189,10 +189,23 @@ static uid_t alloc_host_base(struct daemon *d)
 
 		for (size_t i = 0; i < d->n_sbxs && !used; i++)
 			used = d->sbxs[i]->host_base == base && d->sbxs[i]->stopped_ms == 0;
-		if (!used)
+		for (size_t i = 0; i < d->n_reserved && !used; i++)
+			used = d->reserved[i] == base;
+		if (!used && d->n_reserved < ARRAY_SIZE(d->reserved)) {
+			d->reserved[d->n_reserved++] = base; /* ours until the create ends */
 			return base;
+		}
 	}
 	return 0;
+}
+
+static void release_host_base(struct daemon *d, uid_t base)
+{
+	for (size_t i = 0; i < d->n_reserved; i++)
+		if (d->reserved[i] == base) {
+			d->reserved[i] = d->reserved[--d->n_reserved];
+			break;
+		}
 }
 
 static char *make_config(const struct dm_create *c, uint64_t timeout_ms, const char *workdir)
@@ -221,11 +234,17 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 	if (c->workdir && (c->workdir[0] != '/' || strstr(c->workdir, "/../") ||
 			   strlen(c->workdir) > 1024))
 		return al_error_msg(err, EINVAL, "workdir must be an absolute path without '..'");
+	size_t total = 0;
+
 	for (size_t i = 0; i < c->n_env; i++) {
 		const char *eq = strchr(c->env[i], '=');
 		if (!eq || eq == c->env[i])
 			return al_error_msg(err, EINVAL, "env entry '%.64s' is not KEY=VALUE",
 					    c->env[i]);
+		total += strlen(c->env[i]) + 8;
+		if (strlen(c->env[i]) > PROTO_MAX_STR || total > PROTO_MAX_FRAME / 4)
+			return al_error_msg(err, E2BIG, "env is limited to %u bytes an entry and "
+					    "%u in all", PROTO_MAX_STR, PROTO_MAX_FRAME / 4);
 	}
 	if (c->vcpus < 0 || c->vcpus > 1024)
 		return al_error_msg(err, EINVAL, "vcpus out of range");
@@ -301,20 +320,21 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 		sbx_free(s);
 		return al_error_msg(err, EBUSY, "no free uid range: too many sandboxes");
 	}
-	if (dm_spawn(d, s, &cfg, err) < 0 || dm_agent_connect(d, s, err) < 0) {
+	to_store(s, &row);
+	if (dm_spawn(d, s, &cfg, err) < 0 || dm_agent_connect(d, s, err) < 0 ||
+	    (to_store(s, &row), store_sandbox_put(d->store, &row, err)) < 0) {
 		if (s->pid > 0)
 			jail_sandbox_kill(s->pid, s->start_time, s->id);
-		sbx_free(s);
-		return -1;
-	}
-	to_store(s, &row);
-	if (store_sandbox_put(d->store, &row, err) < 0) {
-		jail_sandbox_kill(s->pid, s->start_time, s->id);
-		sbx_free(s);
+		pthread_mutex_lock(&d->mu);
+		release_host_base(d, s->host_base);
+		pthread_mutex_unlock(&d->mu);
+		if (!s->reader_running)
+			sbx_free(s); /* else its reader thread still holds it: leave it (rare) */
 		return -1;
 	}
 	pthread_mutex_lock(&d->mu);
 	add_sbx(d, s);
+	release_host_base(d, s->host_base);
 	pthread_mutex_unlock(&d->mu);
 	*out_id = xstrdup(s->id);
 	return 0;
@@ -515,6 +535,7 @@ static int load_cmd(void *ctx, const struct store_command *r)
 	c->exit_code = r->exit_code;
 	c->signal = r->signal;
 	c->reason = r->reason ? xstrdup(r->reason) : NULL;
+	c->deadline_ms = (uint64_t)r->deadline_ms;
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	return 0;

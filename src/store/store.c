@@ -64,6 +64,9 @@ static const char *const store_migrations[] = {
 	"CREATE INDEX output_command_seq ON output (command_id, seq);"
 	"CREATE UNIQUE INDEX output_command_stream_offset ON output (command_id, stream, \"offset\");"
 	"PRAGMA user_version = 1;",
+	/* v2: a command's own timeout, so it survives a daemon restart. */
+	"ALTER TABLE commands ADD COLUMN deadline_ms INTEGER NOT NULL DEFAULT 0;"
+	"PRAGMA user_version = 2;",
 };
 #define STORE_SCHEMA_VERSION ((int)ARRAY_SIZE(store_migrations))
 
@@ -71,7 +74,8 @@ static const char *const store_migrations[] = {
 	"id, team, status, created_ms, expires_ms, stopped_ms, init_pid, init_start, host_base, "  \
 	"config_json, policy_json, policy_gen"
 #define CMD_COLS                                                                                   \
-	"id, sandbox_id, argv_json, cwd, sudo, started_ms, finished_ms, exit_code, signal, reason"
+	"id, sandbox_id, argv_json, cwd, sudo, started_ms, finished_ms, exit_code, signal, reason, " \
+	"deadline_ms"
 
 enum stmt_id {
 	S_BEGIN,
@@ -128,12 +132,12 @@ static const struct {
 			      "UPDATE sandboxes SET policy_json = ?2, policy_gen = ?3 WHERE id = ?1"},
 	[S_CMD_PUT] = {"write command",
 		       "INSERT INTO commands (" CMD_COLS ") VALUES "
-		       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+		       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
 		       "ON CONFLICT (id) DO UPDATE SET sandbox_id = excluded.sandbox_id, "
 		       "argv_json = excluded.argv_json, cwd = excluded.cwd, sudo = excluded.sudo, "
 		       "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
 		       "exit_code = excluded.exit_code, signal = excluded.signal, "
-		       "reason = excluded.reason"},
+		       "reason = excluded.reason, deadline_ms = excluded.deadline_ms"},
 	[S_CMD_GET] = {"read command", "SELECT " CMD_COLS " FROM commands WHERE id = ?1"},
 	[S_CMD_FINISH] = {"finish command",
 			  "UPDATE commands SET finished_ms = ?2, exit_code = ?3, signal = ?4, "
@@ -665,6 +669,7 @@ static void command_read(sqlite3_stmt *s, struct store_command *out)
 	out->exit_code = (int32_t)sqlite3_column_int64(s, 7);
 	out->signal = (int32_t)sqlite3_column_int64(s, 8);
 	out->reason = col_str(s, 9);
+	out->deadline_ms = sqlite3_column_int64(s, 10);
 }
 
 int store_command_put(struct store *st, const struct store_command *c, struct al_error **err)
@@ -687,6 +692,7 @@ int store_command_put(struct store *st, const struct store_command *c, struct al
 	rc = rc ?: sqlite3_bind_int64(s, 8, c->exit_code);
 	rc = rc ?: sqlite3_bind_int64(s, 9, c->signal);
 	rc = rc ?: bind_str(s, 10, c->reason);
+	rc = rc ?: sqlite3_bind_int64(s, 11, c->deadline_ms);
 	rc = rc ?: sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
 		return al_error_set(err, ENOENT, "store: write command '%s': no sandbox '%s'",

@@ -66,6 +66,7 @@ struct store_command {
 	int32_t exit_code;   /* valid when finished and reason is exited/exec_failed */
 	int32_t signal;      /* 0 if none */
 	char *reason;        /* NULL while running; else the al_reason_name() vocabulary */
+	int64_t deadline_ms; /* the command's own timeout as an epoch-ms deadline, 0 none */
 };
 void store_command_release(struct store_command *c);
 

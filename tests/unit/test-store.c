@@ -450,7 +450,7 @@ static void reopen(struct store **st)
 		      read_stream(*st, CMD_1, AL_STDOUT, 0, "abcdefghij"),
 	      "overlap trimming works after reopen");
 
-	/* A second connection sees WAL mode and schema version 1. */
+	/* A second connection sees WAL mode and the latest schema version (2). */
 	sqlite3_open(db_path, &db);
 	sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &s, NULL);
 	if (sqlite3_step(s) == SQLITE_ROW)
@@ -458,7 +458,7 @@ static void reopen(struct store **st)
 	sqlite3_finalize(s);
 	CHECK(!strcmp(mode, "wal"), "journal_mode is wal (%s)", mode);
 	sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, NULL);
-	CHECK(sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) == 1, "user_version 1");
+	CHECK(sqlite3_step(s) == SQLITE_ROW && sqlite3_column_int(s, 0) == 2, "user_version 2");
 	sqlite3_finalize(s);
 	sqlite3_close(db);
 }
