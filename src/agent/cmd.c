@@ -236,7 +236,7 @@ int agent_cmd_stdin(struct agent *a, struct agent_cmd *c, const void *data, size
 		    bool close_after)
 {
 	if (c->fd[0] < 0 || c->in_close)
-		return -EPIPE;
+		return len ? -EPIPE : 0; /* closing a closed stdin is a no-op */
 	if (c->in_len - c->in_off + len > AGENT_STDIN_CAP)
 		return -EAGAIN;
 	if (len) {

@@ -205,8 +205,15 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "starting the command");
 	}
-	if (send_stdin(d, s, id, e->stdin_data, e->stdin_len, !e->keep_stdin, err) < 0)
-		return al_error_wrap(err, "writing stdin");
+	/* The command runs now: whatever happens to its stdin, never report a failure that
+	 * would make a client start it again. If it ended or closed stdin before taking it
+	 * all, the rest is dropped -- as with a pipe. */
+	{
+		struct al_error *ignored = NULL;
+
+		send_stdin(d, s, id, e->stdin_data, e->stdin_len, !e->keep_stdin, &ignored);
+		al_error_free(ignored);
+	}
 	*out_cmd_id = xstrdup(id);
 	return 0;
 }
