@@ -485,10 +485,9 @@ def daemon(tmp_path_factory):
     # must not break a session half-way (the daemon looks for the agent next to itself).
     bindir = work / "bin"
     bindir.mkdir()
-    for name, src in (("airlock", AIRLOCK_BIN),
-                      ("airlock-agent", os.path.join(os.path.dirname(AIRLOCK_BIN),
-                                                     "airlock-agent"))):
-        shutil.copy2(src, bindir / name)
+    # `airlock serve` execs airlockd next to it, which finds airlock-agent next to itself.
+    for name in ("airlock", "airlockd", "airlock-remote", "airlock-agent"):
+        shutil.copy2(os.path.join(os.path.dirname(AIRLOCK_BIN), name), bindir / name)
     d = Daemon(work, free_port(), str(bindir / "airlock"))
     d.start()
     yield d
