@@ -85,6 +85,16 @@ struct al_config {
 	bool tty;                /* give the command a PTY (stdout and stderr merged) */
 	const char *term;        /* TERM inside, with tty */
 	const char *hostname;    /* default "sandbox" */
+
+	/*
+	 * Network. NULL (or "deny-all") = loopback only. Otherwise a policy in the
+	 * Vercel shape ("allow-all", or {"allow": [...], "subnets": {...}}): the sandbox
+	 * gets one link to its own egress gateway (docs/network.md).
+	 */
+	const char *net_policy_json;
+	const char *upstream_netns; /* where the gateway's upstream sockets live (NULL: host) */
+	const char *upstream_dns;   /* "IP[:PORT]" the gateway asks (NULL: host resolv.conf) */
+	const char *sandbox_id;     /* names the sandbox in the egress log */
 };
 
 AL_PUBLIC void al_config_init(struct al_config *cfg);
@@ -109,6 +119,7 @@ struct al_io {
 	 */
 	int signal_fd;
 	int tty_fd;    /* the caller's terminal (for window size), or -1 */
+	int egress_log_fd; /* the gateway's decisions as JSON lines; -1 for none */
 };
 
 struct al_result {

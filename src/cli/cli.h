@@ -4,6 +4,7 @@
 
 #include <airlock/airlock.h>
 #include <stddef.h>
+#include <jansson.h>
 #include <stdio.h>
 
 int cli_run(int argc, char **argv);
@@ -13,6 +14,6 @@ void cli_run_usage(FILE *out);
 
 /* json.c: the --json result object (one line, UTF-8; invalid bytes become U+FFFD). */
 int cli_print_json(FILE *out, const struct al_result *res, const char *out_buf, size_t out_len,
-		   const char *err_buf, size_t err_len);
+		   const char *err_buf, size_t err_len, json_t *egress);
 
 #endif

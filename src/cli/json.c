@@ -16,7 +16,7 @@ static json_t *text(const char *buf, size_t len)
 }
 
 int cli_print_json(FILE *out, const struct al_result *res, const char *out_buf, size_t out_len,
-		   const char *err_buf, size_t err_len)
+		   const char *err_buf, size_t err_len, json_t *egress)
 {
 	json_t *o = json_object();
 	char *s;
@@ -39,6 +39,8 @@ int cli_print_json(FILE *out, const struct al_result *res, const char *out_buf, 
 			    json_integer((json_int_t)res->peak_memory_bytes));
 	if (res->error)
 		json_object_set_new(o, "error", json_string(res->error));
+	if (egress)
+		json_object_set_new(o, "egress", egress);
 	s = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(o);
 	if (!s)

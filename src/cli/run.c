@@ -12,6 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sys/mman.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -40,7 +43,15 @@ void cli_run_usage(FILE *out)
 	      "  -i, --interactive    pass stdin through even when it is a terminal\n"
 	      "  -t, --tty            give CMD a pseudo-terminal (stdout and stderr merged)\n"
 	      "  --json               print one JSON result object at the end instead of streaming\n"
-	      "  --net POLICY         network policy; only 'deny' (the default: loopback only) for now\n"
+	      "  --net deny|allow-all network: loopback only (the default), or the public internet\n"
+	      "                       through the gateway (metadata, private ranges, loopback refused)\n"
+	      "  --allow DOMAIN       allow a domain (repeatable); *.example.com = any depth below\n"
+	      "  --allow-cidr CIDR    allow an address range (also opens private ranges)\n"
+	      "  --deny-cidr CIDR     refuse an address range (wins over everything)\n"
+	      "  --policy FILE        a whole policy document (docs/network-policy.md)\n"
+	      "  --egress-log FILE    append every egress decision as a JSON line\n"
+	      "  --upstream-netns NS  the gateway dials out from network namespace NS\n"
+	      "  --upstream-dns IP[:PORT]  the resolver the gateway asks (default: the host's)\n"
 	      "  --hostname NAME      hostname inside (default sandbox)\n"
 	      "  -h, --help           this text\n"
 	      "\n"
@@ -71,6 +82,11 @@ struct run_opts {
 	struct al_file_copy *files;
 	bool json, interactive;
 	struct buf out, err;
+	/* network flags, turned into one policy document */
+	const char *net_mode;    /* deny / allow-all, or NULL */
+	const char *policy_file;
+	json_t *allow, *allow_cidr, *deny_cidr;
+	const char *egress_log;
 };
 
 static void buf_add(struct buf *b, const char *p, size_t n)
@@ -104,7 +120,8 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 
 enum {
 	OPT_TIMEOUT = 256, OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_DISK, OPT_OUTPUT, OPT_IMAGE,
-	OPT_FILE, OPT_ROOT, OPT_JSON, OPT_NET, OPT_HOSTNAME,
+	OPT_FILE, OPT_ROOT, OPT_JSON, OPT_NET, OPT_HOSTNAME, OPT_ALLOW, OPT_ALLOW_CIDR,
+	OPT_DENY_CIDR, OPT_POLICY, OPT_UP_NETNS, OPT_UP_DNS, OPT_EGRESS_LOG,
 };
 
 static const struct option long_opts[] = {
@@ -124,6 +141,13 @@ static const struct option long_opts[] = {
 	{"json", no_argument, NULL, OPT_JSON},
 	{"net", required_argument, NULL, OPT_NET},
 	{"hostname", required_argument, NULL, OPT_HOSTNAME},
+	{"allow", required_argument, NULL, OPT_ALLOW},
+	{"allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR},
+	{"deny-cidr", required_argument, NULL, OPT_DENY_CIDR},
+	{"policy", required_argument, NULL, OPT_POLICY},
+	{"upstream-netns", required_argument, NULL, OPT_UP_NETNS},
+	{"upstream-dns", required_argument, NULL, OPT_UP_DNS},
+	{"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -198,10 +222,36 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		o->json = true;
 		break;
 	case OPT_NET:
-		if (strcmp(arg, "deny") != 0 && strcmp(arg, "deny-all") != 0 &&
-		    strcmp(arg, "none") != 0)
-			return usage_error("--net '%s': only 'deny' is supported in this version",
-					   arg);
+		if (strcmp(arg, "deny") == 0 || strcmp(arg, "deny-all") == 0 ||
+		    strcmp(arg, "none") == 0)
+			o->net_mode = "deny-all";
+		else if (strcmp(arg, "allow-all") == 0)
+			o->net_mode = "allow-all";
+		else
+			return usage_error("--net '%s': expected deny or allow-all (use --allow for "
+					   "domains)", arg);
+		break;
+	case OPT_ALLOW:
+	case OPT_ALLOW_CIDR:
+	case OPT_DENY_CIDR: {
+		json_t **list = c == OPT_ALLOW ? &o->allow : c == OPT_ALLOW_CIDR ? &o->allow_cidr
+										: &o->deny_cidr;
+		if (!*list)
+			*list = json_array();
+		json_array_append_new(*list, json_string(arg));
+		break;
+	}
+	case OPT_POLICY:
+		o->policy_file = arg;
+		break;
+	case OPT_UP_NETNS:
+		cfg->upstream_netns = arg;
+		break;
+	case OPT_UP_DNS:
+		cfg->upstream_dns = arg;
+		break;
+	case OPT_EGRESS_LOG:
+		o->egress_log = arg;
 		break;
 	case OPT_HOSTNAME:
 		if (!arg[0] || strlen(arg) > 63)
@@ -278,16 +328,84 @@ static void report(const struct run_opts *o, const struct al_result *res)
 	}
 }
 
+/* The one policy document the flags describe (NULL: deny-all); -1 on a usage error. */
+static int build_policy(struct run_opts *o, char **out)
+{
+	bool lists = o->allow || o->allow_cidr || o->deny_cidr;
+	json_t *p, *subnets;
+
+	*out = NULL;
+	if (o->policy_file && (lists || o->net_mode))
+		return usage_error("%s", "--policy cannot be combined with --net, --allow, "
+					 "--allow-cidr or --deny-cidr");
+	if (o->net_mode && strcmp(o->net_mode, "allow-all") == 0 && lists)
+		return usage_error("%s", "--net allow-all cannot be combined with --allow, "
+					 "--allow-cidr or --deny-cidr");
+	if (o->policy_file) {
+		FILE *f = fopen(o->policy_file, "r");
+		size_t n;
+		char *buf = xzalloc(1 << 20);
+
+		if (!f) {
+			free(buf);
+			return usage_error("--policy '%s': %s", o->policy_file, strerror(errno));
+		}
+		n = fread(buf, 1, (1 << 20) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		*out = buf;
+		return 0;
+	}
+	if (o->net_mode && !lists) {
+		*out = xasprintf("\"%s\"", o->net_mode);
+		return 0;
+	}
+	if (!lists)
+		return 0;
+	p = json_object();
+	json_object_set(p, "allow", o->allow ? o->allow : json_array());
+	subnets = json_object();
+	if (o->allow_cidr)
+		json_object_set(subnets, "allow", o->allow_cidr);
+	if (o->deny_cidr)
+		json_object_set(subnets, "deny", o->deny_cidr);
+	json_object_set_new(p, "subnets", subnets);
+	*out = json_dumps(p, JSON_COMPACT);
+	json_decref(p);
+	return 0;
+}
+
+/* --json: the egress decisions, read back from the gateway's log. */
+static json_t *read_egress(int fd)
+{
+	json_t *arr = json_array();
+	char *buf;
+	off_t len = lseek(fd, 0, SEEK_END);
+
+	if (fd < 0 || len <= 0)
+		return arr;
+	buf = xzalloc((size_t)len + 1);
+	if (pread(fd, buf, (size_t)len, 0) == len)
+		for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+			json_t *j = json_loads(line, 0, NULL);
+			if (j)
+				json_array_append_new(arr, j);
+		}
+	free(buf);
+	return arr;
+}
+
 int cli_run(int argc, char **argv)
 {
 	struct run_opts o;
 	struct al_io io = {.stdin_fd = -1, .signal_fd = -1, .tty_fd = -1, .out_fd = -1,
-			   .err_fd = -1};
+			   .err_fd = -1, .egress_log_fd = -1};
 	struct al_result res;
 	struct al_error *err = NULL;
 	struct tty_state tty = {0};
 	sigset_t mask;
-	int c, code;
+	char *policy_json = NULL;
+	int c, code, egress_fd = -1, json_fd = -1;
 
 	memset(&o, 0, sizeof(o));
 	al_config_init(&o.cfg);
@@ -301,6 +419,18 @@ int cli_run(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return usage_error("%s", "no command given: airlock run [flags] -- CMD [ARGS...]");
+	if (build_policy(&o, &policy_json) < 0)
+		return AL_EXIT_USAGE;
+	o.cfg.net_policy_json = policy_json;
+	if (o.egress_log) {
+		egress_fd = open(o.egress_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (egress_fd < 0)
+			return usage_error("--egress-log '%s': %s", o.egress_log, strerror(errno));
+	}
+	if (o.json && policy_json) {
+		/* The log goes to memory too, to be returned in the result object. */
+		json_fd = memfd_create("airlock-egress", MFD_CLOEXEC);
+	}
 	o.cfg.argv = argv + optind;
 	o.cfg.env = o.env;
 	o.cfg.files = o.files;
@@ -315,6 +445,7 @@ int cli_run(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	io.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	io.egress_log_fd = json_fd >= 0 ? json_fd : egress_fd;
 	if (o.json) {
 		io.on_output = on_output; /* into memory: never blocks */
 		io.ctx = &o;
@@ -338,8 +469,14 @@ int cli_run(int argc, char **argv)
 		return code;
 	}
 	tty_restore(&tty);
+	if (json_fd >= 0 && egress_fd >= 0) {
+		/* --json with --egress-log: the file gets the same lines. */
+		off_t len = lseek(json_fd, 0, SEEK_END);
+		(void)!copy_file_range(json_fd, &(off_t){0}, egress_fd, NULL, (size_t)len, 0);
+	}
 	if (o.json)
-		cli_print_json(stdout, &res, o.out.data, o.out.len, o.err.data, o.err.len);
+		cli_print_json(stdout, &res, o.out.data, o.out.len, o.err.data, o.err.len,
+			       policy_json ? read_egress(json_fd) : NULL);
 	else
 		report(&o, &res);
 	code = al_result_exit_code(&res);

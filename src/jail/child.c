@@ -19,6 +19,7 @@
 #include "jail/jail.h"
 #include "common/error.h"
 #include "common/xalloc.h"
+#include "net/gateway.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,7 +122,7 @@ void jail_child_main(struct jail_ctx *ctx)
 		al_error_set(&err, errno, "sethostname");
 		jail_child_fail(ctx->sync_fd, err);
 	}
-	if (jail_loopback_up(&err) < 0)
+	if (jail_loopback_up(&err) < 0 || (ctx->net_link && net_sandbox_link_setup(&err) < 0))
 		jail_child_fail(ctx->sync_fd, err);
 
 	/* C4b. Daemon sandboxes: open the agent binary and bind its listening socket now,

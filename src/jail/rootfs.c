@@ -120,9 +120,11 @@ static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\n
 				   "hosts: files dns\nnetworks: files\nprotocols: files\n"
 				   "services: files\n";
 static const char etc_resolv[] = "# airlock: network policy deny-all (loopback only)\n";
+static const char etc_resolv_gw[] = "# airlock: the sandbox's egress gateway\nnameserver 100.96.0.1\n";
 
 /* The default runtime: the host's system directories, read-only, and a generated /etc. */
-static int build_host_runtime(int root_fd, const char *hostname, struct al_error **err)
+static int build_host_runtime(int root_fd, const char *hostname, bool net,
+			      struct al_error **err)
 {
 	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 	/* Host /etc entries that are safe and that common tools need. Nothing else of /etc. */
@@ -149,7 +151,7 @@ static int build_host_runtime(int root_fd, const char *hostname, struct al_error
 	if (write_file(root_fd, "etc/passwd", etc_passwd, err) < 0 ||
 	    write_file(root_fd, "etc/group", etc_group, err) < 0 ||
 	    write_file(root_fd, "etc/nsswitch.conf", etc_nsswitch, err) < 0 ||
-	    write_file(root_fd, "etc/resolv.conf", etc_resolv, err) < 0 ||
+	    write_file(root_fd, "etc/resolv.conf", net ? etc_resolv_gw : etc_resolv, err) < 0 ||
 	    write_file(root_fd, "etc/hosts", hosts, err) < 0)
 		return -1;
 	snprintf(hosts, sizeof(hosts), "%s\n", hostname);
@@ -351,7 +353,7 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	if (r == 0)
 		r = cfg->image ? build_image(root_fd, image_fd, cfg->image, err)
 			       : build_host_runtime(root_fd, cfg->hostname ? cfg->hostname : "sandbox",
-						    err);
+						    ctx->net_link, err);
 	if (r == 0)
 		r = build_writable(root_fd, ctx, err);
 	if (r == 0)

@@ -7,6 +7,8 @@
  */
 #include "jail/jail.h"
 #include "jail/relay.h"
+#include "net/gateway.h"
+#include "net/gw_client.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
@@ -74,7 +76,7 @@ void al_result_release(struct al_result *res)
 }
 
 /* The workload's whole environment: a minimal base, then the caller's --env entries. */
-static char **build_env(const struct al_config *cfg)
+static char **build_env(const struct al_config *cfg, bool with_net)
 {
 	size_t n = 0, i, j, cap = cfg->n_env + 6;
 	char **env = xzalloc(cap * sizeof(*env));
@@ -82,6 +84,17 @@ static char **build_env(const struct al_config *cfg)
 	env[n++] = xstrdup("PATH=" DEFAULT_PATH);
 	env[n++] = xstrdup("HOME=" JAIL_HOME);
 	env[n++] = xstrdup("LANG=C.UTF-8");
+	if (with_net) {
+		/* Explicit-proxy clients use these; everything else is redirected anyway. */
+		static const char *const proxy[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+						    "https_proxy"};
+		env = xrealloc(env, (cap += 6) * sizeof(*env));
+		for (size_t k = 0; k < 4; k++)
+			env[n++] = xasprintf("%s=http://%s:%d", proxy[k], NET_GW_ADDR,
+					     NET_PROXY_PORT);
+		env[n++] = xstrdup("NO_PROXY=localhost,127.0.0.1");
+		env[n++] = xstrdup("no_proxy=localhost,127.0.0.1");
+	}
 	if (cfg->tty)
 		env[n++] = xasprintf("TERM=%s", cfg->term && *cfg->term ? cfg->term : "xterm");
 	for (i = 0; i < cfg->n_env; i++) {
@@ -104,6 +117,13 @@ static void free_env(char **env)
 	for (char **e = env; e && *e; e++)
 		free(*e);
 	free(env);
+}
+
+static bool is_deny_all(const char *p)
+{
+	while (*p == ' ' || *p == '\n' || *p == '\t')
+		p++;
+	return strncmp(p, "\"deny-all\"", 10) == 0 || strcmp(p, "deny-all") == 0;
 }
 
 static int validate(const struct al_config *cfg, struct al_error **err)
@@ -144,6 +164,7 @@ struct run {
 	int sync[2], in[2], out[2], errp[2];
 	int pidfd;
 	pid_t pid;
+	struct gw_client *gw; /* NULL for deny-all */
 };
 
 static void run_cleanup(struct run *r)
@@ -159,6 +180,8 @@ static void run_cleanup(struct run *r)
 			;
 		al_closep(&r->pidfd);
 	}
+	gw_client_stop(r->gw);
+	r->gw = NULL;
 	jail_cgroup_destroy(r->cg);
 	r->cg = NULL;
 	free_env(r->ctx.envp);
@@ -203,6 +226,9 @@ static int spawn(struct run *r, struct al_error **err)
 	al_closep(&r->in[0]);
 	al_closep(&r->out[1]);
 	al_closep(&r->errp[1]);
+	/* The sandbox end of its link moves in before the child configures it. */
+	if (r->gw && gw_client_attach(r->gw, r->pid, err) < 0)
+		return -1;
 	return jail_release_child(r->cg, r->pid, r->sync[0], err);
 }
 
@@ -219,6 +245,7 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	struct run r = {.sync = {-1, -1}, .in = {-1, -1}, .out = {-1, -1}, .errp = {-1, -1},
 			.pidfd = -1};
 	struct relay rl;
+	bool with_net;
 	_cleanup_error_ struct al_error *setup = NULL;
 	char name[64];
 	double t0 = now_ms();
@@ -226,14 +253,29 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	memset(res, 0, sizeof(*res));
 	if (validate(cfg, err) < 0)
 		return -1;
+	/* "deny-all" needs no gateway: loopback only, as without a policy. */
+	with_net = cfg->net_policy_json && !is_deny_all(cfg->net_policy_json);
 	r.ctx.cfg = cfg;
 	r.ctx.uid = cfg->root ? 0 : JAIL_USER_UID;
 	r.ctx.host_base = 0x40000000u + (((uid_t)getpid() & 0x3fffu) << 16);
-	r.ctx.envp = build_env(cfg);
+	r.ctx.envp = build_env(cfg, with_net);
+	r.ctx.net_link = with_net;
 	if (io->tty_fd >= 0)
 		ioctl(io->tty_fd, TIOCGWINSZ, &r.ctx.winsz);
 	snprintf(name, sizeof(name), "run-%d-%lld", (int)getpid(), (long long)(t0 * 1000));
 
+	if (with_net && gw_client_start(cfg, cfg->sandbox_id ? cfg->sandbox_id : name,
+					io->egress_log_fd, &r.gw, &setup) < 0) {
+		if (setup->code == EINVAL) { /* the policy is invalid: the caller's mistake */
+			*err = TAKE_PTR(setup);
+			run_cleanup(&r);
+			return -1;
+		}
+		set_setup_failed(res, setup, "network gateway");
+		run_cleanup(&r);
+		res->duration_ms = now_ms() - t0;
+		return 0;
+	}
 	if (jail_cgroup_create(name, cfg, &r.cg, &setup) < 0 || open_channels(&r, cfg, io, &setup) < 0 ||
 	    spawn(&r, &setup) < 0) {
 		set_setup_failed(res, setup, "set-up failed");

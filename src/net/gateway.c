@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/* The gateway's lifecycle: namespace, link, ruleset, sockets, threads, the egress log. */
+#include "net/gw.h"
+#include "net/link.h"
+#include "net/nft.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+void gw_log(struct net_gateway *g, const struct gw_event *e)
+{
+	char addr[NET_ADDR_STRLEN];
+	struct timespec ts;
+	json_t *o;
+	char *line;
+
+	if (g->log_fd < 0)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (e->addr)
+		net_addr_format(e->addr, addr);
+	o = json_pack("{s:I, s:s, s:I, s:s, s:s, s:s}", "time",
+		      (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, "sandbox",
+		      g->sandbox_id ? g->sandbox_id : "", "generation",
+		      (json_int_t)g->policy->generation, "layer", e->layer, "verdict",
+		      e->allow ? "allow" : "deny", "reason", e->reason ? e->reason : "");
+	json_object_set_new(o, "name", e->name ? json_string(e->name) : json_null());
+	json_object_set_new(o, "address", e->addr ? json_string(addr) : json_null());
+	json_object_set_new(o, "port", e->port ? json_integer(e->port) : json_null());
+	json_object_set_new(o, "bytes_out", json_integer((json_int_t)e->bytes_out));
+	json_object_set_new(o, "bytes_in", json_integer((json_int_t)e->bytes_in));
+	line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+	json_decref(o);
+	if (!line)
+		return;
+	pthread_mutex_lock(&g->mu);
+	dprintf(g->log_fd, "%s\n", line);
+	pthread_mutex_unlock(&g->mu);
+	free(line);
+}
+
+int gw_enter_upstream(struct net_gateway *g)
+{
+	return g->up_ns >= 0 ? setns(g->up_ns, CLONE_NEWNET) : 0;
+}
+
+int gw_wait(struct net_gateway *g, int fd, short events, int timeout_ms)
+{
+	struct pollfd p[2] = {{.fd = fd, .events = events},
+			      {.fd = g->stop_pipe[0], .events = POLLIN}};
+	int r;
+
+	do
+		r = poll(p, 2, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0 || p[1].revents)
+		return -1;
+	return 0;
+}
+
+static int open_ns(const char *name, struct al_error **err)
+{
+	char path[4096];
+	int fd;
+
+	if (strchr(name, '/'))
+		snprintf(path, sizeof(path), "%s", name);
+	else
+		snprintf(path, sizeof(path), "/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return al_error_set(err, errno, "--upstream-netns '%s'", name);
+	return fd;
+}
+
+/* "IP" or "IP:PORT" (IPv6 as "[IP]:PORT"); NULL: the first nameserver of /etc/resolv.conf. */
+static int parse_upstream_dns(struct net_gateway *g, const char *spec, struct al_error **err)
+{
+	char buf[128], line[256];
+	const char *host = buf, *port = "53";
+	struct net_addr a;
+
+	if (!spec) {
+		FILE *f = fopen("/etc/resolv.conf", "r");
+		buf[0] = '\0';
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "nameserver %127s", buf) == 1)
+				break;
+		if (f)
+			fclose(f);
+		if (!buf[0])
+			snprintf(buf, sizeof(buf), "127.0.0.1");
+	} else {
+		char *colon;
+		snprintf(buf, sizeof(buf), "%s", spec);
+		if (buf[0] == '[' && (colon = strstr(buf, "]:"))) {
+			*colon = '\0';
+			host = buf + 1;
+			port = colon + 2;
+		} else if ((colon = strchr(buf, ':')) && !strchr(colon + 1, ':')) {
+			*colon = '\0';
+			port = colon + 1;
+		}
+	}
+	if (net_addr_parse(host, strlen(host), &a, err) < 0 || atoi(port) <= 0 ||
+	    atoi(port) > 65535)
+		return al_error_wrap(err, "--upstream-dns '%s'", spec ? spec : buf);
+	memset(&g->dns_up, 0, sizeof(g->dns_up));
+	if (a.family == AF_INET) {
+		struct sockaddr_in *s = (struct sockaddr_in *)&g->dns_up;
+		s->sin_family = AF_INET;
+		s->sin_port = htons((uint16_t)atoi(port));
+		memcpy(&s->sin_addr, a.bytes, 4);
+		g->dns_up_len = sizeof(*s);
+	} else {
+		struct sockaddr_in6 *s = (struct sockaddr_in6 *)&g->dns_up;
+		s->sin6_family = AF_INET6;
+		s->sin6_port = htons((uint16_t)atoi(port));
+		memcpy(&s->sin6_addr, a.bytes, 16);
+		g->dns_up_len = sizeof(*s);
+	}
+	return 0;
+}
+
+static int listen_on(int type, int port, struct al_error **err)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0), one = 1;
+
+	inet_pton(AF_INET, NET_GW_ADDR, &sa.sin_addr);
+	if (fd < 0)
+		return al_error_set(err, errno, "socket");
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    (type == SOCK_STREAM && listen(fd, 128) < 0)) {
+		int e = errno;
+		close(fd);
+		return al_error_set(err, e, "bind %s:%d in the gateway namespace", NET_GW_ADDR, port);
+	}
+	return fd;
+}
+
+/* In the gateway namespace: link, addresses, ruleset, listening sockets. */
+static int build_in_gw_ns(struct net_gateway *g, struct al_error **err)
+{
+	_cleanup_close_ int nl = net_nl_open(err);
+	struct in_addr gw;
+
+	inet_pton(AF_INET, NET_GW_ADDR, &gw);
+	if (nl < 0 || net_veth_create(nl, NET_GW_LINK, NET_SBX_LINK, err) < 0 ||
+	    net_addr_add4(nl, NET_GW_LINK, gw, NET_LINK_PREFIX, err) < 0)
+		return -1;
+	net_disable_ipv6(NET_GW_LINK);
+	net_disable_ipv6(NET_SBX_LINK);
+	if (net_link_up(nl, "lo", err) < 0 || net_link_up(nl, NET_GW_LINK, err) < 0 ||
+	    net_nft_apply(NET_GW_LINK, NET_GW_ADDR, NET_SBX_ADDR, NET_DNS_PORT, NET_PROXY_PORT,
+			  NET_TPROXY_PORT, err) < 0)
+		return -1;
+	if ((g->fd_udp = listen_on(SOCK_DGRAM, NET_DNS_PORT, err)) < 0 ||
+	    (g->fd_tcp_dns = listen_on(SOCK_STREAM, NET_DNS_PORT, err)) < 0 ||
+	    (g->fd_proxy = listen_on(SOCK_STREAM, NET_PROXY_PORT, err)) < 0 ||
+	    (g->fd_tproxy = listen_on(SOCK_STREAM, NET_TPROXY_PORT, err)) < 0)
+		return -1;
+	return 0;
+}
+
+int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **out,
+			struct al_error **err)
+{
+	struct net_gateway *g = xzalloc(sizeof(*g));
+	_cleanup_close_ int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	int r;
+
+	g->policy = o->policy;
+	g->sandbox_id = xstrdup(o->sandbox_id ? o->sandbox_id : "");
+	g->log_fd = o->log_fd;
+	g->gw_ns = g->up_ns = g->fd_udp = g->fd_tcp_dns = g->fd_proxy = g->fd_tproxy = -1;
+	g->stop_pipe[0] = g->stop_pipe[1] = -1;
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->conns_cv, NULL);
+	/* The gateway and the sandbox link are never a destination. */
+	net_cidr_parse("100.96.0.0/16", 13, &g->forbidden[0], NULL);
+	g->vet.forbidden = g->forbidden;
+	g->vet.n_forbidden = 1;
+	*out = g;
+	if (host_ns < 0)
+		return al_error_set(err, errno, "open /proc/self/ns/net");
+	if (pipe2(g->stop_pipe, O_CLOEXEC) < 0)
+		return al_error_set(err, errno, "pipe2");
+	if (o->upstream_netns && (g->up_ns = open_ns(o->upstream_netns, err)) < 0)
+		return -1;
+	if (parse_upstream_dns(g, o->upstream_dns, err) < 0)
+		return -1;
+	/* Make the gateway namespace, build it, and come back. */
+	if (unshare(CLONE_NEWNET) < 0)
+		return al_error_set(err, errno, "unshare(CLONE_NEWNET) for the gateway");
+	g->gw_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	r = g->gw_ns < 0 ? al_error_set(err, errno, "open the gateway netns") : build_in_gw_ns(g, err);
+	if (setns(host_ns, CLONE_NEWNET) < 0 && r == 0)
+		r = al_error_set(err, errno, "setns back to the host netns");
+	return r < 0 ? al_error_wrap(err, "network gateway") : 0;
+}
+
+int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err)
+{
+	_cleanup_close_ int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int nl = -1;
+	int r;
+
+	if (host_ns < 0 || setns(g->gw_ns, CLONE_NEWNET) < 0)
+		return al_error_set(err, errno, "enter the gateway netns");
+	nl = net_nl_open(err);
+	r = nl < 0 ? -1 : net_link_move_to_pid(nl, NET_SBX_LINK, pid, err);
+	if (setns(host_ns, CLONE_NEWNET) < 0 && r == 0)
+		r = al_error_set(err, errno, "setns back to the host netns");
+	return r;
+}
+
+int net_gateway_start(struct net_gateway *g, struct al_error **err)
+{
+	void *(*mains[])(void *) = {gw_dns_udp_main, gw_dns_tcp_main, gw_proxy_main,
+				    gw_tproxy_main};
+
+	for (size_t i = 0; i < ARRAY_SIZE(mains); i++) {
+		if (pthread_create(&g->threads[i], NULL, mains[i], g) != 0)
+			return al_error_msg(err, EAGAIN, "starting the gateway threads");
+		g->n_threads++;
+	}
+	return 0;
+}
+
+void net_gateway_stop(struct net_gateway *g)
+{
+	int fds[] = {g->fd_udp, g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy, g->gw_ns, g->up_ns};
+
+	if (!g)
+		return;
+	pthread_mutex_lock(&g->mu);
+	g->stopping = true;
+	pthread_mutex_unlock(&g->mu);
+	if (g->stop_pipe[1] >= 0)
+		(void)!write(g->stop_pipe[1], "x", 1);
+	for (int i = 0; i < g->n_threads; i++)
+		pthread_join(g->threads[i], NULL);
+	/* Connection threads notice the stop pipe; wait for the last one. */
+	pthread_mutex_lock(&g->mu);
+	while (g->n_conns > 0)
+		pthread_cond_wait(&g->conns_cv, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	al_closep(&g->stop_pipe[0]);
+	al_closep(&g->stop_pipe[1]);
+	net_policy_free(g->policy);
+	free(g->sandbox_id);
+	free(g);
+}
+

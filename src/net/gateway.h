@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The egress gateway of one sandbox (docs/network.md).
+ *
+ * A network namespace of its own (owned by the host's user namespace) holds
+ * the far end of the sandbox's only link and an nftables ruleset with policy
+ * drop. In it the gateway listens on 100.96.0.1: DNS (udp/tcp 53), the
+ * explicit HTTP proxy (3128) and the transparent proxy (3129, where every
+ * other TCP connection from the sandbox is redirected). Nothing is routed:
+ * every byte that leaves is sent by the gateway itself, from sockets made in
+ * the upstream namespace (the host's, or --upstream-netns), after one
+ * decision function judged the name and every address was vetted.
+ */
+#ifndef AL_NET_GATEWAY_H
+#define AL_NET_GATEWAY_H
+
+#include <airlock/airlock.h>
+#include <sys/types.h>
+
+#define NET_GW_ADDR "100.96.0.1"
+#define NET_SBX_ADDR "100.96.0.2"
+#define NET_LINK_PREFIX 30
+#define NET_SBX_LINK "eth0"
+#define NET_GW_LINK "gw0"
+#define NET_DNS_PORT 53
+#define NET_PROXY_PORT 3128
+#define NET_TPROXY_PORT 3129
+
+struct net_policy;
+struct net_gateway;
+
+struct net_gateway_opts {
+	struct net_policy *policy;  /* taken over by the gateway */
+	const char *upstream_netns; /* a name under /run/netns, a path, or NULL (the host's) */
+	const char *upstream_dns;   /* "IP" or "IP:PORT"; NULL: the host's resolv.conf */
+	int log_fd;                 /* egress decisions as JSON lines, or -1 */
+	const char *sandbox_id;
+};
+
+/* Single-threaded phase (before the sandbox is cloned): the gateway namespace, the link
+ * (both ends, still in it), the ruleset and the listening sockets. */
+int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **out,
+			struct al_error **err);
+/* Move the sandbox end of the link into the sandbox (its PID 1 is pid). */
+int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err);
+/* Start serving (threads). */
+int net_gateway_start(struct net_gateway *g, struct al_error **err);
+/* Stop serving, close every connection, free. Safe on a gateway never started. */
+void net_gateway_stop(struct net_gateway *g);
+
+/* In the sandbox child (host root, in its network namespace): configure eth0. */
+int net_sandbox_link_setup(struct al_error **err);
+
+#endif

@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* The gateway's internals, shared by gateway.c, gw_dns.c, gw_proxy.c. */
+#ifndef AL_NET_GW_H
+#define AL_NET_GW_H
+
+#include "net/addr.h"
+#include "net/gateway.h"
+#include "net/policy.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define GW_MAX_CONNS 256     /* proxied connections at once per sandbox */
+#define GW_MAX_ADDRS 16      /* addresses kept from one resolution */
+#define GW_IO_TIMEOUT_MS 30000 /* a silent client or upstream, before the head is complete */
+
+struct net_gateway {
+	struct net_policy *policy;
+	struct net_vet_ctx vet;
+	struct net_cidr forbidden[2];
+	char *sandbox_id;
+	int gw_ns;              /* the gateway's netns */
+	int up_ns;              /* where upstream sockets are made (-1: the caller's) */
+	struct sockaddr_storage dns_up;
+	socklen_t dns_up_len;
+	int fd_udp, fd_tcp_dns, fd_proxy, fd_tproxy;
+	int stop_pipe[2];       /* readable when stopping */
+	pthread_t threads[4];
+	int n_threads;
+	pthread_mutex_t mu;     /* the log and the connection count */
+	int log_fd;
+	int n_conns;
+	pthread_cond_t conns_cv;
+	bool stopping;
+};
+
+/* One decision, as one JSON line. */
+struct gw_event {
+	const char *layer;   /* dns, proxy, transparent, tls */
+	bool allow;
+	const char *reason;
+	const char *name;    /* or NULL */
+	const struct net_addr *addr; /* or NULL */
+	int port;            /* or 0 */
+	uint64_t bytes_out, bytes_in;
+};
+void gw_log(struct net_gateway *g, const struct gw_event *e);
+
+/* gw_dns.c */
+void *gw_dns_udp_main(void *arg);
+void *gw_dns_tcp_main(void *arg);
+/* Resolve an allowed canonical name upstream (A only), vet every address; fills up to
+ * max vetted addresses. Returns the count (0: none survived; *reason says why), <0 error. */
+int gw_resolve(struct net_gateway *g, const char *canon, struct net_addr *out, int max,
+	       uint32_t *ttl, const char **reason);
+
+/* gw_proxy.c */
+void *gw_proxy_main(void *arg);  /* explicit proxy accept loop */
+void *gw_tproxy_main(void *arg); /* transparent proxy accept loop */
+
+/* Enter the upstream namespace in the calling thread (for its upstream sockets). */
+int gw_enter_upstream(struct net_gateway *g);
+/* Wait for fd to be readable (POLLIN) or writable; 0 ok, -1 timeout/stop/error. */
+int gw_wait(struct net_gateway *g, int fd, short events, int timeout_ms);
+
+#endif

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+#include "net/gw_client.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/syscalls.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct gw_client {
+	pid_t pid;
+	int ctl;
+};
+
+/* Read one control line (with a deadline); returns 0 on "R"/"A", <0 with err on "E". */
+static int read_reply(struct gw_client *c, const char *what, struct al_error **err)
+{
+	char line[1024];
+	size_t n = 0;
+
+	while (n < sizeof(line) - 1) {
+		struct pollfd p = {.fd = c->ctl, .events = POLLIN};
+		ssize_t r;
+
+		if (poll(&p, 1, 10000) <= 0)
+			return al_error_msg(err, ETIMEDOUT, "the network gateway did not answer (%s)",
+					    what);
+		r = read(c->ctl, line + n, 1);
+		if (r <= 0)
+			return al_error_msg(err, EPIPE, "the network gateway exited (%s)", what);
+		if (line[n] == '\n')
+			break;
+		n++;
+	}
+	line[n] = '\0';
+	if (line[0] == 'R' || line[0] == 'A')
+		return 0;
+	if (line[0] == 'E') {
+		char *sp = strchr(line, ' ');
+		int code = atoi(line + 1);
+		return al_error_from(err, code > 0 ? code : EIO, sp ? sp + 1 : line + 1);
+	}
+	return al_error_msg(err, EPROTO, "the network gateway said '%.100s'", line);
+}
+
+static char *sibling(const char *name)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n <= 0)
+		return xstrdup(name);
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	*slash = '\0';
+	return xasprintf("%s/%s", self, name);
+}
+
+int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
+		    struct gw_client **out, struct al_error **err)
+{
+	struct gw_client *c = xzalloc(sizeof(*c));
+	char *path = sibling("airlock-gateway"), logfd[16];
+	int sp[2];
+	const char *argv[16];
+	int a = 0;
+
+	*out = c;
+	c->ctl = -1;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		free(path);
+		return al_error_set(err, errno, "socketpair");
+	}
+	snprintf(logfd, sizeof(logfd), "%d", log_fd >= 0 ? 4 : -1);
+	argv[a++] = "airlock-gateway";
+	argv[a++] = "--policy";
+	argv[a++] = cfg->net_policy_json;
+	argv[a++] = "--sandbox";
+	argv[a++] = sandbox_id;
+	argv[a++] = "--log-fd";
+	argv[a++] = logfd;
+	if (cfg->upstream_netns)
+		argv[a++] = "--upstream-netns", argv[a++] = cfg->upstream_netns;
+	if (cfg->upstream_dns)
+		argv[a++] = "--upstream-dns", argv[a++] = cfg->upstream_dns;
+	argv[a] = NULL;
+	c->pid = fork();
+	if (c->pid == 0) {
+		/* fd 3: the control channel; fd 4: the egress log. Nothing else. Move both out
+		 * of the way first: either may already sit on 3 or 4. */
+		int ctl = fcntl(sp[1], F_DUPFD, 10), log = log_fd >= 0 ? fcntl(log_fd, F_DUPFD, 10) : -1;
+
+		if (ctl < 0 || dup2(ctl, 3) < 0 || (log_fd >= 0 && (log < 0 || dup2(log, 4) < 0)))
+			_exit(127);
+		sys_close_range(log_fd >= 0 ? 5 : 4, ~0U, 0);
+		signal(SIGPIPE, SIG_DFL);
+		execv(path, (char *const *)argv);
+		dprintf(3, "E%d cannot run %s: %s\n", errno, path, strerror(errno));
+		_exit(127);
+	}
+	close(sp[1]);
+	c->ctl = sp[0];
+	if (c->pid < 0) {
+		free(path);
+		return al_error_set(err, errno, "fork the network gateway");
+	}
+	free(path);
+	return read_reply(c, "start", err);
+}
+
+int gw_client_attach(struct gw_client *c, pid_t pid, struct al_error **err)
+{
+	if (dprintf(c->ctl, "%d\n", (int)pid) < 0)
+		return al_error_set(err, errno, "talk to the network gateway");
+	return read_reply(c, "attach", err);
+}
+
+void gw_client_stop(struct gw_client *c)
+{
+	if (!c)
+		return;
+	al_closep(&c->ctl); /* EOF: the gateway closes everything and exits */
+	if (c->pid > 0) {
+		int st;
+		for (int i = 0; i < 500 && waitpid(c->pid, &st, WNOHANG) == 0; i++)
+			usleep(10000);
+		if (waitpid(c->pid, &st, WNOHANG) == 0) {
+			kill(c->pid, SIGKILL);
+			waitpid(c->pid, &st, 0);
+		}
+	}
+	free(c);
+}

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The gateway's resolver. A name the policy refuses gets REFUSED and is never
+ * sent upstream (no DNS tunnelling). An allowed name is resolved by the
+ * gateway itself (A records), every address is vetted, and only the vetted
+ * ones are answered (rebinding to loopback, metadata or private ranges is
+ * stripped). AAAA gets NODATA (no IPv6 on the link), HTTPS/SVCB NODATA (ECH
+ * hints), everything else REFUSED.
+ */
+#include "net/gw.h"
+#include "net/dns_msg.h"
+#include "common/cleanup.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* One A query upstream over UDP from the upstream namespace. */
+int gw_resolve(struct net_gateway *g, const char *canon, struct net_addr *out, int max,
+	       uint32_t *ttl, const char **reason)
+{
+	uint8_t q[512], resp[4096], wire[NET_DNS_MAX_WIRE_NAME];
+	struct net_dns_rr rr[32];
+	struct net_dns_response res;
+	struct net_dns_asked asked = {.qtype = NET_DNS_A};
+	size_t wl = 0, n = 0;
+	const char *p = canon;
+	_cleanup_close_ int fd = -1;
+	int got = 0;
+	ssize_t len;
+
+	/* The canonical name as an uncompressed wire name. */
+	while (*p) {
+		const char *dot = strchr(p, '.');
+		size_t l = dot ? (size_t)(dot - p) : strlen(p);
+		wire[wl++] = (uint8_t)l;
+		memcpy(wire + wl, p, l);
+		wl += l;
+		p += l + (dot ? 1 : 0);
+	}
+	wire[wl++] = 0;
+	if (getrandom(&asked.id, sizeof(asked.id), 0) != sizeof(asked.id))
+		asked.id = (uint16_t)rand();
+	asked.qname_wire = wire;
+	asked.qname_wire_len = wl;
+	memset(q, 0, NET_DNS_HEADER);
+	q[0] = (uint8_t)(asked.id >> 8), q[1] = (uint8_t)asked.id;
+	q[2] = 0x01; /* RD */
+	q[5] = 1;    /* one question */
+	memcpy(q + NET_DNS_HEADER, wire, wl);
+	n = NET_DNS_HEADER + wl;
+	q[n++] = 0, q[n++] = NET_DNS_A, q[n++] = 0, q[n++] = NET_DNS_CLASS_IN;
+
+	*reason = "upstream_error";
+	fd = socket(g->dns_up.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&g->dns_up, g->dns_up_len) < 0 ||
+	    send(fd, q, n, 0) != (ssize_t)n)
+		return -1;
+	for (int tries = 0; tries < 4; tries++) {
+		if (gw_wait(g, fd, POLLIN, 2000) < 0)
+			return -1;
+		len = recv(fd, resp, sizeof(resp), 0);
+		if (len <= 0)
+			return -1;
+		memset(&res, 0, sizeof(res));
+		if (net_dns_parse_response(resp, (size_t)len, &asked, rr, 32, &res) == 0)
+			break; /* anything else (a stray or forged packet) is ignored */
+		if (tries == 3)
+			return -1;
+	}
+	*reason = res.rcode == NET_DNS_NXDOMAIN ? "nxdomain" : "no_address";
+	*ttl = res.min_ttl;
+	for (size_t i = 0; i < res.n_rr && got < max; i++) {
+		struct net_addr a = {.family = AF_INET};
+		const char *why = NULL;
+
+		if (rr[i].type != NET_DNS_A)
+			continue;
+		memcpy(a.bytes, rr[i].addr, 4);
+		if (net_addr_vet(&a, g->policy, &g->vet, &why) == NET_ALLOW)
+			out[got++] = a;
+		else
+			*reason = why; /* rebinding: stripped */
+	}
+	return got;
+}
+
+/* Judge and answer one query; returns the reply length (0: no reply). */
+static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, bool tcp,
+		      uint8_t *out, size_t cap)
+{
+	struct net_dns_query q;
+	char canon[NET_NAME_MAX + 1];
+	const char *reason = NULL;
+	struct net_addr addrs[GW_MAX_ADDRS];
+	struct net_dns_addr rec[GW_MAX_ADDRS];
+	uint32_t ttl = 0;
+	int n;
+
+	memset(&q, 0, sizeof(q));
+	if (net_dns_parse_query(msg, len, &q) < 0)
+		return q.answerable ? net_dns_build_reply(&q, q.rcode, out, cap) : 0;
+	if (net_name_canon(q.qname, q.qname_len, canon, NULL) < 0) {
+		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "bad_name"});
+		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
+	}
+	if (net_policy_decide_name(g->policy, canon, &reason) != NET_ALLOW) {
+		gw_log(g, &(struct gw_event){.layer = "dns", .reason = reason, .name = canon});
+		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
+	}
+	if (q.qtype == NET_DNS_AAAA || q.qtype == NET_DNS_HTTPS || q.qtype == NET_DNS_SVCB) {
+		gw_log(g, &(struct gw_event){.layer = "dns", .allow = true, .reason = "nodata_type",
+					     .name = canon});
+		return net_dns_build_reply(&q, NET_DNS_NOERROR, out, cap);
+	}
+	if (q.qtype != NET_DNS_A) {
+		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "qtype", .name = canon});
+		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
+	}
+	n = gw_resolve(g, canon, addrs, GW_MAX_ADDRS, &ttl, &reason);
+	if (n <= 0) {
+		gw_log(g, &(struct gw_event){.layer = "dns", .reason = reason, .name = canon});
+		return net_dns_build_reply(&q, n < 0 ? NET_DNS_SERVFAIL : NET_DNS_NXDOMAIN, out,
+					   cap);
+	}
+	for (int i = 0; i < n; i++) {
+		rec[i] = (struct net_dns_addr){.type = NET_DNS_A, .ttl = ttl > 60 ? 60 : ttl};
+		memcpy(rec[i].addr, addrs[i].bytes, 4);
+	}
+	gw_log(g, &(struct gw_event){.layer = "dns", .allow = true, .reason = "listed",
+				     .name = canon, .addr = &addrs[0]});
+	return net_dns_build_answer(&q, rec, (size_t)n, net_dns_reply_limit(&q, tcp), out, cap);
+}
+
+void *gw_dns_udp_main(void *arg)
+{
+	struct net_gateway *g = arg;
+	uint8_t in[4096], out[4096];
+
+	gw_enter_upstream(g);
+	while (gw_wait(g, g->fd_udp, POLLIN, -1) == 0) {
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(g->fd_udp, in, sizeof(in), MSG_DONTWAIT,
+				     (struct sockaddr *)&from, &fl);
+		ssize_t r;
+
+		if (n <= 0)
+			continue;
+		r = answer(g, in, (size_t)n, false, out, sizeof(out));
+		if (r > 0)
+			sendto(g->fd_udp, out, (size_t)r, 0, (struct sockaddr *)&from, fl);
+	}
+	return NULL;
+}
+
+/* DNS over TCP: one query per connection, answered in line (bounded by the timeout). */
+void *gw_dns_tcp_main(void *arg)
+{
+	struct net_gateway *g = arg;
+	uint8_t in[2 + 4096], out[2 + 4096];
+
+	gw_enter_upstream(g);
+	while (gw_wait(g, g->fd_tcp_dns, POLLIN, -1) == 0) {
+		_cleanup_close_ int c = accept4(g->fd_tcp_dns, NULL, NULL, SOCK_CLOEXEC);
+		size_t have = 0, frame = 0, mlen = 0;
+		const uint8_t *m = NULL;
+		ssize_t r;
+
+		if (c < 0)
+			continue;
+		for (;;) {
+			int fr = net_dns_tcp_frame(in, have, &m, &mlen, &frame);
+
+			if (fr == 0 || fr == -1 || have == sizeof(in))
+				break;
+			if (gw_wait(g, c, POLLIN, 2000) < 0 ||
+			    (r = recv(c, in + have, sizeof(in) - have, 0)) <= 0) {
+				have = 0;
+				break;
+			}
+			have += (size_t)r;
+		}
+		if (!m || net_dns_tcp_frame(in, have, &m, &mlen, &frame) != 0)
+			continue;
+		r = answer(g, m, mlen, true, out + 2, sizeof(out) - 2);
+		if (r > 0) {
+			out[0] = (uint8_t)(r >> 8), out[1] = (uint8_t)r;
+			(void)!send(c, out, (size_t)r + 2, MSG_NOSIGNAL);
+		}
+	}
+	return NULL;
+}

@@ -1,0 +1,520 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The gateway's proxy: explicit (CONNECT and absolute-URI HTTP on :3128) and
+ * transparent (every other TCP connection, redirected to :3129). One thread
+ * per connection, capped. For every connection: read what the sandbox states
+ * (request head or TLS ClientHello), canonicalize the name, ONE decision
+ * (net_policy_decide_name), resolve the name ourselves, vet every address,
+ * dial the vetted one, and only then let bytes through. The destination the
+ * sandbox dialled (transparent mode) is logged, never trusted.
+ */
+#include "net/gw.h"
+#include "net/http_req.h"
+#include "net/tls_hello.h"
+#include "common/cleanup.h"
+#include "common/xalloc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/netfilter_ipv4.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HEAD_MAX NET_HTTP_MAX_HEAD
+#define SPLICE_IDLE_MS (10 * 60 * 1000)
+
+struct conn {
+	struct net_gateway *g;
+	int c, u;                 /* client (sandbox) and upstream sockets */
+	bool transparent;
+	const char *layer;
+	char name[NET_NAME_MAX + 1]; /* the checked name ("" for an IP literal) */
+	struct net_addr addr;     /* what we dialled */
+	int port;
+	uint64_t out, in;
+	char buf[HEAD_MAX + 1];   /* bytes read from the client, not yet forwarded */
+	size_t len;
+	uint8_t scratch[NET_TLS_MAX_HELLO];
+};
+
+/* Answer an explicit-proxy client with an error status (transparent ones are just closed). */
+static void respond(struct conn *k, const char *reason, int status)
+{
+	static const char *const text[] = {[400] = "Bad Request", [403] = "Forbidden",
+					   [502] = "Bad Gateway"};
+	char resp[512];
+	int n;
+
+	if (status && !k->transparent) {
+		n = snprintf(resp, sizeof(resp),
+			     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+			     "Content-Length: %zu\r\n\r\nairlock: %s\n",
+			     status, text[status], strlen(reason) + 10, reason);
+		(void)!send(k->c, resp, (size_t)n, MSG_NOSIGNAL);
+	}
+}
+
+/* Log a refusal and answer it. */
+static void deny(struct conn *k, const char *reason, const char *name, int status)
+{
+	gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = reason, .name = name,
+					.port = k->port});
+	respond(k, reason, status);
+}
+
+/* Read more from the client into k->buf; 0, or -1 on EOF/timeout/full. */
+static int read_more(struct conn *k)
+{
+	ssize_t n;
+
+	if (k->len >= HEAD_MAX || gw_wait(k->g, k->c, POLLIN, GW_IO_TIMEOUT_MS) < 0)
+		return -1;
+	n = recv(k->c, k->buf + k->len, HEAD_MAX - k->len, 0);
+	if (n <= 0)
+		return -1;
+	k->len += (size_t)n;
+	return 0;
+}
+
+/* Judge a stated host (name or IP literal) and dial it. 0, or -1 after logging/answering. */
+static int judge_and_dial(struct conn *k, const char *host, size_t host_len, int port)
+{
+	struct net_addr addrs[GW_MAX_ADDRS];
+	const char *reason = NULL;
+	uint32_t ttl;
+	int n = 0;
+
+	k->port = port;
+	k->name[0] = '\0';
+	if (net_addr_looks_literal(host, host_len) || memchr(host, ':', host_len)) {
+		if (net_addr_parse(host, host_len, &addrs[0], NULL) < 0) {
+			deny(k, "bad_address", NULL, 400);
+			return -1;
+		}
+		if (net_addr_decide_literal(&addrs[0], k->g->policy, &k->g->vet, &reason) !=
+		    NET_ALLOW) {
+			gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = reason,
+							.addr = &addrs[0], .port = port});
+			respond(k, reason, 403);
+			return -1;
+		}
+		n = 1;
+	} else {
+		if (net_name_canon(host, host_len, k->name, NULL) < 0) {
+			deny(k, "bad_name", NULL, 400);
+			return -1;
+		}
+		if (net_policy_decide_name(k->g->policy, k->name, &reason) != NET_ALLOW) {
+			deny(k, reason, k->name, 403);
+			return -1;
+		}
+		n = gw_resolve(k->g, k->name, addrs, GW_MAX_ADDRS, &ttl, &reason);
+		if (n <= 0) {
+			deny(k, n < 0 ? "upstream_dns_error" : reason, k->name, 502);
+			return -1;
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+		int fd;
+
+		if (addrs[i].family != AF_INET)
+			continue;
+		memcpy(&sa.sin_addr, addrs[i].bytes, 4);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			break;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+		    (errno == EINPROGRESS && gw_wait(k->g, fd, POLLOUT, 5000) == 0)) {
+			int e = 0;
+			socklen_t el = sizeof(e);
+
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+			if (e == 0) {
+				fcntl(fd, F_SETFL, 0);
+				k->u = fd;
+				k->addr = addrs[i];
+				return 0;
+			}
+		}
+		close(fd);
+	}
+	deny(k, "connect_failed", k->name[0] ? k->name : NULL, 502);
+	return -1;
+}
+
+static int send_all(int fd, const void *p, size_t n)
+{
+	const char *s = p;
+
+	while (n > 0) {
+		ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+		if (w <= 0)
+			return -1;
+		s += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* Copy both ways until both sides are done (or the gateway stops). */
+static void splice_both(struct conn *k)
+{
+	char buf[65536];
+	bool c_open = true, u_open = true;
+
+	while (c_open || u_open) {
+		struct pollfd p[3] = {{.fd = c_open ? k->c : -1, .events = POLLIN},
+				      {.fd = u_open ? k->u : -1, .events = POLLIN},
+				      {.fd = k->g->stop_pipe[0], .events = POLLIN}};
+		int r = poll(p, 3, SPLICE_IDLE_MS);
+
+		if (r <= 0 || p[2].revents)
+			return;
+		for (int i = 0; i < 2; i++) {
+			int from = i == 0 ? k->c : k->u, to = i == 0 ? k->u : k->c;
+			ssize_t n;
+
+			if (!p[i].revents)
+				continue;
+			n = recv(from, buf, sizeof(buf), 0);
+			if (n <= 0) {
+				shutdown(to, SHUT_WR);
+				if (i == 0)
+					c_open = false;
+				else
+					u_open = false;
+				continue;
+			}
+			if (send_all(to, buf, (size_t)n) < 0)
+				return;
+			if (i == 0)
+				k->out += (uint64_t)n;
+			else
+				k->in += (uint64_t)n;
+		}
+	}
+}
+
+/* TLS: the ClientHello's SNI; must_match = the CONNECT name ("" = judge the SNI itself). */
+static int check_hello(struct conn *k, const char *must_match)
+{
+	struct net_tls_hello h;
+	char sni[NET_NAME_MAX + 1];
+	size_t need = 0;
+	int r;
+
+	for (;;) {
+		memset(&h, 0, sizeof(h));
+		r = net_tls_parse_hello((const uint8_t *)k->buf, k->len, k->scratch,
+					sizeof(k->scratch), &h, &need);
+		if (r != -2)
+			break;
+		if (read_more(k) < 0) {
+			deny(k, "tls_incomplete_hello", must_match, 0);
+			return -1;
+		}
+	}
+	k->layer = "tls";
+	if (r < 0) {
+		deny(k, h.why ? h.why : "tls_malformed_hello", must_match, 0);
+		return -1;
+	}
+	if (r == NET_TLS_NO_SNI || h.ech || h.esni) {
+		deny(k, r == NET_TLS_NO_SNI ? "tls_no_sni" : "tls_ech", must_match, 0);
+		return -1;
+	}
+	if (net_name_canon((const char *)h.sni, h.sni_len, sni, NULL) < 0) {
+		deny(k, "tls_bad_sni", must_match, 0);
+		return -1;
+	}
+	if (must_match && strcmp(sni, must_match) != 0) {
+		deny(k, "sni_mismatch", sni, 0);
+		return -1;
+	}
+	snprintf(k->name, sizeof(k->name), "%s", sni);
+	return 0;
+}
+
+/* Plain HTTP: forward the head rebuilt around the checked authority, then the body. */
+static int forward_http(struct conn *k, const struct net_http_req *req)
+{
+	char *head = xzalloc(HEAD_MAX + 512);
+	size_t n = 0;
+	int r;
+
+	n += (size_t)snprintf(head + n, 512, "%.*s %.*s HTTP/1.1\r\nHost: %s",
+			      (int)req->method.len, req->method.p,
+			      (int)(req->path.len ? req->path.len : 1),
+			      req->path.len ? req->path.p : "/", k->name[0] ? k->name : "");
+	if (req->port_explicit && req->port != 80)
+		n += (size_t)snprintf(head + n, 16, ":%u", req->port);
+	n += (size_t)snprintf(head + n, 8, "\r\n");
+	for (size_t i = 0; i < req->n_headers; i++) {
+		const struct net_http_header *h = &req->headers[i];
+		static const char *const drop[] = {"host", "connection", "proxy-connection",
+						   "proxy-authorization", "keep-alive", "te",
+						   "upgrade"};
+		bool skip = false;
+
+		for (size_t j = 0; j < ARRAY_SIZE(drop); j++)
+			skip |= h->name.len == strlen(drop[j]) &&
+				strncasecmp(h->name.p, drop[j], h->name.len) == 0;
+		if (skip || n + h->name.len + h->value.len + 8 > HEAD_MAX)
+			continue;
+		n += (size_t)sprintf(head + n, "%.*s: %.*s\r\n", (int)h->name.len, h->name.p,
+				     (int)h->value.len, h->value.p);
+	}
+	n += (size_t)sprintf(head + n, "Connection: close\r\n\r\n");
+	r = send_all(k->u, head, n);
+	k->out += n;
+	free(head);
+	if (r < 0)
+		return -1;
+	/* The body: exactly Content-Length bytes; anything after it is not forwarded. */
+	{
+		uint64_t left = req->has_content_length ? req->content_length : 0;
+		size_t have = k->len - req->head_len;
+		size_t take = have < left ? have : (size_t)left;
+		char buf[65536];
+
+		if (take && send_all(k->u, k->buf + req->head_len, take) < 0)
+			return -1;
+		left -= take;
+		k->out += take;
+		while (left > 0) {
+			ssize_t m;
+			if (gw_wait(k->g, k->c, POLLIN, GW_IO_TIMEOUT_MS) < 0 ||
+			    (m = recv(k->c, buf, left < sizeof(buf) ? left : sizeof(buf), 0)) <= 0 ||
+			    send_all(k->u, buf, (size_t)m) < 0)
+				return -1;
+			left -= (uint64_t)m;
+			k->out += (uint64_t)m;
+		}
+	}
+	/* The response, until the upstream closes (we asked for Connection: close). */
+	for (;;) {
+		char buf[65536];
+		ssize_t m;
+
+		if (gw_wait(k->g, k->u, POLLIN, SPLICE_IDLE_MS) < 0 ||
+		    (m = recv(k->u, buf, sizeof(buf), 0)) <= 0)
+			break;
+		if (send_all(k->c, buf, (size_t)m) < 0)
+			break;
+		k->in += (uint64_t)m;
+	}
+	return 0;
+}
+
+/* Read and parse a request head; -1 after answering 400. */
+static int read_head(struct conn *k, struct net_http_req *req)
+{
+	size_t last = 0;
+	long r;
+
+	for (;;) {
+		memset(req, 0, sizeof(*req));
+		r = net_http_parse_request(k->buf, k->len, last, req);
+		if (r >= 0)
+			return 0;
+		if (r == -1) {
+			deny(k, req->why ? req->why : "bad_request", NULL, 400);
+			return -1;
+		}
+		last = k->len;
+		if (read_more(k) < 0) {
+			deny(k, "incomplete_request", NULL, k->len ? 400 : 0);
+			return -1;
+		}
+	}
+}
+
+static void log_allow(struct conn *k, const char *reason)
+{
+	gw_log(k->g, &(struct gw_event){.layer = k->layer, .allow = true, .reason = reason,
+					.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
+					.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
+}
+
+/* :3128 -- CONNECT host:port (then TLS whose SNI must be that host), or absolute-URI HTTP. */
+static void serve_explicit(struct conn *k)
+{
+	struct net_http_req req;
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+
+	k->layer = "proxy";
+	if (read_head(k, &req) < 0)
+		return;
+	if (req.form == NET_HTTP_AUTHORITY) { /* CONNECT */
+		char connect_name[NET_NAME_MAX + 1];
+		size_t rest = k->len - req.head_len;
+
+		if (judge_and_dial(k, req.host.p, req.host.len, req.port) < 0)
+			return;
+		snprintf(connect_name, sizeof(connect_name), "%s", k->name);
+		if (send_all(k->c, ok, sizeof(ok) - 1) < 0)
+			return;
+		memmove(k->buf, k->buf + req.head_len, rest);
+		k->len = rest;
+		if (k->len == 0 && read_more(k) < 0)
+			return;
+		/* For an IP-literal CONNECT (allowed by a CIDR) the SNI is judged on its own. */
+		if (check_hello(k, connect_name[0] ? connect_name : NULL) < 0)
+			return;
+		if (!connect_name[0] &&
+		    net_policy_decide_name(k->g->policy, k->name, &(const char *){NULL}) !=
+			    NET_ALLOW) {
+			deny(k, "sni_not_allowed", k->name, 0);
+			return;
+		}
+		if (send_all(k->u, k->buf, k->len) < 0)
+			return;
+		k->out += k->len;
+		splice_both(k);
+		log_allow(k, "connect");
+		return;
+	}
+	if (req.form != NET_HTTP_ABSOLUTE) {
+		deny(k, "not_a_proxy_request", NULL, 400);
+		return;
+	}
+	if (judge_and_dial(k, req.host.p, req.host.len, req.port) < 0)
+		return;
+	if (forward_http(k, &req) == 0)
+		log_allow(k, "http");
+}
+
+/* :3129 -- any other TCP connection: TLS judged by SNI, HTTP by Host; the original
+ * destination is only logged. */
+static void serve_transparent(struct conn *k)
+{
+	struct sockaddr_in orig = {0};
+	socklen_t ol = sizeof(orig);
+	struct net_http_req req;
+	int port = 443;
+
+	k->layer = "transparent";
+	if (getsockopt(k->c, SOL_IP, SO_ORIGINAL_DST, &orig, &ol) == 0)
+		port = ntohs(orig.sin_port);
+	k->port = port;
+	if (read_more(k) < 0) {
+		deny(k, "no_data", NULL, 0);
+		return;
+	}
+	if ((uint8_t)k->buf[0] == 0x16) { /* a TLS handshake record */
+		if (check_hello(k, NULL) < 0)
+			return;
+		k->layer = "transparent";
+		if (judge_and_dial(k, k->name, strlen(k->name), port) < 0)
+			return;
+		if (send_all(k->u, k->buf, k->len) < 0)
+			return;
+		k->out += k->len;
+		splice_both(k);
+		log_allow(k, "tls");
+		return;
+	}
+	if (read_head(k, &req) < 0)
+		return;
+	if (!req.host.p) {
+		deny(k, "no_host", NULL, 0);
+		return;
+	}
+	if (judge_and_dial(k, req.host.p, req.host.len, port) < 0)
+		return;
+	if (forward_http(k, &req) == 0)
+		log_allow(k, "http");
+}
+
+struct conn_arg {
+	struct net_gateway *g;
+	int fd;
+	bool transparent;
+};
+
+static void *conn_main(void *arg)
+{
+	struct conn_arg a = *(struct conn_arg *)arg;
+	struct conn *k = xzalloc(sizeof(*k));
+	struct timeval tv = {.tv_sec = 60};
+
+	free(arg);
+	k->g = a.g;
+	k->c = a.fd;
+	k->u = -1;
+	k->transparent = a.transparent;
+	setsockopt(k->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (gw_enter_upstream(k->g) == 0) {
+		if (k->transparent)
+			serve_transparent(k);
+		else
+			serve_explicit(k);
+	}
+	close(k->c);
+	if (k->u >= 0)
+		close(k->u);
+	free(k);
+	pthread_mutex_lock(&a.g->mu);
+	a.g->n_conns--;
+	pthread_cond_broadcast(&a.g->conns_cv);
+	pthread_mutex_unlock(&a.g->mu);
+	return NULL;
+}
+
+static void accept_loop(struct net_gateway *g, int lfd, bool transparent)
+{
+	while (gw_wait(g, lfd, POLLIN, -1) == 0) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		struct conn_arg *a;
+		pthread_t t;
+		bool full;
+
+		if (fd < 0)
+			continue;
+		pthread_mutex_lock(&g->mu);
+		full = g->n_conns >= GW_MAX_CONNS;
+		if (!full)
+			g->n_conns++;
+		pthread_mutex_unlock(&g->mu);
+		if (full) {
+			gw_log(g, &(struct gw_event){.layer = transparent ? "transparent" : "proxy",
+						     .reason = "too_many_connections"});
+			close(fd);
+			continue;
+		}
+		a = xzalloc(sizeof(*a));
+		*a = (struct conn_arg){.g = g, .fd = fd, .transparent = transparent};
+		if (pthread_create(&t, NULL, conn_main, a) != 0) {
+			close(fd);
+			free(a);
+			pthread_mutex_lock(&g->mu);
+			g->n_conns--;
+			pthread_mutex_unlock(&g->mu);
+			continue;
+		}
+		pthread_detach(t);
+	}
+}
+
+void *gw_proxy_main(void *arg)
+{
+	struct net_gateway *g = arg;
+
+	accept_loop(g, g->fd_proxy, false);
+	return NULL;
+}
+
+void *gw_tproxy_main(void *arg)
+{
+	struct net_gateway *g = arg;
+
+	accept_loop(g, g->fd_tproxy, true);
+	return NULL;
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/* rtnetlink, by hand (no exec of `ip`): veth pairs, addresses, routes, namespaces. */
+#ifndef AL_NET_LINK_H
+#define AL_NET_LINK_H
+
+#include <airlock/airlock.h>
+#include <netinet/in.h>
+#include <sys/types.h>
+
+/* All of these act in the network namespace of the calling thread. */
+int net_nl_open(struct al_error **err);
+int net_veth_create(int nl, const char *name, const char *peer, struct al_error **err);
+/* Move interface ifname into the network namespace of process pid. */
+int net_link_move_to_pid(int nl, const char *ifname, pid_t pid, struct al_error **err);
+int net_link_up(int nl, const char *ifname, struct al_error **err);
+int net_addr_add4(int nl, const char *ifname, struct in_addr addr, int prefix,
+		  struct al_error **err);
+int net_route_default4(int nl, struct in_addr gw, struct al_error **err);
+/* /proc/sys/net/ipv6/conf/IF/disable_ipv6 = 1 (ignored where IPv6 is absent). */
+void net_disable_ipv6(const char *ifname);
+
+#endif
