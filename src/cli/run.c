@@ -336,10 +336,10 @@ static int build_policy(struct run_opts *o, char **out)
 
 	*out = NULL;
 	if (o->policy_file && (lists || o->net_mode))
-		return usage_error("%s", "--policy cannot be combined with --net, --allow, "
+		return -!!usage_error("%s", "--policy cannot be combined with --net, --allow, "
 					 "--allow-cidr or --deny-cidr");
 	if (o->net_mode && strcmp(o->net_mode, "allow-all") == 0 && lists)
-		return usage_error("%s", "--net allow-all cannot be combined with --allow, "
+		return -!!usage_error("%s", "--net allow-all cannot be combined with --allow, "
 					 "--allow-cidr or --deny-cidr");
 	if (o->policy_file) {
 		FILE *f = fopen(o->policy_file, "r");
@@ -348,7 +348,7 @@ static int build_policy(struct run_opts *o, char **out)
 
 		if (!f) {
 			free(buf);
-			return usage_error("--policy '%s': %s", o->policy_file, strerror(errno));
+			return -!!usage_error("--policy '%s': %s", o->policy_file, strerror(errno));
 		}
 		n = fread(buf, 1, (1 << 20) - 1, f);
 		fclose(f);
