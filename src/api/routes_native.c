@@ -185,6 +185,18 @@ static void api_sbx_policy(struct api_req *r)
 	api_reply_sandbox(r, 200, id);
 }
 
+/* The sandbox's egress decisions so far, one JSON object a line. */
+static void api_sbx_egress(struct api_req *r)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	char *data = NULL;
+	size_t len = 0;
+
+	if (dm_sandbox_egress_log(r->api->d, r->team, api_param(r, "id"), &data, &len, &err) < 0)
+		return api_reply_error(r, err);
+	api_reply_raw(r, 200, "application/x-ndjson", data, len);
+}
+
 #define SBX "/v1/sandboxes/{id}"
 
 const struct api_route api_native_routes[] = {
@@ -195,6 +207,7 @@ const struct api_route api_native_routes[] = {
 	{ "POST", SBX "/stop", api_sbx_stop, 0 },
 	{ "POST", SBX "/extend", api_sbx_extend, 0 },
 	{ "PUT", SBX "/network-policy", api_sbx_policy, 0 },
+	{ "GET", SBX "/egress-log", api_sbx_egress, 0 },
 	{ "POST", SBX "/commands", api_cmd_run, 0 },
 	{ "GET", SBX "/commands", api_cmd_list, 0 },
 	{ "GET", SBX "/commands/{cid}", api_cmd_get, 0 },

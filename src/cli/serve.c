@@ -30,6 +30,8 @@ void cli_serve_usage(FILE *out)
 	      "  --tokens FILE       one 'TOKEN TEAM' pair per line; without it a token is\n"
 	      "                      generated at first start, kept in DIR/tokens and printed\n"
 	      "  --agent PATH        the airlock-agent binary (default: next to airlock)\n"
+	      "  --upstream-netns NS, --upstream-dns IP[:PORT]\n"
+	      "                      where sandbox gateways dial out from / the resolver they ask\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -83,6 +85,8 @@ int cli_serve(int argc, char **argv)
 		{"listen", required_argument, NULL, 'l'}, {"socket", required_argument, NULL, 's'},
 		{"state-dir", required_argument, NULL, 'd'},
 		{"tokens", required_argument, NULL, 't'}, {"agent", required_argument, NULL, 'a'},
+		{"upstream-netns", required_argument, NULL, 'n'},
+		{"upstream-dns", required_argument, NULL, 'u'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -102,6 +106,8 @@ int cli_serve(int argc, char **argv)
 		case 'd': dopt.state_dir = optarg; break;
 		case 't': aopt.tokens_path = optarg; break;
 		case 'a': agent = xstrdup(optarg); break;
+		case 'n': dopt.upstream_netns = optarg; break;
+		case 'u': dopt.upstream_dns = optarg; break;
 		case 'h': cli_serve_usage(stdout); return 0;
 		default:
 			fprintf(stderr, "airlock: serve: bad option '%s'\n", argv[optind - 1]);

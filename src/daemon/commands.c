@@ -91,20 +91,26 @@ static bool overridden(const char *const *all, size_t n, size_t i)
 /* The EXEC frame. Environment: the base, then the sandbox's, then the command's -- a later
  * entry replaces an earlier one of the same name. */
 static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c,
-		       const struct dm_sbx *s, const struct dm_exec *e)
+		       const struct dm_sbx *s, const struct dm_exec *e, bool with_net)
 {
 	static const char *const base[] = {
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
 		"HOME=/home/user", "LANG=C.UTF-8"};
+	static const char *const proxy[] = {
+		"HTTP_PROXY=http://100.96.0.1:3128", "HTTPS_PROXY=http://100.96.0.1:3128",
+		"http_proxy=http://100.96.0.1:3128", "https_proxy=http://100.96.0.1:3128",
+		"NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1"};
 	uint32_t uid = e->sudo ? 0 : 1000;
 	size_t n_sbx = 0, n = 0;
 	const char **all;
 
 	while (s->env && s->env[n_sbx])
 		n_sbx++;
-	all = xzalloc((3 + n_sbx + e->n_env) * sizeof(*all));
+	all = xzalloc((3 + 6 + n_sbx + e->n_env) * sizeof(*all));
 	for (size_t i = 0; i < 3; i++)
 		all[n++] = base[i];
+	for (size_t i = 0; with_net && i < 6; i++)
+		all[n++] = proxy[i]; /* the sandbox has a gateway: explicit-proxy clients use it */
 	for (size_t i = 0; i < n_sbx; i++)
 		all[n++] = s->env[i];
 	for (size_t i = 0; i < e->n_env; i++)
@@ -189,7 +195,7 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	}
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
-	build_exec(&b, dm_agent_next_id(s), c, s, e);
+	build_exec(&b, dm_agent_next_id(s), c, s, e, dm_gateway_running(d, s->id));
 	strcpy(id, c->id);
 	pthread_mutex_unlock(&d->mu);
 

@@ -24,6 +24,8 @@ struct daemon_opts {
 	const char *state_dir;   /* SQLite db, agent sockets, the token file */
 	const char *agent_path;  /* the airlock-agent binary */
 	uint64_t default_timeout_ms;
+	const char *upstream_netns; /* where sandbox gateways dial out from (NULL: the host) */
+	const char *upstream_dns;   /* the resolver they ask (NULL: the host's) */
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);
@@ -65,6 +67,10 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
  * and bumps the generation. */
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
 			  struct al_error **err);
+
+/* The sandbox's egress decisions so far (JSON lines; "" when none). */
+int dm_sandbox_egress_log(struct daemon *d, const char *team, const char *id, char **out,
+			  size_t *len, struct al_error **err);
 
 /* --- commands ------------------------------------------------------------- */
 

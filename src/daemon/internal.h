@@ -17,7 +17,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include "common/syscalls.h"
 
 #define DM_ID_LEN 28 /* "sbx_" / "cmd_" + 24 */
 #define DM_MAX_LIFETIME_MS (24ull * 3600 * 1000)
@@ -108,6 +110,15 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 uint32_t dm_agent_next_id(struct dm_sbx *s);
 /* Fire-and-forget frame (d->mu NOT held). */
 int dm_agent_send(struct dm_sbx *s, struct proto_buf *b);
+
+/* netgw.c: the sandbox's network gateway */
+bool dm_policy_is_deny_all(const char *json);
+bool dm_gateway_running(struct daemon *d, const char *id);
+char *dm_egress_log_path(struct daemon *d, const char *id);
+/* Put policy (compact JSON) in force for sandbox id (PID 1 pid): starts its gateway the
+ * first time it is not deny-all, else pushes it; returns once in force. */
+int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *policy, int64_t gen,
+		    struct al_error **err);
 
 /* spawner.c */
 int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,

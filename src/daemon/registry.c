@@ -2,6 +2,7 @@
 /* airlockd: the registry of sandboxes, their lifecycle, timers and recovery. */
 #include "daemon/internal.h"
 #include "jail/sandbox.h"
+#include "net/policy.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
@@ -292,6 +293,9 @@ static void add_sbx(struct daemon *d, struct dm_sbx *s)
 	d->sbxs[d->n_sbxs++] = s;
 }
 
+static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final);
+static int check_policy(json_t *policy, char **canon, struct al_error **err);
+
 int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c,
 		      char **out_id, struct al_error **err)
 {
@@ -299,7 +303,10 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	struct store_sandbox row;
 	struct dm_sbx *s;
 
-	if (validate_create(c, err) < 0)
+	char *canon = NULL;
+
+	if (validate_create(c, err) < 0 ||
+	    (c->network_policy && check_policy(c->network_policy, &canon, err) < 0))
 		return -1;
 	s = new_sbx(d, team, c);
 	al_config_init(&cfg);
@@ -318,6 +325,7 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	pthread_mutex_unlock(&d->mu);
 	if (!s->host_base) {
 		sbx_free(s);
+		free(canon);
 		return al_error_msg(err, EBUSY, "no free uid range: too many sandboxes");
 	}
 	to_store(s, &row);
@@ -330,12 +338,22 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 		pthread_mutex_unlock(&d->mu);
 		if (!s->reader_running)
 			sbx_free(s); /* else its reader thread still holds it: leave it (rare) */
+		free(canon);
 		return -1;
 	}
 	pthread_mutex_lock(&d->mu);
 	add_sbx(d, s);
 	release_host_base(d, s->host_base);
 	pthread_mutex_unlock(&d->mu);
+	/* A sandbox asked to have network gets its gateway before anyone can use it. */
+	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, err) < 0) {
+		free(canon);
+		pthread_mutex_lock(&d->mu);
+		stop_locked_sbx(d, s, "failed");
+		pthread_mutex_unlock(&d->mu);
+		return al_error_wrap(err, "sandbox network");
+	}
+	free(canon);
 	*out_id = xstrdup(s->id);
 	return 0;
 }
@@ -422,29 +440,88 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	return r;
 }
 
+/* Full validation (the API checked the shape only): the canonical form for the gateway. */
+static int check_policy(json_t *policy, char **canon, struct al_error **err)
+{
+	struct net_policy *p = NULL;
+	json_t *c;
+
+	if (net_policy_parse(policy, &p, err) < 0)
+		return al_error_wrap(err, "network policy");
+	c = net_policy_to_json(p);
+	*canon = json_dumps(c, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(c);
+	net_policy_free(p);
+	return 0;
+}
+
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
 			  struct al_error **err)
 {
 	struct dm_sbx *s;
-	char *p = json_dumps(policy, JSON_COMPACT | JSON_ENCODE_ANY);
-	int r = 0;
+	char *p = json_dumps(policy, JSON_COMPACT | JSON_ENCODE_ANY), *canon = NULL;
+	char sid[DM_ID_LEN + 1];
+	int64_t gen = 0;
+	pid_t pid = 0;
+	int r = check_policy(policy, &canon, err);
+
+	pthread_mutex_lock(&d->mu);
+	s = r < 0 ? NULL : dm_find_sbx(d, team, id, err);
+	if (r == 0 && !s) {
+		r = -ENOENT;
+	} else if (s && strcmp(s->status, "running") != 0) {
+		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	} else if (s) {
+		gen = ++s->policy_gen;
+		pid = s->pid;
+		strcpy(sid, s->id);
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (r == 0) {
+		/* Acknowledged only once in force; a failed update leaves deny-all. */
+		r = dm_apply_policy(d, sid, pid, canon, gen, err);
+		pthread_mutex_lock(&d->mu);
+		free(s->policy_json);
+		s->policy_json = r == 0 ? TAKE_PTR(p) : xstrdup("\"deny-all\"");
+		store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, NULL);
+		pthread_mutex_unlock(&d->mu);
+	}
+	free(p);
+	free(canon);
+	return r;
+}
+
+int dm_sandbox_egress_log(struct daemon *d, const char *team, const char *id, char **out,
+			  size_t *len, struct al_error **err)
+{
+	struct dm_sbx *s;
+	char *path;
+	FILE *f;
 
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, id, err);
-	if (!s) {
-		r = -ENOENT;
-	} else if (strcmp(s->status, "running") != 0) {
-		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
-	} else {
-		free(s->policy_json);
-		s->policy_json = p;
-		p = NULL;
-		s->policy_gen++;
-		store_sandbox_set_policy(d->store, s->id, s->policy_json, s->policy_gen, NULL);
-	}
 	pthread_mutex_unlock(&d->mu);
-	free(p);
-	return r;
+	if (!s)
+		return -ENOENT;
+	*out = NULL;
+	*len = 0;
+	path = dm_egress_log_path(d, id);
+	f = fopen(path, "r");
+	free(path);
+	if (f) {
+		char buf[65536];
+		size_t n;
+		while ((n = fread(buf, 1, sizeof(buf), f)) > 0 && *len < (64u << 20)) {
+			*out = xrealloc(*out, *len + n + 1);
+			memcpy(*out + *len, buf, n);
+			*len += n;
+		}
+		fclose(f);
+	}
+	if (!*out)
+		*out = xzalloc(1);
+	(*out)[*len] = '\0';
+	return 0;
 }
 
 /* --- timers, reaping, recovery --------------------------------------------- */

@@ -42,8 +42,7 @@ static int addr_bad(struct al_error **err, const char *what, const char *s, size
 {
 	if (!addr_printable(s, len))
 		return al_error_msg(err, EINVAL, "%s contains a control or non-ASCII byte", what);
-	return al_error_msg(err, EINVAL, "%s '%.*s'%s", what, SHOWN(len), s,
-			    len > 64 ? "..." : "");
+	return al_error_msg(err, EINVAL, "%s '%.*s'%s", what, SHOWN(len), s, len > 64 ? "..." : "");
 }
 
 int net_addr_parse(const char *s, size_t len, struct net_addr *out, struct al_error **err)
@@ -56,8 +55,8 @@ int net_addr_parse(const char *s, size_t len, struct net_addr *out, struct al_er
 	if (addr_pton(AF_INET, s, len, out) || addr_pton(AF_INET6, s, len, out))
 		return 0;
 	memset(out, 0, sizeof(*out));
-	return addr_bad(err, "not an IP address (only dotted-quad IPv4 and IPv6 are accepted):",
-			s, len);
+	return addr_bad(err, "not an IP address (only dotted-quad IPv4 and IPv6 are accepted):", s,
+			len);
 }
 
 bool net_addr_looks_literal(const char *s, size_t len)
@@ -144,7 +143,8 @@ int net_cidr_parse(const char *s, size_t len, struct net_cidr *out, struct al_er
 	if (!addr_host_bits_zero(&c.addr, c.prefix)) {
 		addr_clear_host_bits(&c.addr, c.prefix);
 		net_cidr_format(&c, shown);
-		return al_error_msg(err, EINVAL, "CIDR '%.*s' has host bits set (did you mean '%s'?)",
+		return al_error_msg(err, EINVAL,
+				    "CIDR '%.*s' has host bits set (did you mean '%s'?)",
 				    SHOWN(len), s, shown);
 	}
 	*out = c;
@@ -186,11 +186,11 @@ static bool addr_prefix_is(const struct net_addr *a, const uint8_t *prefix, size
 
 bool net_addr_embedded_v4(const struct net_addr *a, struct net_addr *v4)
 {
-	static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
-	static const uint8_t siit[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0 };
-	static const uint8_t compat[12] = { 0 };
-	static const uint8_t nat64[12] = { 0, 0x64, 0xff, 0x9b };
-	static const uint8_t sixtofour[2] = { 0x20, 0x02 };
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t siit[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0};
+	static const uint8_t compat[12] = {0};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b};
+	static const uint8_t sixtofour[2] = {0x20, 0x02};
 	const uint8_t *src = NULL;
 
 	if (a->family != AF_INET6)
@@ -216,50 +216,50 @@ struct addr_range {
 	const char *reason;
 };
 
-#define V4(a, b, c, d, p, r) { AF_INET, { a, b, c, d }, p, r }
-#define V6(a, b, c, d, e, f, g, h, p, r) { AF_INET6, { a, b, c, d, e, f, g, h }, p, r }
+#define V4(a, b, c, d, p, r)                                                                       \
+	{                                                                                          \
+		AF_INET, {a, b, c, d}, p, r                                                        \
+	}
+#define V6(a, b, c, d, e, f, g, h, p, r)                                                           \
+	{                                                                                          \
+		AF_INET6, {a, b, c, d, e, f, g, h}, p, r                                           \
+	}
 
 /* Most specific first: the first match names the reason. */
 static const struct addr_range addr_forbidden_v4[] = {
-	V4(169, 254, 169, 254, 32, "metadata"), /* AWS, GCP, Azure IMDS, ... */
-	V4(168, 63, 129, 16, 32, "metadata"),	/* Azure WireServer */
-	V4(100, 100, 100, 200, 32, "metadata"), /* Alibaba */
-	V4(192, 0, 0, 192, 32, "metadata"),	/* Oracle Classic */
-	V4(255, 255, 255, 255, 32, "broadcast"),
-	V4(0, 0, 0, 0, 8, "this_network"),
-	V4(10, 0, 0, 0, 8, "private"),
-	V4(100, 64, 0, 0, 10, "cgnat"),
-	V4(127, 0, 0, 0, 8, "loopback"),
-	V4(169, 254, 0, 0, 16, "link_local"),
-	V4(172, 16, 0, 0, 12, "private"),
-	V4(192, 0, 0, 0, 24, "ietf"),
-	V4(192, 88, 99, 0, 24, "reserved"), /* deprecated 6to4 relay anycast */
-	V4(192, 168, 0, 0, 16, "private"),
-	V4(198, 18, 0, 0, 15, "benchmark"),
-	V4(224, 0, 0, 0, 4, "multicast"),
-	V4(240, 0, 0, 0, 4, "reserved"),
+    V4(169, 254, 169, 254, 32, "metadata"), /* AWS, GCP, Azure IMDS, ... */
+    V4(168, 63, 129, 16, 32, "metadata"),   /* Azure WireServer */
+    V4(100, 100, 100, 200, 32, "metadata"), /* Alibaba */
+    V4(192, 0, 0, 192, 32, "metadata"),	    /* Oracle Classic */
+    V4(255, 255, 255, 255, 32, "broadcast"), V4(0, 0, 0, 0, 8, "this_network"),
+    V4(10, 0, 0, 0, 8, "private"),	     V4(100, 64, 0, 0, 10, "cgnat"),
+    V4(127, 0, 0, 0, 8, "loopback"),	     V4(169, 254, 0, 0, 16, "link_local"),
+    V4(172, 16, 0, 0, 12, "private"),	     V4(192, 0, 0, 0, 24, "ietf"),
+    V4(192, 88, 99, 0, 24, "reserved"), /* deprecated 6to4 relay anycast */
+    V4(192, 168, 0, 0, 16, "private"),	     V4(198, 18, 0, 0, 15, "benchmark"),
+    V4(224, 0, 0, 0, 4, "multicast"),	     V4(240, 0, 0, 0, 4, "reserved"),
 };
 
 /* Checked only for addresses that embed no IPv4 address (except :: and ::1). */
 static const struct addr_range addr_forbidden_v6[] = {
-	V6(0, 0, 0, 0, 0, 0, 0, 0, 128, "unspecified"),
-	V6(0, 0, 0, 0, 0, 0, 0, 1, 128, "loopback"),
-	V6(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0, 32, "metadata"), /* AWS */
-	V6(0xfd20, 0x00ce, 0, 0, 0, 0, 0, 0x0254, 128, "metadata"),
-	V6(0xfd00, 0x00c1, 0, 0, 0, 0, 0xa9fe, 0xa9fe, 128, "metadata"),
-	V6(0xfd00, 0x0042, 0, 0, 0, 0, 0, 0x0042, 128, "metadata"),
-	V6(0xfd00, 0xa9fe, 0xa9fe, 0, 0, 0, 0, 1, 128, "metadata"),
-	V6(0xfd00, 0x0100, 0, 0, 0, 0, 0x0100, 0x0200, 128, "metadata"),
-	V6(0xfc00, 0, 0, 0, 0, 0, 0, 0, 7, "ula"),
-	V6(0xfe80, 0, 0, 0, 0, 0, 0, 0, 10, "link_local"),
-	V6(0xfec0, 0, 0, 0, 0, 0, 0, 0, 10, "site_local"),
-	V6(0xff00, 0, 0, 0, 0, 0, 0, 0, 8, "multicast"),
-	V6(0x0100, 0, 0, 0, 0, 0, 0, 0, 64, "discard"),
-	V6(0x0064, 0xff9b, 0x0001, 0, 0, 0, 0, 0, 48, "nat64_local"),
-	V6(0x2001, 0, 0, 0, 0, 0, 0, 0, 32, "teredo"),
-	V6(0x2001, 0x0002, 0, 0, 0, 0, 0, 0, 48, "benchmark"),
-	V6(0x2001, 0x0010, 0, 0, 0, 0, 0, 0, 28, "reserved"), /* ORCHID */
-	V6(0x2001, 0x0020, 0, 0, 0, 0, 0, 0, 28, "reserved"), /* ORCHIDv2 */
+    V6(0, 0, 0, 0, 0, 0, 0, 0, 128, "unspecified"),
+    V6(0, 0, 0, 0, 0, 0, 0, 1, 128, "loopback"),
+    V6(0xfd00, 0x0ec2, 0, 0, 0, 0, 0, 0, 32, "metadata"), /* AWS */
+    V6(0xfd20, 0x00ce, 0, 0, 0, 0, 0, 0x0254, 128, "metadata"),
+    V6(0xfd00, 0x00c1, 0, 0, 0, 0, 0xa9fe, 0xa9fe, 128, "metadata"),
+    V6(0xfd00, 0x0042, 0, 0, 0, 0, 0, 0x0042, 128, "metadata"),
+    V6(0xfd00, 0xa9fe, 0xa9fe, 0, 0, 0, 0, 1, 128, "metadata"),
+    V6(0xfd00, 0x0100, 0, 0, 0, 0, 0x0100, 0x0200, 128, "metadata"),
+    V6(0xfc00, 0, 0, 0, 0, 0, 0, 0, 7, "ula"),
+    V6(0xfe80, 0, 0, 0, 0, 0, 0, 0, 10, "link_local"),
+    V6(0xfec0, 0, 0, 0, 0, 0, 0, 0, 10, "site_local"),
+    V6(0xff00, 0, 0, 0, 0, 0, 0, 0, 8, "multicast"),
+    V6(0x0100, 0, 0, 0, 0, 0, 0, 0, 64, "discard"),
+    V6(0x0064, 0xff9b, 0x0001, 0, 0, 0, 0, 0, 48, "nat64_local"),
+    V6(0x2001, 0, 0, 0, 0, 0, 0, 0, 32, "teredo"),
+    V6(0x2001, 0x0002, 0, 0, 0, 0, 0, 0, 48, "benchmark"),
+    V6(0x2001, 0x0010, 0, 0, 0, 0, 0, 0, 28, "reserved"), /* ORCHID */
+    V6(0x2001, 0x0020, 0, 0, 0, 0, 0, 0, 28, "reserved"), /* ORCHIDv2 */
 };
 
 static void addr_range_cidr(const struct addr_range *r, struct net_cidr *c)

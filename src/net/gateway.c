@@ -35,7 +35,7 @@ void gw_log(struct net_gateway *g, const struct gw_event *e)
 	o = json_pack("{s:I, s:s, s:I, s:s, s:s, s:s}", "time",
 		      (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, "sandbox",
 		      g->sandbox_id ? g->sandbox_id : "", "generation",
-		      (json_int_t)g->policy->generation, "layer", e->layer, "verdict",
+		      (json_int_t)gw_generation(g), "layer", e->layer, "verdict",
 		      e->allow ? "allow" : "deny", "reason", e->reason ? e->reason : "");
 	json_object_set_new(o, "name", e->name ? json_string(e->name) : json_null());
 	json_object_set_new(o, "address", e->addr ? json_string(addr) : json_null());
@@ -50,6 +50,60 @@ void gw_log(struct net_gateway *g, const struct gw_event *e)
 	dprintf(g->log_fd, "%s\n", line);
 	pthread_mutex_unlock(&g->mu);
 	free(line);
+}
+
+enum net_verdict gw_decide_name(struct net_gateway *g, const char *canon, const char **reason)
+{
+	enum net_verdict v;
+
+	pthread_rwlock_rdlock(&g->policy_lock);
+	v = net_policy_decide_name(g->policy, canon, reason);
+	pthread_rwlock_unlock(&g->policy_lock);
+	return v;
+}
+
+enum net_verdict gw_vet(struct net_gateway *g, const struct net_addr *a, const char **reason)
+{
+	enum net_verdict v;
+
+	pthread_rwlock_rdlock(&g->policy_lock);
+	v = net_addr_vet(a, g->policy, &g->vet, reason);
+	pthread_rwlock_unlock(&g->policy_lock);
+	return v;
+}
+
+enum net_verdict gw_decide_literal(struct net_gateway *g, const struct net_addr *a,
+				   const char **reason)
+{
+	enum net_verdict v;
+
+	pthread_rwlock_rdlock(&g->policy_lock);
+	v = net_addr_decide_literal(a, g->policy, &g->vet, reason);
+	pthread_rwlock_unlock(&g->policy_lock);
+	return v;
+}
+
+uint64_t gw_generation(struct net_gateway *g)
+{
+	uint64_t gen;
+
+	pthread_rwlock_rdlock(&g->policy_lock);
+	gen = g->policy->generation;
+	pthread_rwlock_unlock(&g->policy_lock);
+	return gen;
+}
+
+void net_gateway_set_policy(struct net_gateway *g, struct net_policy *p)
+{
+	struct net_policy *old;
+
+	pthread_rwlock_wrlock(&g->policy_lock);
+	old = g->policy;
+	g->policy = p;
+	pthread_rwlock_unlock(&g->policy_lock);
+	net_policy_free(old);
+	/* Live flows the new policy refuses are cut now, before the update is acknowledged. */
+	gw_proxy_rejudge(g);
 }
 
 int gw_enter_upstream(struct net_gateway *g)
@@ -191,6 +245,7 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	g->stop_pipe[0] = g->stop_pipe[1] = -1;
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->conns_cv, NULL);
+	pthread_rwlock_init(&g->policy_lock, NULL);
 	/* The gateway and the sandbox link are never a destination. */
 	net_cidr_parse("100.96.0.0/16", 13, &g->forbidden[0], NULL);
 	g->vet.forbidden = g->forbidden;
@@ -214,16 +269,26 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	return r < 0 ? al_error_wrap(err, "network gateway") : 0;
 }
 
-int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err)
+int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct al_error **err)
 {
 	_cleanup_close_ int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	_cleanup_close_ int nl = -1;
+	_cleanup_close_ int nl = -1, sbx_ns = -1;
+	char path[64];
 	int r;
 
 	if (host_ns < 0 || setns(g->gw_ns, CLONE_NEWNET) < 0)
 		return al_error_set(err, errno, "enter the gateway netns");
 	nl = net_nl_open(err);
 	r = nl < 0 ? -1 : net_link_move_to_pid(nl, NET_SBX_LINK, pid, err);
+	if (r == 0 && configure) {
+		/* A sandbox that is already running: configure its end from outside. */
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+		sbx_ns = open(path, O_RDONLY | O_CLOEXEC);
+		if (sbx_ns < 0 || setns(sbx_ns, CLONE_NEWNET) < 0)
+			r = al_error_set(err, errno, "enter the sandbox netns");
+		else
+			r = net_sandbox_link_setup(err);
+	}
 	if (setns(host_ns, CLONE_NEWNET) < 0 && r == 0)
 		r = al_error_set(err, errno, "setns back to the host netns");
 	return r;
@@ -266,6 +331,7 @@ void net_gateway_stop(struct net_gateway *g)
 	al_closep(&g->stop_pipe[0]);
 	al_closep(&g->stop_pipe[1]);
 	net_policy_free(g->policy);
+	pthread_rwlock_destroy(&g->policy_lock);
 	free(g->sandbox_id);
 	free(g);
 }

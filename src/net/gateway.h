@@ -15,6 +15,7 @@
 #define AL_NET_GATEWAY_H
 
 #include <airlock/airlock.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 #define NET_GW_ADDR "100.96.0.1"
@@ -41,8 +42,11 @@ struct net_gateway_opts {
  * (both ends, still in it), the ruleset and the listening sockets. */
 int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **out,
 			struct al_error **err);
-/* Move the sandbox end of the link into the sandbox (its PID 1 is pid). */
-int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err);
+/* Move the sandbox end of the link into the sandbox (its PID 1 is pid); with configure, also
+ * give it its address and route from outside (a sandbox that is already running). */
+int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct al_error **err);
+/* Replace the policy (taken over) and cut the live flows it refuses; returns when done. */
+void net_gateway_set_policy(struct net_gateway *g, struct net_policy *p);
 /* Start serving (threads). */
 int net_gateway_start(struct net_gateway *g, struct al_error **err);
 /* Stop serving, close every connection, free. Safe on a gateway never started. */

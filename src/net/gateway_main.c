@@ -5,6 +5,16 @@
  *
  *   airlock-gateway --policy JSON --sandbox ID --log-fd N
  *                   [--upstream-netns NS] [--upstream-dns IP[:PORT]]
+ *
+ * Daemon mode (a sandbox that is already running, airlockd's):
+ *   airlock-gateway --policy JSON --sandbox ID --attach-pid PID --generation N
+ *                   --control-socket PATH --log-file PATH [--upstream-...]
+ * attaches and configures the link from outside, points the sandbox's
+ * /etc/resolv.conf at the gateway, writes "R\n" on fd 3 and closes it, then
+ * serves until the sandbox's PID 1 dies. The daemon changes the policy by
+ * connecting to PATH and sending "POLICY GENERATION JSON\n"; the answer is
+ * "A GENERATION\n" once the new policy is in force and the flows it refuses
+ * are cut, or "E<errno> message\n" -- and then the gateway is in deny-all.
  */
 #include "net/gateway.h"
 #include "net/policy.h"
@@ -16,7 +26,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <unistd.h>
+#include <linux/openat2.h>
 
 #define CTL 3
 
@@ -33,13 +49,124 @@ static int fail(struct al_error *err)
 	return 1;
 }
 
+/* Point the running sandbox's resolver at the gateway (its /etc is ours, not the sandbox's). */
+static void set_resolver(pid_t pid)
+{
+	static const char conf[] = "# airlock: the sandbox's egress gateway\nnameserver 100.96.0.1\n";
+	struct open_how how = {.flags = O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+					  RESOLVE_NO_SYMLINKS};
+	char path[64];
+	int root, fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return;
+	fd = (int)syscall(SYS_openat2, root, "etc/resolv.conf", &how, sizeof(how));
+	if (fd >= 0) {
+		(void)!write(fd, conf, sizeof(conf) - 1);
+		close(fd);
+	}
+	close(root);
+}
+
+static int control_listen(const char *path, struct al_error **err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || strlen(path) >= sizeof(sa.sun_path))
+		return al_error_set(err, fd < 0 ? errno : ENAMETOOLONG, "control socket '%s'", path);
+	strcpy(sa.sun_path, path);
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
+	    listen(fd, 4) < 0) {
+		close(fd);
+		return al_error_set(err, errno, "control socket '%s'", path);
+	}
+	return fd;
+}
+
+/* One control connection: "POLICY GEN JSON\n" lines. */
+static void control_serve(struct net_gateway *g, int c)
+{
+	char *line = malloc(1 << 20);
+	size_t n = 0;
+
+	while (line && n < (1 << 20) - 1) {
+		ssize_t r = read(c, line + n, (1 << 20) - 1 - n);
+		char *nl;
+
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+		line[n] = '\0';
+		while ((nl = strchr(line, '\n'))) {
+			struct net_policy *p = NULL;
+			struct al_error *err = NULL;
+			unsigned long long gen = 0;
+			int off = 0;
+
+			*nl = '\0';
+			if (sscanf(line, "POLICY %llu %n", &gen, &off) == 1 && off > 0 &&
+			    net_policy_parse_string(line + off, strlen(line + off), &p, &err) == 0) {
+				p->generation = gen;
+				net_gateway_set_policy(g, p);
+				dprintf(c, "A %llu\n", gen);
+			} else {
+				/* A failed update leaves deny-all, never the old policy. */
+				struct net_policy *deny = net_policy_new(NET_POLICY_DENY_ALL);
+				deny->generation = gen;
+				net_gateway_set_policy(g, deny);
+				dprintf(c, "E%d %s\n", EINVAL, err && err->msg ? err->msg : "bad command");
+			}
+			al_error_free(err);
+			n -= (size_t)(nl + 1 - line);
+			memmove(line, nl + 1, n + 1);
+		}
+	}
+	free(line);
+}
+
+static int serve_daemon_mode(struct net_gateway *g, pid_t pid, const char *ctl_path)
+{
+	struct al_error *err = NULL;
+	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), lfd = control_listen(ctl_path, &err);
+
+	if (pidfd < 0 || lfd < 0)
+		return fail(err);
+	dprintf(CTL, "R\n");
+	close(CTL);
+	for (;;) {
+		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = lfd, .events = POLLIN}};
+
+		if (poll(p, 2, -1) < 0 && errno == EINTR)
+			continue;
+		if (p[0].revents)
+			break; /* the sandbox is gone */
+		if (p[1].revents) {
+			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			if (c >= 0) {
+				control_serve(g, c);
+				close(c);
+			}
+		}
+	}
+	unlink(ctl_path);
+	net_gateway_stop(g);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct net_gateway_opts o = {.log_fd = -1};
 	struct net_gateway *g = NULL;
 	struct net_policy *p = NULL;
 	struct al_error *err = NULL;
-	const char *policy = NULL;
+	const char *policy = NULL, *ctl_path = NULL, *log_file = NULL;
+	unsigned long long generation = 1;
+	pid_t attach_pid = 0;
 	char line[64];
 	ssize_t n;
 	pid_t pid;
@@ -56,6 +183,14 @@ int main(int argc, char **argv)
 			o.upstream_netns = argv[i + 1];
 		else if (strcmp(argv[i], "--upstream-dns") == 0)
 			o.upstream_dns = argv[i + 1];
+		else if (strcmp(argv[i], "--attach-pid") == 0)
+			attach_pid = (pid_t)atoi(argv[i + 1]);
+		else if (strcmp(argv[i], "--control-socket") == 0)
+			ctl_path = argv[i + 1];
+		else if (strcmp(argv[i], "--log-file") == 0)
+			log_file = argv[i + 1];
+		else if (strcmp(argv[i], "--generation") == 0)
+			generation = strtoull(argv[i + 1], NULL, 10);
 	}
 	if (!policy) {
 		al_error_msg(&err, EINVAL, "airlock-gateway: --policy is required");
@@ -67,17 +202,30 @@ int main(int argc, char **argv)
 		err->code = EINVAL;
 		return fail(err);
 	}
-	p->generation = 1;
+	p->generation = generation;
 	o.policy = p;
+	if (log_file)
+		o.log_fd = open(log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (net_gateway_prepare(&o, &g, &err) < 0)
 		return fail(err);
+	if (attach_pid > 0) {
+		if (!ctl_path) {
+			al_error_msg(&err, EINVAL, "--attach-pid needs --control-socket");
+			return fail(err);
+		}
+		if (net_gateway_attach(g, attach_pid, true, &err) < 0 ||
+		    net_gateway_start(g, &err) < 0)
+			return fail(err);
+		set_resolver(attach_pid);
+		return serve_daemon_mode(g, attach_pid, ctl_path);
+	}
 	dprintf(CTL, "R\n");
 	n = read(CTL, line, sizeof(line) - 1);
 	if (n <= 0)
 		return 0; /* the caller gave up */
 	line[n] = '\0';
 	pid = (pid_t)atoi(line);
-	if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0 || net_gateway_start(g, &err) < 0)
+	if (pid <= 0 || net_gateway_attach(g, pid, false, &err) < 0 || net_gateway_start(g, &err) < 0)
 		return fail(err);
 	dprintf(CTL, "A\n");
 	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). */

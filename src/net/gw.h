@@ -17,8 +17,12 @@
 #define GW_MAX_ADDRS 16      /* addresses kept from one resolution */
 #define GW_IO_TIMEOUT_MS 30000 /* a silent client or upstream, before the head is complete */
 
+struct gw_conn; /* a proxied connection (gw_proxy.c) */
+
 struct net_gateway {
-	struct net_policy *policy;
+	struct net_policy *policy; /* read under policy_lock; replaced by net_gateway_set_policy */
+	pthread_rwlock_t policy_lock;
+	struct gw_conn *conns[GW_MAX_CONNS]; /* live proxied connections (under mu) */
 	struct net_vet_ctx vet;
 	struct net_cidr forbidden[2];
 	char *sandbox_id;
@@ -48,6 +52,16 @@ struct gw_event {
 	uint64_t bytes_out, bytes_in;
 };
 void gw_log(struct net_gateway *g, const struct gw_event *e);
+
+/* The policy, read under its lock (it can change while the sandbox lives). */
+enum net_verdict gw_decide_name(struct net_gateway *g, const char *canon, const char **reason);
+enum net_verdict gw_vet(struct net_gateway *g, const struct net_addr *a, const char **reason);
+enum net_verdict gw_decide_literal(struct net_gateway *g, const struct net_addr *a,
+				   const char **reason);
+uint64_t gw_generation(struct net_gateway *g);
+
+/* gw_proxy.c: re-judge every live connection; close those the policy now refuses. */
+void gw_proxy_rejudge(struct net_gateway *g);
 
 /* gw_dns.c */
 void *gw_dns_udp_main(void *arg);

@@ -81,7 +81,7 @@ int gw_resolve(struct net_gateway *g, const char *canon, struct net_addr *out, i
 		if (rr[i].type != NET_DNS_A)
 			continue;
 		memcpy(a.bytes, rr[i].addr, 4);
-		if (net_addr_vet(&a, g->policy, &g->vet, &why) == NET_ALLOW)
+		if (gw_vet(g, &a, &why) == NET_ALLOW)
 			out[got++] = a;
 		else
 			*reason = why; /* rebinding: stripped */
@@ -108,7 +108,7 @@ static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, boo
 		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "bad_name"});
 		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
 	}
-	if (net_policy_decide_name(g->policy, canon, &reason) != NET_ALLOW) {
+	if (gw_decide_name(g, canon, &reason) != NET_ALLOW) {
 		gw_log(g, &(struct gw_event){.layer = "dns", .reason = reason, .name = canon});
 		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
 	}

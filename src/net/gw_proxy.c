@@ -29,8 +29,11 @@
 #define HEAD_MAX NET_HTTP_MAX_HEAD
 #define SPLICE_IDLE_MS (10 * 60 * 1000)
 
-struct conn {
+struct gw_conn {
 	struct net_gateway *g;
+	bool literal;             /* dialled an IP literal (judged by address only) */
+	bool cut;                 /* closed because the policy changed */
+	bool registered;
 	int c, u;                 /* client (sandbox) and upstream sockets */
 	bool transparent;
 	const char *layer;
@@ -44,7 +47,7 @@ struct conn {
 };
 
 /* Answer an explicit-proxy client with an error status (transparent ones are just closed). */
-static void respond(struct conn *k, const char *reason, int status)
+static void respond(struct gw_conn *k, const char *reason, int status)
 {
 	static const char *const text[] = {[400] = "Bad Request", [403] = "Forbidden",
 					   [502] = "Bad Gateway"};
@@ -61,7 +64,7 @@ static void respond(struct conn *k, const char *reason, int status)
 }
 
 /* Log a refusal and answer it. */
-static void deny(struct conn *k, const char *reason, const char *name, int status)
+static void deny(struct gw_conn *k, const char *reason, const char *name, int status)
 {
 	gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = reason, .name = name,
 					.port = k->port});
@@ -69,7 +72,7 @@ static void deny(struct conn *k, const char *reason, const char *name, int statu
 }
 
 /* Read more from the client into k->buf; 0, or -1 on EOF/timeout/full. */
-static int read_more(struct conn *k)
+static int read_more(struct gw_conn *k)
 {
 	ssize_t n;
 
@@ -82,8 +85,54 @@ static int read_more(struct conn *k)
 	return 0;
 }
 
+/* Live connections, so that a tightened policy can cut them. */
+static void register_conn(struct gw_conn *k)
+{
+	pthread_mutex_lock(&k->g->mu);
+	for (int i = 0; i < GW_MAX_CONNS; i++)
+		if (!k->g->conns[i]) {
+			k->g->conns[i] = k;
+			k->registered = true;
+			break;
+		}
+	pthread_mutex_unlock(&k->g->mu);
+}
+
+static void unregister_conn(struct gw_conn *k)
+{
+	pthread_mutex_lock(&k->g->mu);
+	for (int i = 0; k->registered && i < GW_MAX_CONNS; i++)
+		if (k->g->conns[i] == k)
+			k->g->conns[i] = NULL;
+	pthread_mutex_unlock(&k->g->mu);
+}
+
+void gw_proxy_rejudge(struct net_gateway *g)
+{
+	pthread_mutex_lock(&g->mu);
+	for (int i = 0; i < GW_MAX_CONNS; i++) {
+		struct gw_conn *k = g->conns[i];
+		const char *reason = NULL;
+		bool ok;
+
+		if (!k)
+			continue;
+		ok = k->literal ? gw_decide_literal(g, &k->addr, &reason) == NET_ALLOW
+				: gw_decide_name(g, k->name, &reason) == NET_ALLOW &&
+					  gw_vet(g, &k->addr, &reason) == NET_ALLOW;
+		if (ok)
+			continue;
+		/* Cut both directions; the connection's thread logs and cleans up. */
+		shutdown(k->c, SHUT_RDWR);
+		if (k->u >= 0)
+			shutdown(k->u, SHUT_RDWR);
+		k->cut = true;
+	}
+	pthread_mutex_unlock(&g->mu);
+}
+
 /* Judge a stated host (name or IP literal) and dial it. 0, or -1 after logging/answering. */
-static int judge_and_dial(struct conn *k, const char *host, size_t host_len, int port)
+static int judge_and_dial(struct gw_conn *k, const char *host, size_t host_len, int port)
 {
 	struct net_addr addrs[GW_MAX_ADDRS];
 	const char *reason = NULL;
@@ -97,7 +146,7 @@ static int judge_and_dial(struct conn *k, const char *host, size_t host_len, int
 			deny(k, "bad_address", NULL, 400);
 			return -1;
 		}
-		if (net_addr_decide_literal(&addrs[0], k->g->policy, &k->g->vet, &reason) !=
+		if (gw_decide_literal(k->g, &addrs[0], &reason) !=
 		    NET_ALLOW) {
 			gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = reason,
 							.addr = &addrs[0], .port = port});
@@ -110,7 +159,7 @@ static int judge_and_dial(struct conn *k, const char *host, size_t host_len, int
 			deny(k, "bad_name", NULL, 400);
 			return -1;
 		}
-		if (net_policy_decide_name(k->g->policy, k->name, &reason) != NET_ALLOW) {
+		if (gw_decide_name(k->g, k->name, &reason) != NET_ALLOW) {
 			deny(k, reason, k->name, 403);
 			return -1;
 		}
@@ -140,6 +189,8 @@ static int judge_and_dial(struct conn *k, const char *host, size_t host_len, int
 				fcntl(fd, F_SETFL, 0);
 				k->u = fd;
 				k->addr = addrs[i];
+				k->literal = k->name[0] == '\0';
+				register_conn(k);
 				return 0;
 			}
 		}
@@ -164,7 +215,7 @@ static int send_all(int fd, const void *p, size_t n)
 }
 
 /* Copy both ways until both sides are done (or the gateway stops). */
-static void splice_both(struct conn *k)
+static void splice_both(struct gw_conn *k)
 {
 	char buf[65536];
 	bool c_open = true, u_open = true;
@@ -203,7 +254,7 @@ static void splice_both(struct conn *k)
 }
 
 /* TLS: the ClientHello's SNI; must_match = the CONNECT name ("" = judge the SNI itself). */
-static int check_hello(struct conn *k, const char *must_match)
+static int check_hello(struct gw_conn *k, const char *must_match)
 {
 	struct net_tls_hello h;
 	char sni[NET_NAME_MAX + 1];
@@ -243,7 +294,7 @@ static int check_hello(struct conn *k, const char *must_match)
 }
 
 /* Plain HTTP: forward the head rebuilt around the checked authority, then the body. */
-static int forward_http(struct conn *k, const struct net_http_req *req)
+static int forward_http(struct gw_conn *k, const struct net_http_req *req)
 {
 	char *head = xzalloc(HEAD_MAX + 512);
 	size_t n = 0;
@@ -314,7 +365,7 @@ static int forward_http(struct conn *k, const struct net_http_req *req)
 }
 
 /* Read and parse a request head; -1 after answering 400. */
-static int read_head(struct conn *k, struct net_http_req *req)
+static int read_head(struct gw_conn *k, struct net_http_req *req)
 {
 	size_t last = 0;
 	long r;
@@ -336,15 +387,21 @@ static int read_head(struct conn *k, struct net_http_req *req)
 	}
 }
 
-static void log_allow(struct conn *k, const char *reason)
+static void log_allow(struct gw_conn *k, const char *reason)
 {
+	if (k->cut) {
+		gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = "policy_changed",
+						.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
+						.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
+		return;
+	}
 	gw_log(k->g, &(struct gw_event){.layer = k->layer, .allow = true, .reason = reason,
 					.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
 					.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
 }
 
 /* :3128 -- CONNECT host:port (then TLS whose SNI must be that host), or absolute-URI HTTP. */
-static void serve_explicit(struct conn *k)
+static void serve_explicit(struct gw_conn *k)
 {
 	struct net_http_req req;
 	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -369,7 +426,7 @@ static void serve_explicit(struct conn *k)
 		if (check_hello(k, connect_name[0] ? connect_name : NULL) < 0)
 			return;
 		if (!connect_name[0] &&
-		    net_policy_decide_name(k->g->policy, k->name, &(const char *){NULL}) !=
+		    gw_decide_name(k->g, k->name, &(const char *){NULL}) !=
 			    NET_ALLOW) {
 			deny(k, "sni_not_allowed", k->name, 0);
 			return;
@@ -393,7 +450,7 @@ static void serve_explicit(struct conn *k)
 
 /* :3129 -- any other TCP connection: TLS judged by SNI, HTTP by Host; the original
  * destination is only logged. */
-static void serve_transparent(struct conn *k)
+static void serve_transparent(struct gw_conn *k)
 {
 	struct sockaddr_in orig = {0};
 	socklen_t ol = sizeof(orig);
@@ -442,7 +499,7 @@ struct conn_arg {
 static void *conn_main(void *arg)
 {
 	struct conn_arg a = *(struct conn_arg *)arg;
-	struct conn *k = xzalloc(sizeof(*k));
+	struct gw_conn *k = xzalloc(sizeof(*k));
 	struct timeval tv = {.tv_sec = 60};
 
 	free(arg);
@@ -457,6 +514,7 @@ static void *conn_main(void *arg)
 		else
 			serve_explicit(k);
 	}
+	unregister_conn(k);
 	close(k->c);
 	if (k->u >= 0)
 		close(k->u);

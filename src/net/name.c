@@ -33,13 +33,13 @@ static int name_fold(unsigned char c, size_t off, char *outc, struct al_error **
 				    "(names must be ASCII; use the xn-- A-label form)",
 				    c, off);
 	if (c < 0x20 || c == 0x7f)
-		return al_error_msg(err, EINVAL, "name contains the control byte 0x%02x at offset %zu",
-				    c, off);
+		return al_error_msg(err, EINVAL,
+				    "name contains the control byte 0x%02x at offset %zu", c, off);
 	if (c >= 'A' && c <= 'Z')
 		c = (unsigned char)(c - 'A' + 'a');
 	if (c != '.' && !name_is_ldh((char)c))
-		return al_error_msg(err, EINVAL, "name contains the invalid character '%c' at offset %zu",
-				    c, off);
+		return al_error_msg(
+		    err, EINVAL, "name contains the invalid character '%c' at offset %zu", c, off);
 	*outc = (char)c;
 	return 0;
 }
@@ -53,8 +53,9 @@ static int name_check_label(const char *s, size_t n, struct al_error **err)
 		return al_error_msg(err, EINVAL, "name has a label of %zu bytes (at most %d)", n,
 				    NET_LABEL_MAX);
 	if (s[0] == '-' || s[n - 1] == '-')
-		return al_error_msg(err, EINVAL, "name has a label that starts or ends with '-': '%.*s'",
-				    (int)n, s);
+		return al_error_msg(err, EINVAL,
+				    "name has a label that starts or ends with '-': '%.*s'", (int)n,
+				    s);
 	return 0;
 }
 
@@ -81,8 +82,7 @@ static bool name_is_numeric(const char *s, size_t n)
 	return inet_aton(s, &ia) != 0;
 }
 
-int net_name_canon(const char *in, size_t len, char out[NET_NAME_MAX + 1],
-		   struct al_error **err)
+int net_name_canon(const char *in, size_t len, char out[NET_NAME_MAX + 1], struct al_error **err)
 {
 	size_t n, i, start;
 	int r;
@@ -179,5 +179,6 @@ bool net_name_under(const char *canon_name, const char *canon_base)
 {
 	if (!canon_name || !canon_base || !canon_base[0])
 		return false;
-	return name_has_label_suffix(canon_name, strlen(canon_name), canon_base, strlen(canon_base));
+	return name_has_label_suffix(canon_name, strlen(canon_name), canon_base,
+				     strlen(canon_base));
 }

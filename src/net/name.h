@@ -39,8 +39,7 @@
  * out is always NUL-terminated, and is "" on failure. Idempotent:
  * canon(canon(x)) == canon(x).
  */
-int net_name_canon(const char *in, size_t len, char out[NET_NAME_MAX + 1],
-		   struct al_error **err);
+int net_name_canon(const char *in, size_t len, char out[NET_NAME_MAX + 1], struct al_error **err);
 
 /*
  * Does the canonical name match the canonical pattern? A pattern is either

@@ -25,31 +25,95 @@
 
 /* Checked in addition to libpsl: multi-tenant suffixes where "*.x" reaches every tenant. */
 static const char *const policy_tenant_suffixes[] = {
-	"com", "net", "org", "edu", "gov", "io", "co", "app", "dev", "me", "ai",
-	"co.uk", "org.uk", "ac.uk", "gov.uk", "com.au", "co.jp", "co.nz", "com.br", "co.in",
-	"github.io", "githubusercontent.com", "gitlab.io", "s3.amazonaws.com",
-	"cloudfront.net", "elasticbeanstalk.com", "vercel.app", "now.sh", "netlify.app",
-	"herokuapp.com", "workers.dev", "pages.dev", "r2.dev", "ngrok.io", "ngrok.app",
-	"ngrok.dev", "ngrok-free.app", "ngrok-free.dev", "trycloudflare.com", "appspot.com",
-	"web.app", "firebaseapp.com", "azurewebsites.net", "azurestaticapps.net",
-	"blob.core.windows.net", "cloudapp.net", "fly.dev", "onrender.com", "glitch.me",
-	"repl.co", "replit.dev", "replit.app", "deno.dev", "railway.app", "up.railway.app",
-	"blogspot.com", "surge.sh", "loca.lt", "serveo.net", "pipedream.net", "webhook.site",
+    "com",
+    "net",
+    "org",
+    "edu",
+    "gov",
+    "io",
+    "co",
+    "app",
+    "dev",
+    "me",
+    "ai",
+    "co.uk",
+    "org.uk",
+    "ac.uk",
+    "gov.uk",
+    "com.au",
+    "co.jp",
+    "co.nz",
+    "com.br",
+    "co.in",
+    "github.io",
+    "githubusercontent.com",
+    "gitlab.io",
+    "s3.amazonaws.com",
+    "cloudfront.net",
+    "elasticbeanstalk.com",
+    "vercel.app",
+    "now.sh",
+    "netlify.app",
+    "herokuapp.com",
+    "workers.dev",
+    "pages.dev",
+    "r2.dev",
+    "ngrok.io",
+    "ngrok.app",
+    "ngrok.dev",
+    "ngrok-free.app",
+    "ngrok-free.dev",
+    "trycloudflare.com",
+    "appspot.com",
+    "web.app",
+    "firebaseapp.com",
+    "azurewebsites.net",
+    "azurestaticapps.net",
+    "blob.core.windows.net",
+    "cloudapp.net",
+    "fly.dev",
+    "onrender.com",
+    "glitch.me",
+    "repl.co",
+    "replit.dev",
+    "replit.app",
+    "deno.dev",
+    "railway.app",
+    "up.railway.app",
+    "blogspot.com",
+    "surge.sh",
+    "loca.lt",
+    "serveo.net",
+    "pipedream.net",
+    "webhook.site",
 };
 
 /* Never allowed, whatever the policy says (patterns, see net_name_match). */
 static const char *const policy_forbidden_names[] = {
-	"localhost", "*.localhost", "metadata.google.internal", "metadata", "instance-data",
-	"instance-data.ec2.internal",
+    "localhost", "*.localhost",	  "metadata.google.internal",
+    "metadata",	 "instance-data", "instance-data.ec2.internal",
 };
 
 /* Public DNS-over-HTTPS resolvers: allowed only when listed exactly (egress.md §1.A3). */
 static const char *const policy_doh_names[] = {
-	"dns.google", "dns.google.com", "cloudflare-dns.com", "*.cloudflare-dns.com",
-	"one.one.one.one", "dns.quad9.net", "dns9.quad9.net", "dns10.quad9.net",
-	"dns11.quad9.net", "doh.opendns.com", "dns.nextdns.io", "*.dns.nextdns.io",
-	"doh.cleanbrowsing.org", "dns.adguard.com", "dns.adguard-dns.com", "doh.dns.sb",
-	"dns.mullvad.net", "doh.mullvad.net",
+    "dns.google",
+    "dns.google.com",
+    "cloudflare-dns.com",
+    "*.cloudflare-dns.com",
+    "one.one.one.one",
+    "dns.quad9.net",
+    "dns9.quad9.net",
+    "dns10.quad9.net",
+    "dns11.quad9.net",
+    "doh.opendns.com",
+    "dns.nextdns.io",
+    "*.dns.nextdns.io",
+    "doh.cleanbrowsing.org",
+    "dns.adguard.com",
+    "dns.adguard-dns.com",
+    "doh.dns.sb",
+    "dns.mullvad.net",
+    "doh.mullvad.net",
 };
 
 static bool policy_name_in(const char *const *list, size_t n, const char *canon_name)
@@ -191,20 +255,22 @@ static int policy_pattern(const char *raw, size_t rawlen, struct net_pattern *pa
 	if (memchr(s, '\0', len))
 		return al_error_msg(err, EINVAL, "domain '%s' contains a NUL byte", shown);
 	if (len == 1 && s[0] == '*')
-		return al_error_msg(err, EINVAL,
-				    "'*' alone is not a domain pattern; use {\"mode\": \"allow-all\"} "
-				    "(or \"allow-all\") to allow every domain");
+		return al_error_msg(
+		    err, EINVAL,
+		    "'*' alone is not a domain pattern; use {\"mode\": \"allow-all\"} "
+		    "(or \"allow-all\") to allow every domain");
 	if (len >= 2 && s[0] == '*' && s[1] == '.') {
 		wild = true;
 		s += 2;
 		len -= 2;
 	}
 	if (memchr(s, '*', len))
-		return al_error_msg(err, EINVAL,
-				    "'%s': a wildcard must be the whole first label ('*.example.com'); "
-				    "partial ('api*.x') and mid-name ('www.*.com') wildcards are not "
-				    "supported",
-				    shown);
+		return al_error_msg(
+		    err, EINVAL,
+		    "'%s': a wildcard must be the whole first label ('*.example.com'); "
+		    "partial ('api*.x') and mid-name ('www.*.com') wildcards are not "
+		    "supported",
+		    shown);
 	if (policy_has_high_byte(s, len)) {
 		r = policy_idna(s, len, buf, err);
 		if (r < 0)
@@ -320,10 +386,11 @@ static int policy_strings(struct net_policy *p, json_t *arr, enum policy_list ki
 	if (json_array_size(arr) > max)
 		return al_error_msg(err, EINVAL, "%s has %zu entries (at most %zu)", what,
 				    json_array_size(arr), max);
-	json_array_foreach(arr, i, v) {
+	json_array_foreach(arr, i, v)
+	{
 		if (!json_is_string(v))
-			return al_error_msg(err, EINVAL, "%s[%zu] must be a string, not %s", what, i,
-					    policy_json_type(v));
+			return al_error_msg(err, EINVAL, "%s[%zu] must be a string, not %s", what,
+					    i, policy_json_type(v));
 		if (policy_add(p, kind, json_string_value(v), json_string_length(v), err) < 0)
 			return al_error_wrap(err, "%s[%zu]", what, i);
 	}
@@ -340,7 +407,8 @@ static int policy_allow_record(struct net_policy *p, json_t *obj, struct al_erro
 	if (json_object_size(obj) > NET_POLICY_MAX_DOMAINS)
 		return al_error_msg(err, EINVAL, "allow has %zu entries (at most %d)",
 				    json_object_size(obj), NET_POLICY_MAX_DOMAINS);
-	json_object_foreach(obj, key, rules) {
+	json_object_foreach(obj, key, rules)
+	{
 		policy_show(key, strlen(key), shown);
 		if (!json_is_array(rules))
 			return al_error_msg(err, EINVAL,
@@ -365,7 +433,8 @@ static int policy_keys(json_t *obj, const char *what, const char *const *keys, c
 	char shown[100];
 	json_t *v;
 
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		size_t i;
 
 		for (i = 0; keys[i] && strcmp(keys[i], key) != 0; i++)
@@ -379,8 +448,8 @@ static int policy_keys(json_t *obj, const char *what, const char *const *keys, c
 	return 0;
 }
 
-static int policy_mode_of(json_t *v, const char *what, bool custom_ok,
-			  enum net_policy_mode *mode, struct al_error **err)
+static int policy_mode_of(json_t *v, const char *what, bool custom_ok, enum net_policy_mode *mode,
+			  struct al_error **err)
 {
 	const char *s = json_string_value(v);
 	char shown[100];
@@ -404,7 +473,7 @@ static int policy_mode_of(json_t *v, const char *what, bool custom_ok,
 
 static int policy_subnets(struct net_policy *p, json_t *subnets, struct al_error **err)
 {
-	static const char *const keys[] = { "allow", "deny", NULL };
+	static const char *const keys[] = {"allow", "deny", NULL};
 	json_t *v;
 
 	if (!json_is_object(subnets))
@@ -423,7 +492,7 @@ static int policy_subnets(struct net_policy *p, json_t *subnets, struct al_error
 
 static int policy_parse_object(json_t *j, struct net_policy **out, struct al_error **err)
 {
-	static const char *const keys[] = { "allow", "subnets", NULL };
+	static const char *const keys[] = {"allow", "subnets", NULL};
 	_cleanup_net_policy_ struct net_policy *p = net_policy_new(NET_POLICY_LIST);
 	json_t *allow, *subnets;
 
@@ -462,9 +531,9 @@ int net_policy_parse(json_t *j, struct net_policy **out, struct al_error **err)
 		return 0;
 	}
 	if (!json_is_object(j))
-		return al_error_msg(err, EINVAL,
-				    "policy must be \"allow-all\", \"deny-all\" or an object, not %s",
-				    policy_json_type(j));
+		return al_error_msg(
+		    err, EINVAL, "policy must be \"allow-all\", \"deny-all\" or an object, not %s",
+		    policy_json_type(j));
 	m = json_object_get(j, "mode");
 	if (!m)
 		return policy_parse_object(j, out, err);
@@ -486,8 +555,9 @@ int net_policy_parse_string(const char *s, size_t len, struct net_policy **out,
 	int r;
 
 	if (!j)
-		return al_error_msg(err, EINVAL, "policy is not valid JSON: %s (line %d, column %d)",
-				    jerr.text, jerr.line, jerr.column);
+		return al_error_msg(err, EINVAL,
+				    "policy is not valid JSON: %s (line %d, column %d)", jerr.text,
+				    jerr.line, jerr.column);
 	r = net_policy_parse(j, out, err);
 	json_decref(j);
 	return r;
@@ -504,8 +574,9 @@ static int policy_response_empty(json_t *j, const char *key, struct al_error **e
 
 int net_policy_parse_response(json_t *j, struct net_policy **out, struct al_error **err)
 {
-	static const char *const keys[] = { "mode", "allowedDomains", "allowedCIDRs", "deniedCIDRs",
-					    "injectionRules", "forwardRules", NULL };
+	static const char *const keys[] = {"mode",	  "allowedDomains", "allowedCIDRs",
+					   "deniedCIDRs", "injectionRules", "forwardRules",
+					   NULL};
 	_cleanup_net_policy_ struct net_policy *p = NULL;
 	enum net_policy_mode mode;
 	json_t *v;
@@ -522,8 +593,8 @@ int net_policy_parse_response(json_t *j, struct net_policy **out, struct al_erro
 		*out = TAKE_PTR(p);
 		return 0;
 	}
-	if (policy_keys(j, "policy", keys,
-			"mode, allowedDomains, allowedCIDRs, deniedCIDRs", err) < 0 ||
+	if (policy_keys(j, "policy", keys, "mode, allowedDomains, allowedCIDRs, deniedCIDRs", err) <
+		0 ||
 	    policy_response_empty(j, "injectionRules", err) < 0 ||
 	    policy_response_empty(j, "forwardRules", err) < 0)
 		return -EINVAL;

@@ -629,7 +629,7 @@ def test_openapi_matches_the_served_routes():
     src = open(os.path.join(ROOT, "src/api/routes_native.c")).read()
     src = src.replace('SBX "', '"/v1/sandboxes/{id}').replace("SBX,", '"/v1/sandboxes/{id}",')
     routes = re.findall(r'\{ "([A-Z]+)", "(/v1[^"]*)"', src)
-    assert len(routes) == 18
+    assert len(routes) == 19
     for method, path in routes:
         assert path in doc["paths"], path
         assert method.lower() in doc["paths"][path], (method, path)

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * airlockd and the network boundary: a sandbox gets its gateway
+ * (airlock-gateway, in daemon mode) the first time its policy is anything
+ * but deny-all; policy updates go to the gateway's control socket and are
+ * acknowledged only once in force (the flows they refuse cut). The gateway
+ * lives as long as the sandbox's PID 1 -- daemon restarts included.
+ */
+#include "daemon/internal.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+bool dm_policy_is_deny_all(const char *json)
+{
+	return !json || strcmp(json, "\"deny-all\"") == 0 ||
+	       strcmp(json, "{\"mode\":\"deny-all\"}") == 0 || strcmp(json, "deny-all") == 0;
+}
+
+static char *gw_ctl_path(struct daemon *d, const char *id)
+{
+	return xasprintf("%s/%s.gw", d->sock_dir, id);
+}
+
+char *dm_egress_log_path(struct daemon *d, const char *id)
+{
+	return xasprintf("%s/egress/%s.jsonl", d->state_dir, id);
+}
+
+/* Read one reply line ("R", "A ...", "E<errno> msg"); 0 or -errno with err. */
+static int read_line(int fd, int timeout_ms, char *line, size_t cap, struct al_error **err)
+{
+	size_t n = 0;
+
+	while (n < cap - 1) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return al_error_msg(err, ETIMEDOUT, "the network gateway did not answer");
+		if (read(fd, line + n, 1) != 1)
+			return al_error_msg(err, EPIPE, "the network gateway went away");
+		if (line[n] == '\n')
+			break;
+		n++;
+	}
+	line[n] = '\0';
+	if (line[0] == 'E') {
+		char *sp = strchr(line, ' ');
+		int code = atoi(line + 1);
+		return al_error_from(err, code > 0 ? code : EIO, sp ? sp + 1 : line);
+	}
+	return 0;
+}
+
+bool dm_gateway_running(struct daemon *d, const char *id)
+{
+	char *path = gw_ctl_path(d, id);
+	bool up = access(path, F_OK) == 0;
+
+	free(path);
+	return up;
+}
+
+/* Spawn the gateway for a running sandbox. */
+static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char *policy,
+			 int64_t gen, struct al_error **err)
+{
+	char *gw = xasprintf("%s", d->agent_path), *slash = strrchr(gw, '/');
+	char *bin = slash ? (*slash = '\0', xasprintf("%s/airlock-gateway", gw))
+			  : xstrdup("airlock-gateway");
+	char *ctl = gw_ctl_path(d, id), *log = dm_egress_log_path(d, id), *egress_dir;
+	char pidbuf[16], genbuf[24], line[1024];
+	const char *argv[24];
+	int p[2], a = 0, r;
+	pid_t child;
+
+	egress_dir = xasprintf("%s/egress", d->state_dir);
+	mkdir(egress_dir, 0700);
+	free(egress_dir);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
+	snprintf(genbuf, sizeof(genbuf), "%lld", (long long)gen);
+	argv[a++] = "airlock-gateway";
+	argv[a++] = "--policy", argv[a++] = policy;
+	argv[a++] = "--sandbox", argv[a++] = id;
+	argv[a++] = "--attach-pid", argv[a++] = pidbuf;
+	argv[a++] = "--generation", argv[a++] = genbuf;
+	argv[a++] = "--control-socket", argv[a++] = ctl;
+	argv[a++] = "--log-file", argv[a++] = log;
+	if (d->opts.upstream_netns)
+		argv[a++] = "--upstream-netns", argv[a++] = d->opts.upstream_netns;
+	if (d->opts.upstream_dns)
+		argv[a++] = "--upstream-dns", argv[a++] = d->opts.upstream_dns;
+	argv[a] = NULL;
+	r = pipe2(p, O_CLOEXEC);
+	child = r < 0 ? -1 : fork();
+	if (child == 0) {
+		/* Between fork and exec of a threaded process: only async-signal-safe calls. */
+		int w = fcntl(p[1], F_DUPFD, 10);
+		if (w < 0 || dup2(w, 3) < 0)
+			_exit(127);
+		sys_close_range(4, ~0U, 0);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	if (r == 0)
+		close(p[1]);
+	r = child < 0 ? al_error_set(err, errno, "start the network gateway")
+		      : read_line(p[0], 10000, line, sizeof(line), err);
+	if (r == 0 && line[0] != 'R')
+		r = al_error_msg(err, EIO, "the network gateway said '%.100s'", line);
+	if (child > 0 && r < 0)
+		kill(child, SIGKILL);
+	if (p[0] >= 0)
+		close(p[0]);
+	free(gw);
+	free(bin);
+	free(ctl);
+	free(log);
+	return r;
+}
+
+/* Send a policy to a running gateway; 0 once it is in force. */
+static int push_policy(struct daemon *d, const char *id, const char *policy, int64_t gen,
+		       struct al_error **err)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char *path = gw_ctl_path(d, id), line[1024];
+	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int r;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	free(path);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return al_error_set(err, errno, "connect to the network gateway");
+	if (dprintf(fd, "POLICY %lld %s\n", (long long)gen, policy) < 0)
+		return al_error_set(err, errno, "send the policy to the network gateway");
+	r = read_line(fd, 10000, line, sizeof(line), err);
+	return r;
+}
+
+int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *policy, int64_t gen,
+		    struct al_error **err)
+{
+	if (dm_gateway_running(d, id))
+		return push_policy(d, id, policy, gen, err);
+	if (dm_policy_is_deny_all(policy))
+		return 0; /* no link, no gateway: loopback only */
+	return start_gateway(d, id, pid, policy, gen, err);
+}
