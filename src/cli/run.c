@@ -471,8 +471,15 @@ int cli_run(int argc, char **argv)
 	tty_restore(&tty);
 	if (json_fd >= 0 && egress_fd >= 0) {
 		/* --json with --egress-log: the file gets the same lines. */
-		off_t len = lseek(json_fd, 0, SEEK_END);
-		(void)!copy_file_range(json_fd, &(off_t){0}, egress_fd, NULL, (size_t)len, 0);
+		char buf[65536];
+		off_t off = 0;
+		ssize_t n;
+
+		while ((n = pread(json_fd, buf, sizeof(buf), off)) > 0) {
+			if (write(egress_fd, buf, (size_t)n) != n)
+				break;
+			off += n;
+		}
 	}
 	if (o.json)
 		cli_print_json(stdout, &res, o.out.data, o.out.len, o.err.data, o.err.len,

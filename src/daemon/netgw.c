@@ -110,6 +110,11 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 			_exit(127);
 		sys_close_range(4, ~0U, 0);
 		execv(bin, (char *const *)argv);
+		{
+			static const char msg[] = "E2 cannot execute airlock-gateway (it belongs next to "
+						  "airlock-agent)\n";
+			(void)!write(3, msg, sizeof(msg) - 1);
+		}
 		_exit(127);
 	}
 	if (r == 0)

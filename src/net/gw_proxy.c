@@ -466,10 +466,13 @@ static void serve_transparent(struct gw_conn *k)
 		return;
 	}
 	if ((uint8_t)k->buf[0] == 0x16) { /* a TLS handshake record */
+		char sni[NET_NAME_MAX + 1];
+
 		if (check_hello(k, NULL) < 0)
 			return;
 		k->layer = "transparent";
-		if (judge_and_dial(k, k->name, strlen(k->name), port) < 0)
+		snprintf(sni, sizeof(sni), "%s", k->name); /* judge_and_dial rewrites k->name */
+		if (judge_and_dial(k, sni, strlen(sni), port) < 0)
 			return;
 		if (send_all(k->u, k->buf, k->len) < 0)
 			return;

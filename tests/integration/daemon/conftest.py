@@ -486,7 +486,7 @@ def daemon(tmp_path_factory):
     bindir = work / "bin"
     bindir.mkdir()
     # `airlock serve` execs airlockd next to it, which finds airlock-agent next to itself.
-    for name in ("airlock", "airlockd", "airlock-remote", "airlock-agent"):
+    for name in ("airlock", "airlockd", "airlock-remote", "airlock-agent", "airlock-gateway"):
         shutil.copy2(os.path.join(os.path.dirname(AIRLOCK_BIN), name), bindir / name)
     d = Daemon(work, free_port(), str(bindir / "airlock"))
     d.start()
