@@ -141,6 +141,10 @@ static int judge_and_dial(struct gw_conn *k, const char *host, size_t host_len, 
 
 	k->port = port;
 	k->name[0] = '\0';
+	if (port == 853) { /* DNS over TLS would bypass the resolver's decisions */
+		deny(k, "dns_over_tls", NULL, 403);
+		return -1;
+	}
 	if (net_addr_looks_literal(host, host_len) || memchr(host, ':', host_len)) {
 		if (net_addr_parse(host, host_len, &addrs[0], NULL) < 0) {
 			deny(k, "bad_address", NULL, 400);

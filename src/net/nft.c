@@ -35,6 +35,7 @@ int net_nft_apply(const char *link, const char *gw, const char *sbx, unsigned dn
 		"  type nat hook prerouting priority -100; policy accept;\n"
 		"  iifname \"%1$s\" meta nfproto ipv6 drop\n"
 		"  iifname \"%1$s\" ip saddr != %3$s drop\n"
+		"  iifname \"%1$s\" tcp dport 853 drop\n" /* DNS over TLS: never, to anyone */
 		"  iifname \"%1$s\" ip daddr != %2$s tcp dport 1-65535 redirect to :%6$u\n"
 		" }\n"
 		" chain output {\n"
