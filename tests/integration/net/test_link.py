@@ -1,0 +1,40 @@
+"""The shape of the sandbox's link when a policy allows anything."""
+
+ALLOW = ["--allow", "allowed.test"]
+
+
+def test_link_address_route_resolver_env(run_net, net):
+    r = run_net(ALLOW + net.probe("netinfo"))
+    assert r.returncode == 0, r.err
+    info = r.probe
+    assert info["ifaces"] == ["eth0", "lo"], info
+    eth0 = [a for a in info["addrs"] if a["ifname"] == "eth0"][0]
+    v4 = [(x["local"], x["prefixlen"]) for x in eth0["addr_info"]
+          if x["family"] == "inet"]
+    assert v4 == [("100.96.0.2", 30)], eth0
+    v6 = [x for x in eth0["addr_info"] if x["family"] == "inet6"]
+    assert v6 == [], f"IPv6 on the link: {v6}"
+    default = [x for x in info["routes"] if x["dst"] == "default"]
+    assert len(default) == 1 and default[0]["gateway"] == "100.96.0.1", \
+        info["routes"]
+    assert [x for x in info["routes6"] if x.get("dst") == "default"] == []
+    ns = [ln.split()[1] for ln in info["resolv"].splitlines()
+          if ln.startswith("nameserver")]
+    assert ns == ["100.96.0.1"], info["resolv"]
+    env = info["env"]
+    for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+        assert env.get(k) == "http://100.96.0.1:3128", env
+    no = env.get("NO_PROXY") or env.get("no_proxy")
+    assert no and {"localhost", "127.0.0.1"} <= set(no.split(",")), env
+
+
+def test_getaddrinfo_through_gateway(run_net, net, world):
+    r = run_net(ALLOW + net.batch(["resolve", "allowed.test"],
+                                  ["resolve", "denied.test"]))
+    assert r.returncode == 0, r.err
+    ok, bad = r.probe
+    assert ok.get("addrs") == ["203.0.113.10"], ok
+    assert "addrs" not in bad, bad
+    assert "denied.test" not in world.dns_queries()
+    assert net.find(r.egress, layer="dns", verdict="allow", name="allowed.test")
+    assert net.find(r.egress, layer="dns", verdict="deny", name="denied.test")

@@ -1,0 +1,313 @@
+"""The fake internet's servers, run inside the "internet" network namespace.
+
+    /usr/bin/python3 world_server.py STATE_DIR
+
+STATE_DIR holds server.pem/server.key (made by the conftest).  Every event
+(a DNS query, a TCP accept, a TLS handshake, an HTTP request, a UDP datagram)
+is appended as one JSON line to STATE_DIR/events.jsonl; the tests read that
+file.  When every socket is bound the server writes STATE_DIR/ready.
+
+Servers (all bound to one address each; see README.md for the topology):
+  dns      203.0.113.53:53 udp+tcp   fake authoritative resolver (dnslib)
+  allowed  203.0.113.10:80 http, :443 https      body "allowed-web ..."
+  denied   198.51.100.20:80 http, :443 https, tcp 22/853/4444 raw sinks,
+           udp 53/443/853/4444 sinks             body "denied-web ..."
+  pubdns   198.51.100.53:53 udp+tcp  a decoy "public resolver": logs, answers
+  meta     169.254.169.254:80 http   fake cloud metadata (returns a canary)
+  cidr     198.51.100.130:80 http    a host reached only by --allow-cidr
+  lan      10.0.0.5:80 http          a "LAN" host
+  loop     127.0.0.1:80 http         the world's own loopback (rebinding decoy)
+  quic     203.0.113.10 udp 443/853  sinks (QUIC / DoT to the allowed host)
+"""
+
+import http.server
+import json
+import os
+import socket
+import socketserver
+import ssl
+import sys
+import threading
+import time
+
+from dnslib import AAAA, A, CNAME, QTYPE, RCODE, RR, TXT, DNSRecord
+
+STATE = sys.argv[1]
+EVENTS = os.path.join(STATE, "events.jsonl")
+_lock = threading.Lock()
+
+DNS_TTL = 5
+ZONE = {
+    "allowed.test": {"A": ["203.0.113.10"], "AAAA": ["2001:db8:a::10"],
+                     "TXT": ["v=allowed"]},
+    "wild.test": {"A": ["203.0.113.10"]},
+    "denied.test": {"A": ["198.51.100.20"]},
+    "rebind.test": {"A": ["127.0.0.1"]},
+    "meta.test": {"A": ["169.254.169.254"]},
+    "private.test": {"A": ["10.0.0.5"]},
+    "mixed.test": {"A": ["127.0.0.1", "203.0.113.10"]},
+    "gw.test": {"A": ["100.96.0.1"]},
+    "v6only.test": {"AAAA": ["2001:db8:a::10"]},
+}
+
+
+def event(**kw):
+    kw["t"] = time.time()
+    line = json.dumps(kw, sort_keys=True) + "\n"
+    with _lock:
+        # O_APPEND on every write: the tests truncate the file to reset it.
+        fd = os.open(EVENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def zone_lookup(name):
+    name = name.lower().rstrip(".")
+    if name in ZONE:
+        return ZONE[name]
+    if name.endswith(".wild.test"):
+        return {"A": ["203.0.113.10"]}
+    return None
+
+
+def dns_answer(data, server, transport, peer):
+    try:
+        req = DNSRecord.parse(data)
+    except Exception as e:  # noqa: BLE001
+        event(server=server, kind="dns", transport=transport, peer=peer,
+              qname=None, qtype=None, error=str(e), raw=data.hex())
+        return None
+    q = req.q
+    qname = str(q.qname)
+    qtype = QTYPE.get(q.qtype, str(q.qtype))
+    event(server=server, kind="dns", transport=transport, peer=peer,
+          qname=qname.rstrip("."), qtype=qtype)
+    reply = req.reply()
+    if server == "pubdns":
+        # The decoy resolver answers everything with the denied host.
+        if qtype == "A":
+            reply.add_answer(RR(q.qname, QTYPE.A, rdata=A("198.51.100.20"),
+                                ttl=DNS_TTL))
+        return reply.pack()
+    recs = zone_lookup(qname)
+    if recs is None:
+        reply.header.rcode = RCODE.NXDOMAIN
+        return reply.pack()
+    for rtype, cls in (("A", A), ("AAAA", AAAA), ("TXT", TXT)):
+        if qtype in (rtype, "ANY"):
+            for v in recs.get(rtype, []):
+                reply.add_answer(RR(q.qname, getattr(QTYPE, rtype),
+                                    rdata=cls(v), ttl=DNS_TTL))
+    return reply.pack()
+
+
+def serve_dns_udp(addr, server):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, 53))
+
+    def loop():
+        while True:
+            data, peer = s.recvfrom(65535)
+            out = dns_answer(data, server, "udp", peer[0])
+            if out:
+                s.sendto(out, peer)
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def _recv_exact(c, n):
+    buf = b""
+    while len(buf) < n:
+        chunk = c.recv(n - len(buf))
+        if not chunk:
+            raise EOFError
+        buf += chunk
+    return buf
+
+
+def serve_dns_tcp(addr, server):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, 53))
+    s.listen(64)
+
+    def conn(c, peer):
+        c.settimeout(10)
+        try:
+            while True:
+                n = int.from_bytes(_recv_exact(c, 2), "big")
+                data = _recv_exact(c, n)
+                out = dns_answer(data, server, "tcp", peer[0])
+                if out is None:
+                    break
+                c.sendall(len(out).to_bytes(2, "big") + out)
+        except (OSError, EOFError):
+            pass
+        finally:
+            c.close()
+
+    def loop():
+        while True:
+            c, peer = s.accept()
+            threading.Thread(target=conn, args=(c, peer), daemon=True).start()
+    threading.Thread(target=loop, daemon=True).start()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "world"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def _serve(self):
+        srv = self.server
+        length = int(self.headers.get("Content-Length") or 0)
+        body_in = self.rfile.read(length) if 0 < length < 1 << 20 else b""
+        hosts = self.headers.get_all("Host") or []
+        event(server=srv.name, kind="http", proto=srv.proto,
+              peer=self.client_address[0], method=self.command,
+              path=self.path, host=hosts, sni=getattr(self.connection,
+                                                      "_sni", None),
+              headers=[f"{k}: {v}" for k, v in self.headers.items()],
+              body=body_in.decode("utf-8", "replace"))
+        body = (f"{srv.name}-web proto={srv.proto} host={','.join(hosts)} "
+                f"path={self.path} secret={srv.secret}\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_POST = do_HEAD = do_PUT = _serve
+
+
+class WebServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, addr, name, proto, ctx=None, secret=""):
+        self.name, self.proto, self.ctx, self.secret = name, proto, ctx, secret
+        super().__init__(addr, Handler)
+
+    def server_bind(self):
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+    def finish_request(self, request, client_address):
+        event(server=self.name, kind="accept", proto=self.proto,
+              peer=client_address[0], port=self.server_address[1])
+        if self.ctx is not None:
+            holder = {}
+
+            def cb(sslsock, name, _ctx):
+                holder["sni"] = name
+            ctx = self._make_ctx(cb)
+            request.settimeout(10)
+            try:
+                request = ctx.wrap_socket(request, server_side=True)
+            except (OSError, ssl.SSLError) as e:
+                event(server=self.name, kind="tls", peer=client_address[0],
+                      sni=holder.get("sni"), ok=False, error=str(e)[:200])
+                return
+            request._sni = holder.get("sni")
+            event(server=self.name, kind="tls", peer=client_address[0],
+                  sni=holder.get("sni"), ok=True)
+        self.RequestHandlerClass(request, client_address, self)
+
+    def _make_ctx(self, cb):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(os.path.join(STATE, "server.pem"),
+                            os.path.join(STATE, "server.key"))
+        ctx.sni_callback = cb
+        return ctx
+
+    def handle_error(self, request, client_address):
+        pass
+
+
+def serve_web(addr, port, name, tls, secret=""):
+    ctx = True if tls else None
+    srv = WebServer((addr, port), name, "https" if tls else "http",
+                    ctx=ctx, secret=secret)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+
+
+def serve_tcp_sink(addr, port, name):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+    s.listen(64)
+
+    def conn(c, peer):
+        c.settimeout(3)
+        data = b""
+        try:
+            while len(data) < 65536:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        finally:
+            c.close()
+        event(server=name, kind="tcp", peer=peer[0], port=port,
+              data=data.decode("utf-8", "replace"))
+
+    def loop():
+        while True:
+            c, peer = s.accept()
+            event(server=name, kind="accept", proto="tcp", peer=peer[0],
+                  port=port)
+            threading.Thread(target=conn, args=(c, peer), daemon=True).start()
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def serve_udp_sink(addr, port, name):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, port))
+
+    def loop():
+        while True:
+            data, peer = s.recvfrom(65535)
+            event(server=name, kind="udp", peer=peer[0], port=port,
+                  data=data.decode("utf-8", "replace"))
+            s.sendto(b"udp-echo:" + data[:64], peer)   # a reply, if it can
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def main():
+    serve_dns_udp("203.0.113.53", "dns")
+    serve_dns_tcp("203.0.113.53", "dns")
+    serve_dns_udp("198.51.100.53", "pubdns")
+    serve_dns_tcp("198.51.100.53", "pubdns")
+    serve_web("203.0.113.10", 80, "allowed", False)
+    serve_web("203.0.113.10", 443, "allowed", True)
+    serve_web("198.51.100.20", 80, "denied", False, secret="DENIED-HOST-DATA")
+    serve_web("198.51.100.20", 443, "denied", True, secret="DENIED-HOST-DATA")
+    for port in (22, 853, 4444):
+        serve_tcp_sink("198.51.100.20", port, "denied")
+    for port in (53, 443, 853, 4444):
+        serve_udp_sink("198.51.100.20", port, "denied")
+    for port in (443, 853):
+        serve_udp_sink("203.0.113.10", port, "allowed")
+    serve_tcp_sink("203.0.113.10", 853, "allowed")
+    serve_web("198.51.100.130", 80, "cidr", False, secret="CIDR-HOST")
+    serve_web("169.254.169.254", 80, "meta", False,
+              secret="META-CREDENTIALS-CANARY")
+    serve_web("10.0.0.5", 80, "lan", False, secret="LAN-CANARY")
+    serve_web("127.0.0.1", 80, "loop", False, secret="LOOPBACK-CANARY")
+    with open(os.path.join(STATE, "ready"), "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
