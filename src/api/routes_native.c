@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef AIRLOCK_VERSION
 #define AIRLOCK_VERSION "0.0.0"
@@ -185,15 +186,92 @@ static void api_sbx_policy(struct api_req *r)
 	api_reply_sandbox(r, 200, id);
 }
 
-/* The sandbox's egress decisions so far, one JSON object a line. */
+/* ?follow=true: the log so far, then new lines as they come, until the sandbox ends. */
+struct egress_follow {
+	struct daemon *d;
+	char *team, *id;
+	size_t off;
+};
+
+static bool sbx_running(struct egress_follow *f)
+{
+	json_t *v = NULL;
+	bool running = false;
+
+	if (dm_sandbox_get(f->d, f->team, f->id, &v, NULL) == 0)
+		running = strcmp(json_string_value(json_object_get(v, "status")) ?: "", "running") ==
+			  0;
+	json_decref(v);
+	return running;
+}
+
+static ssize_t egress_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct egress_follow *f = cls;
+
+	for (int waited = 0; waited < 600; waited++) { /* a slice of ~30 s, then a keep-alive */
+		char *data = NULL;
+		size_t len = 0;
+		bool running = sbx_running(f);
+
+		if (dm_sandbox_egress_log(f->d, f->team, f->id, &data, &len, NULL) == 0 &&
+		    len > f->off) {
+			/* Whole lines only. */
+			char *end = memrchr(data + f->off, '\n', len - f->off);
+			size_t n = end ? (size_t)(end + 1 - (data + f->off)) : 0;
+
+			if (n > max)
+				n = max;
+			if (n) {
+				memcpy(buf, data + f->off, n);
+				f->off += n;
+				free(data);
+				return (ssize_t)n;
+			}
+		}
+		free(data);
+		if (!running)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		usleep(50000);
+	}
+	buf[0] = '\n'; /* an empty line keeps proxies and clients from timing out */
+	return 1;
+}
+
+static void egress_free(void *cls)
+{
+	struct egress_follow *f = cls;
+
+	free(f->team);
+	free(f->id);
+	free(f);
+}
+
+/* The sandbox's egress decisions, one JSON object a line (docs/network.md). */
 static void api_sbx_egress(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
+	const char *follow = api_query(r, "follow");
 	char *data = NULL;
 	size_t len = 0;
 
 	if (dm_sandbox_egress_log(r->api->d, r->team, api_param(r, "id"), &data, &len, &err) < 0)
 		return api_reply_error(r, err);
+	if (follow && strcmp(follow, "true") == 0) {
+		struct egress_follow *f = xzalloc(sizeof(*f));
+		struct MHD_Response *resp;
+
+		free(data);
+		f->d = r->api->d;
+		f->team = xstrdup(r->team);
+		f->id = xstrdup(api_param(r, "id"));
+		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, egress_read, f,
+							 egress_free);
+		if (!resp)
+			al_oom();
+		api_reply_stream(r, resp);
+		return;
+	}
 	api_reply_raw(r, 200, "application/x-ndjson", data, len);
 }
 
@@ -207,7 +285,7 @@ const struct api_route api_native_routes[] = {
 	{ "POST", SBX "/stop", api_sbx_stop, 0 },
 	{ "POST", SBX "/extend", api_sbx_extend, 0 },
 	{ "PUT", SBX "/network-policy", api_sbx_policy, 0 },
-	{ "GET", SBX "/egress-log", api_sbx_egress, 0 },
+	{ "GET", SBX "/egress", api_sbx_egress, 0 },
 	{ "POST", SBX "/commands", api_cmd_run, 0 },
 	{ "GET", SBX "/commands", api_cmd_list, 0 },
 	{ "GET", SBX "/commands/{cid}", api_cmd_get, 0 },

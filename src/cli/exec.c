@@ -191,6 +191,63 @@ usage:
 	return AL_EXIT_USAGE;
 }
 
+static int print_egress(void *ctx, json_t *line)
+{
+	struct out_state *o = ctx;
+	char *s;
+
+	if (o->json) {
+		s = json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII);
+		if (s)
+			puts(s);
+		free(s);
+	} else {
+		json_t *port = json_object_get(line, "port");
+		char p[16] = "";
+
+		if (json_is_integer(port))
+			snprintf(p, sizeof(p), ":%lld", (long long)json_integer_value(port));
+		printf("%-6s %-11s %-22s %s%s %s\n",
+		       json_string_value(json_object_get(line, "verdict")) ?: "?",
+		       json_string_value(json_object_get(line, "layer")) ?: "?",
+		       json_string_value(json_object_get(line, "reason")) ?: "",
+		       json_string_value(json_object_get(line, "name")) ?: "-", p,
+		       json_string_value(json_object_get(line, "address")) ?: "");
+	}
+	fflush(stdout);
+	return 0;
+}
+
+/* airlock logs --egress SANDBOX [--follow] */
+static int egress_logs(struct client *c, int argc, char **argv)
+{
+	struct out_state o = {.json = c->json};
+	bool follow = false;
+	const char *sbx = NULL;
+	long status = 0;
+	char *path;
+
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--egress") == 0)
+			continue;
+		if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0)
+			follow = true;
+		else if (!sbx)
+			sbx = argv[i];
+		else
+			sbx = NULL, i = argc;
+	}
+	if (!sbx) {
+		fputs("usage: airlock logs --egress SANDBOX [--follow] [--json]\n", stderr);
+		return AL_EXIT_USAGE;
+	}
+	path = xasprintf("/v1/sandboxes/%s/egress%s", sbx, follow ? "?follow=true" : "");
+	if (client_stream(c, "GET", path, NULL, print_egress, &o, &status) < 0)
+		return AL_EXIT_SETUP;
+	free(path);
+	return status >= 300 ? 1 : 0;
+}
+
 int cli_logs(int argc, char **argv)
 {
 	struct client c;
@@ -199,9 +256,14 @@ int cli_logs(int argc, char **argv)
 	char *path;
 
 	argc = client_init(&c, argc, argv);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--egress") == 0)
+			return egress_logs(&c, argc, argv);
 	if (argc != 3) {
 		fputs("usage: airlock logs SANDBOX COMMAND [--json]\n"
-		      "Replays a command's output from the start and follows it until it ends.\n",
+		      "       airlock logs --egress SANDBOX [--follow] [--json]\n"
+		      "Replays a command's output from the start and follows it until it ends;\n"
+		      "with --egress, the sandbox's network decisions instead.\n",
 		      stderr);
 		return AL_EXIT_USAGE;
 	}
