@@ -20,15 +20,74 @@
 #include <time.h>
 #include <unistd.h>
 
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Take one token (caller holds g->mu). */
+static bool bucket_take(struct gw_bucket *b)
+{
+	double now = mono_s();
+
+	b->tokens += (now - b->last) * b->rate;
+	if (b->tokens > b->burst)
+		b->tokens = b->burst;
+	b->last = now;
+	if (b->tokens < 1.0)
+		return false;
+	b->tokens -= 1.0;
+	return true;
+}
+
+bool gw_dns_admit(struct net_gateway *g)
+{
+	bool ok;
+
+	pthread_mutex_lock(&g->mu);
+	ok = bucket_take(&g->dns_bucket);
+	pthread_mutex_unlock(&g->mu);
+	return ok;
+}
+
 void gw_log(struct net_gateway *g, const struct gw_event *e)
 {
 	char addr[NET_ADDR_STRLEN];
 	struct timespec ts;
+	uint64_t suppressed;
 	json_t *o;
 	char *line;
 
 	if (g->log_fd < 0)
 		return;
+	/* Floods become a counter: over the rate, lines are dropped and counted, and the
+	 * count is written as one line when the budget allows again. */
+	pthread_mutex_lock(&g->mu);
+	if (!bucket_take(&g->log_bucket)) {
+		g->log_suppressed++;
+		pthread_mutex_unlock(&g->mu);
+		return;
+	}
+	suppressed = g->log_suppressed;
+	g->log_suppressed = 0;
+	pthread_mutex_unlock(&g->mu);
+	if (suppressed) {
+		unsigned long long gen = (unsigned long long)gw_generation(g);
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		pthread_mutex_lock(&g->mu);
+		dprintf(g->log_fd,
+			"{\"time\":%lld,\"sandbox\":\"%s\",\"generation\":%llu,\"layer\":\"audit\","
+			"\"verdict\":\"deny\",\"reason\":\"rate_limited\",\"name\":null,"
+			"\"address\":null,\"port\":null,\"bytes_out\":0,\"bytes_in\":0,"
+			"\"suppressed\":%llu}\n",
+			(long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, g->sandbox_id, gen,
+			(unsigned long long)suppressed);
+		pthread_mutex_unlock(&g->mu);
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	if (e->addr)
 		net_addr_format(e->addr, addr);
@@ -246,6 +305,10 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->conns_cv, NULL);
 	pthread_rwlock_init(&g->policy_lock, NULL);
+	g->log_bucket = (struct gw_bucket){.tokens = GW_LOG_BURST, .rate = GW_LOG_RATE,
+					   .burst = GW_LOG_BURST, .last = mono_s()};
+	g->dns_bucket = (struct gw_bucket){.tokens = GW_DNS_BURST, .rate = GW_DNS_RATE,
+					   .burst = GW_DNS_BURST, .last = mono_s()};
 	/* The gateway and the sandbox link are never a destination. */
 	net_cidr_parse("100.96.0.0/16", 13, &g->forbidden[0], NULL);
 	g->vet.forbidden = g->forbidden;

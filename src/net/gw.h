@@ -19,6 +19,16 @@
 
 struct gw_conn; /* a proxied connection (gw_proxy.c) */
 
+/* A token bucket (under the gateway's mu). */
+struct gw_bucket {
+	double tokens, rate, burst;
+	double last; /* monotonic seconds */
+};
+#define GW_LOG_RATE 200.0   /* log lines a second, sustained */
+#define GW_LOG_BURST 1000.0
+#define GW_DNS_RATE 2000.0  /* DNS queries a second from one sandbox */
+#define GW_DNS_BURST 4000.0
+
 struct net_gateway {
 	struct net_policy *policy; /* read under policy_lock; replaced by net_gateway_set_policy */
 	pthread_rwlock_t policy_lock;
@@ -36,6 +46,8 @@ struct net_gateway {
 	int n_threads;
 	pthread_mutex_t mu;     /* the log and the connection count */
 	int log_fd;
+	struct gw_bucket log_bucket, dns_bucket;
+	uint64_t log_suppressed; /* lines dropped by the log's rate limit, not yet reported */
 	int n_conns;
 	pthread_cond_t conns_cv;
 	bool stopping;
@@ -52,6 +64,8 @@ struct gw_event {
 	uint64_t bytes_out, bytes_in;
 };
 void gw_log(struct net_gateway *g, const struct gw_event *e);
+/* One DNS query's worth of the sandbox's DNS budget; false when it is exhausted. */
+bool gw_dns_admit(struct net_gateway *g);
 
 /* The policy, read under its lock (it can change while the sandbox lives). */
 enum net_verdict gw_decide_name(struct net_gateway *g, const char *canon, const char **reason);

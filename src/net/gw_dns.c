@@ -104,6 +104,11 @@ static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, boo
 	memset(&q, 0, sizeof(q));
 	if (net_dns_parse_query(msg, len, &q) < 0)
 		return q.answerable ? net_dns_build_reply(&q, q.rcode, out, cap) : 0;
+	if (!gw_dns_admit(g)) {
+		/* A flood: answered locally, never forwarded, counted by the log's limit. */
+		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "rate_limited"});
+		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
+	}
 	if (net_name_canon(q.qname, q.qname_len, canon, NULL) < 0) {
 		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "bad_name"});
 		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
