@@ -53,6 +53,24 @@ bool gw_dns_admit(struct net_gateway *g)
 	return ok;
 }
 
+/* One line for the decisions the log's rate limit dropped. */
+static void write_suppressed(struct net_gateway *g, uint64_t suppressed)
+{
+	unsigned long long gen = (unsigned long long)gw_generation(g);
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	pthread_mutex_lock(&g->mu);
+	dprintf(g->log_fd,
+		"{\"time\":%lld,\"sandbox\":\"%s\",\"generation\":%llu,\"layer\":\"audit\","
+		"\"verdict\":\"deny\",\"reason\":\"rate_limited\",\"name\":null,"
+		"\"address\":null,\"port\":null,\"bytes_out\":0,\"bytes_in\":0,"
+		"\"suppressed\":%llu}\n",
+		(long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, g->sandbox_id, gen,
+		(unsigned long long)suppressed);
+	pthread_mutex_unlock(&g->mu);
+}
+
 void gw_log(struct net_gateway *g, const struct gw_event *e)
 {
 	char addr[NET_ADDR_STRLEN];
@@ -74,20 +92,8 @@ void gw_log(struct net_gateway *g, const struct gw_event *e)
 	suppressed = g->log_suppressed;
 	g->log_suppressed = 0;
 	pthread_mutex_unlock(&g->mu);
-	if (suppressed) {
-		unsigned long long gen = (unsigned long long)gw_generation(g);
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		pthread_mutex_lock(&g->mu);
-		dprintf(g->log_fd,
-			"{\"time\":%lld,\"sandbox\":\"%s\",\"generation\":%llu,\"layer\":\"audit\","
-			"\"verdict\":\"deny\",\"reason\":\"rate_limited\",\"name\":null,"
-			"\"address\":null,\"port\":null,\"bytes_out\":0,\"bytes_in\":0,"
-			"\"suppressed\":%llu}\n",
-			(long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, g->sandbox_id, gen,
-			(unsigned long long)suppressed);
-		pthread_mutex_unlock(&g->mu);
-	}
+	if (suppressed)
+		write_suppressed(g, suppressed);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	if (e->addr)
 		net_addr_format(e->addr, addr);
@@ -383,6 +389,8 @@ void net_gateway_stop(struct net_gateway *g)
 		(void)!write(g->stop_pipe[1], "x", 1);
 	for (int i = 0; i < g->n_threads; i++)
 		pthread_join(g->threads[i], NULL);
+	if (g->log_fd >= 0 && g->log_suppressed) /* the flood's count is never lost */
+		write_suppressed(g, g->log_suppressed);
 	/* Connection threads notice the stop pipe; wait for the last one. */
 	pthread_mutex_lock(&g->mu);
 	while (g->n_conns > 0)
