@@ -71,7 +71,7 @@ static void scrub_inherited_memory(void)
 		if (*p != ' ')
 			continue;
 		field++;
-		if (field >= 48)
+		if (field >= 48 && field <= 51) /* arg_start arg_end env_start env_end */
 			v[field - 48] = strtoull(p + 1, NULL, 10);
 	}
 	if (v[0] && v[1] > v[0] && v[1] - v[0] < (1u << 20)) {
