@@ -222,8 +222,10 @@ int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jai
 	sweep_stale(root, cg->v2);
 	r = cg->v2 ? setup_v2(cg, root, name, cfg, err) : setup_v1(cg, root, name, cfg, err);
 	if (r < 0) {
+		bool v2 = cg->v2;
+
 		jail_cgroup_destroy(cg);
-		return al_error_wrap(err, "cgroup (%s)", cg->v2 ? "v2" : "v1");
+		return al_error_wrap(err, "cgroup (%s)", v2 ? "v2" : "v1");
 	}
 	*out = cg;
 	return 0;
