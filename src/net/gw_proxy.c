@@ -122,11 +122,12 @@ void gw_proxy_rejudge(struct net_gateway *g)
 					  gw_vet(g, &k->addr, &reason) == NET_ALLOW;
 		if (ok)
 			continue;
-		/* Cut both directions; the connection's thread logs and cleans up. */
+		/* Mark it first, then cut both directions: the connection's thread wakes on the
+		 * shutdown and must already see why (it logs and cleans up). */
+		__atomic_store_n(&k->cut, true, __ATOMIC_SEQ_CST);
 		shutdown(k->c, SHUT_RDWR);
 		if (k->u >= 0)
 			shutdown(k->u, SHUT_RDWR);
-		k->cut = true;
 	}
 	pthread_mutex_unlock(&g->mu);
 }
@@ -393,7 +394,7 @@ static int read_head(struct gw_conn *k, struct net_http_req *req)
 
 static void log_allow(struct gw_conn *k, const char *reason)
 {
-	if (k->cut) {
+	if (__atomic_load_n(&k->cut, __ATOMIC_SEQ_CST)) {
 		gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = "policy_changed",
 						.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
 						.port = k->port, .bytes_out = k->out, .bytes_in = k->in});

@@ -1,0 +1,518 @@
+"""Egress gateway benchmark (see bench/egress).
+
+World: netns "albw-<pid>" holds 203.0.113.10 (HTTP :80 serving N zero bytes
+with sendfile, TLS :443 accepting and holding connections) and 203.0.113.53
+(a minimal UDP DNS answering every A query with 203.0.113.10) on its
+loopback. Netns "albc-<pid>" is the plain client for the direct figures,
+linked to the world by a veth (192.0.2.1 <-> 192.0.2.2). Sandboxes run with
+`--upstream-netns albw-<pid> --upstream-dns 203.0.113.53`, so their gateway
+dials from the world namespace; the direct client reaches the same servers
+across one veth.
+"""
+import argparse
+import datetime
+import json
+import os
+import pathlib
+import shlex
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("airlock")
+ap.add_argument("--quick", action="store_true", help="256 MiB transfers, fewer runs")
+ap.add_argument("--runs", type=int, default=None, help="bulk transfers per mode")
+ap.add_argument("--handshakes", type=int, default=200)
+ap.add_argument("--dns-seconds", type=float, default=3.0)
+ap.add_argument("--tunnels", default="1000,10000")
+args = ap.parse_args()
+
+SIZE = (256 if args.quick else 1024) << 20
+RUNS = args.runs or (3 if args.quick else 5)
+PID = os.getpid()
+NSW, NSC = f"albw-{PID}", f"albc-{PID}"
+VC, VW = f"albc{PID}"[:15], f"albw{PID}"[:15]
+WEB, DNS = "203.0.113.10", "203.0.113.53"
+AIRLOCK = args.airlock
+GATEWAY = str(pathlib.Path(AIRLOCK).parent / "airlock-gateway")
+work = pathlib.Path(tempfile.mkdtemp(prefix="airlock-egress-", dir="/dev/shm"))
+results = {"date": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "host": {"nproc": os.cpu_count(), "kernel": os.uname().release,
+                    "loadavg": os.getloadavg()},
+           "size_bytes": SIZE, "runs": RUNS, "commands": []}
+
+
+def show(cmd):
+    line = shlex.join(str(c) for c in cmd)
+    print("  $ " + line, flush=True)
+    results["commands"].append(line)
+
+
+def sh(cmd, check=True, quiet=False, **kw):
+    cmd = [str(c) for c in cmd]
+    if not quiet:
+        show(cmd)
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and r.returncode != 0:
+        raise SystemExit(f"failed ({r.returncode}): {shlex.join(cmd)}\n{r.stdout[-2000:]}"
+                         f"\n{r.stderr[-2000:]}")
+    return r
+
+
+# ---------------------------------------------------------------------------
+# the world
+
+SERVERS = r'''
+import asyncio, os, resource, socket, ssl, struct, sys, threading
+work = sys.argv[1]
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (65536, 65536))
+except (ValueError, OSError):
+    h = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (h, h))
+big = os.open(os.path.join(work, "big"), os.O_RDONLY)
+
+def http_conn(c):
+    try:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(4096)
+            if not d:
+                return
+            buf += d
+        path = buf.split(b" ", 2)[1].decode()
+        n = int(path.split("n=")[1]) if "n=" in path else 16
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
+                  b"Connection: close\r\nContent-Length: %d\r\n\r\n" % n)
+        off = 0
+        while off < n:
+            off += os.sendfile(c.fileno(), big, off, min(n - off, 1 << 30))
+    except OSError:
+        pass
+    finally:
+        c.close()
+
+def http():
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("203.0.113.10", 80)); s.listen(512)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=http_conn, args=(c,), daemon=True).start()
+
+def dns():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    s.bind(("203.0.113.53", 53))
+    ans = b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05\x00\x04" + socket.inet_aton("203.0.113.10")
+    while True:
+        q, peer = s.recvfrom(2048)
+        if len(q) < 17:
+            continue
+        end = q.index(b"\x00", 12) + 5
+        qtype = q[end - 4:end - 2]
+        flags = struct.pack("!H", 0x8180)
+        if qtype == b"\x00\x01":
+            r = q[:2] + flags + b"\x00\x01\x00\x01\x00\x00\x00\x00" + q[12:end] + ans
+        else:
+            r = q[:2] + flags + b"\x00\x01\x00\x00\x00\x00\x00\x00" + q[12:end]
+        s.sendto(r, peer)
+
+async def tls_conn(reader, writer):
+    try:
+        await reader.read(1)
+    except Exception:
+        pass
+    writer.close()
+
+async def tls_main():
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.path.join(work, "server.pem"), os.path.join(work, "server.key"))
+    srv = await asyncio.start_server(tls_conn, "203.0.113.10", 443, ssl=ctx, backlog=4096)
+    open(os.path.join(work, "ready"), "w").write("ok")
+    await srv.serve_forever()
+
+threading.Thread(target=http, daemon=True).start()
+threading.Thread(target=dns, daemon=True).start()
+asyncio.run(tls_main())
+'''
+
+LATENCY = r'''
+import json, socket, ssl, sys, time
+mode, n, ca = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+ctx = ssl.create_default_context(cafile=ca)
+out = []
+for i in range(n + 5):
+    t = time.perf_counter()
+    if mode == "proxy":
+        s = socket.create_connection(("100.96.0.1", 3128))
+        s.sendall(b"CONNECT bench.test:443 HTTP/1.1\r\nHost: bench.test:443\r\n\r\n")
+        h = b""
+        while b"\r\n\r\n" not in h:
+            d = s.recv(4096)
+            if not d:
+                raise SystemExit("proxy closed: %r" % h)
+            h += d
+        assert b" 200 " in h.split(b"\r\n")[0], h
+    else:
+        s = socket.create_connection(("203.0.113.10", 443))
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    t2 = ctx.wrap_socket(s, server_hostname="bench.test")
+    el = (time.perf_counter() - t) * 1000
+    t2.close()
+    if i >= 5:
+        out.append(el)
+print(json.dumps(out))
+'''
+
+DNSLOAD = r'''
+import json, os, random, select, socket, struct, sys, time
+server, name, secs, window = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
+q = b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\x00\x00\x01\x00\x01"
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+s.connect((server, 53))
+ids = 0
+def send():
+    global ids
+    ids = (ids + 1) & 0xffff
+    s.send(struct.pack("!HHHHHH", ids, 0x0100, 1, 0, 0, 0) + q)
+got, rcodes, sent = 0, {}, 0
+end = time.perf_counter() + secs
+for _ in range(window):
+    send(); sent += 1
+start = time.perf_counter()
+while time.perf_counter() < end:
+    r, _, _ = select.select([s], [], [], 0.05)
+    if not r:
+        for _ in range(window):     # refill after losses
+            send(); sent += 1
+        continue
+    try:
+        while True:
+            d = s.recv(2048, socket.MSG_DONTWAIT)
+            got += 1
+            rc = d[3] & 15
+            rcodes[rc] = rcodes.get(rc, 0) + 1
+            send(); sent += 1
+    except BlockingIOError:
+        pass
+el = time.perf_counter() - start
+print(json.dumps({"answers": got, "sent": sent, "seconds": el, "qps": got / el,
+                  "rcodes": rcodes}))
+'''
+
+TUNNELS = r'''
+import json, resource, socket, ssl, sys, time
+n, ca, hold = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+try:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+except ValueError:
+    pass
+print("BASE %d" % resource.getrlimit(resource.RLIMIT_NOFILE)[0], flush=True)
+time.sleep(1.5)
+ctx = ssl.create_default_context(cafile=ca)
+ok, refused, errors, live = 0, 0, {}, []
+t0 = time.perf_counter()
+for i in range(n):
+    try:
+        s = socket.create_connection(("100.96.0.1", 3128), timeout=10)
+        s.sendall(b"CONNECT bench.test:443 HTTP/1.1\r\nHost: bench.test:443\r\n\r\n")
+        h = b""
+        while b"\r\n\r\n" not in h:
+            d = s.recv(4096)
+            if not d:
+                raise ConnectionRefusedError("closed before the CONNECT reply")
+            h += d
+        t = ctx.wrap_socket(s, server_hostname="bench.test")
+        live.append(t)
+        ok += 1
+    except (ConnectionRefusedError, ConnectionResetError, BrokenPipeError):
+        refused += 1
+        s.close()
+    except OSError as e:
+        k = type(e).__name__ + ":" + str(e)[:60]
+        errors[k] = errors.get(k, 0) + 1
+        if "Too many open files" in str(e):
+            break
+setup = time.perf_counter() - t0
+print("READY " + json.dumps({"attempted": n, "established": ok, "refused": refused,
+                             "errors": errors, "setup_s": setup}), flush=True)
+time.sleep(hold)
+alive = 0
+for t in live:
+    t.setblocking(False)
+    try:
+        alive += t.recv(1) != b""
+    except ssl.SSLWantReadError:
+        alive += 1
+    except OSError:
+        pass
+print("ALIVE %d" % alive, flush=True)
+'''
+
+
+def build_world():
+    print("# the world", flush=True)
+    sh(["truncate", "-s", str(SIZE), work / "big"])
+    o = ["openssl"]
+    sh(o + ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-days", "2", "-subj", "/CN=bench CA", "-keyout", work / "ca.key",
+            "-out", work / "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign"], quiet=True)
+    sh(o + ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-subj", "/CN=bench.test", "-keyout", work / "server.key",
+            "-out", work / "server.csr"], quiet=True)
+    (work / "ext.cnf").write_text("subjectAltName=DNS:bench.test\n")
+    sh(o + ["x509", "-req", "-in", work / "server.csr", "-CA", work / "ca.pem",
+            "-CAkey", work / "ca.key", "-CAcreateserial", "-days", "2",
+            "-extfile", work / "ext.cnf", "-out", work / "server.pem"], quiet=True)
+    for ns in (NSW, NSC):
+        sh(["ip", "netns", "add", ns])
+    sh(["ip", "link", "add", VC, "netns", NSC, "type", "veth", "peer", "name", VW,
+        "netns", NSW])
+    for ns, dev, addr in ((NSC, VC, "192.0.2.1/24"), (NSW, VW, "192.0.2.2/24")):
+        sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+        sh(["ip", "-n", ns, "addr", "add", addr, "dev", dev])
+        sh(["ip", "-n", ns, "link", "set", dev, "up"])
+    for a in (WEB, DNS):
+        sh(["ip", "-n", NSW, "addr", "add", f"{a}/32", "dev", "lo"])
+    sh(["ip", "-n", NSC, "route", "add", "203.0.113.0/24", "via", "192.0.2.2"])
+    (work / "servers.py").write_text(SERVERS)
+    for name, src in (("latency.py", LATENCY), ("dnsload.py", DNSLOAD),
+                      ("tunnels.py", TUNNELS)):
+        (work / name).write_text(src)
+    show(["ip", "netns", "exec", NSW, sys.executable, work / "servers.py", work])
+    srv = subprocess.Popen(["ip", "netns", "exec", NSW, sys.executable,
+                            str(work / "servers.py"), str(work)],
+                           stdout=open(work / "servers.log", "wb"),
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    for _ in range(200):
+        if (work / "ready").exists():
+            return srv
+        if srv.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise SystemExit("servers did not start: " + (work / "servers.log").read_text())
+
+
+def destroy(srv):
+    if srv and srv.poll() is None:
+        os.killpg(srv.pid, signal.SIGKILL)
+        srv.wait()
+    for ns in (NSW, NSC):
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True,
+                              text=True).stdout.split()
+        for p in pids:
+            try:
+                os.kill(int(p), signal.SIGKILL)
+            except OSError:
+                pass
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    subprocess.run(["rm", "-rf", str(work)])
+
+
+def airlock(inner, allow=("bench.test",), files=(), log=None, extra=(), **kw):
+    cmd = [AIRLOCK, "run", "--upstream-netns", NSW, "--upstream-dns", DNS,
+           "--file", f"{work / 'ca.pem'}:/workspace/ca.pem"]
+    for f in files:
+        cmd += ["--file", f"{work / f}:/workspace/{f}"]
+    for a in allow:
+        cmd += ["--allow", a]
+    if log:
+        cmd += ["--egress-log", log]
+    return [*cmd, *extra, "--", *inner]
+
+
+def direct(inner):
+    return ["ip", "netns", "exec", NSC, *inner]
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+# ---------------------------------------------------------------------------
+# 1. bulk
+
+CURL_BULK = ["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{speed_download}\\n"]
+
+
+def bulk():
+    print(f"\n# 1. bulk transfer of {SIZE >> 20} MiB, {RUNS} runs per mode", flush=True)
+    url = f"http://bench.test/big?n={SIZE}"
+    loop = lambda c: ["/bin/sh", "-c", f"for i in $(seq {RUNS}); do {shlex.join(c)}; done"]
+    modes = {
+        "direct": direct(loop([*CURL_BULK, "--resolve", f"bench.test:80:{WEB}", url])),
+        "transparent": airlock(loop([*CURL_BULK, "--noproxy", "*", url])),
+        "http_proxy": airlock(loop([*CURL_BULK, "-x", "http://100.96.0.1:3128", url])),
+    }
+    out = {}
+    for name, cmd in modes.items():
+        r = sh(cmd, timeout=600)
+        speeds = []
+        for ln in r.stdout.split("\n"):
+            if ln.strip():
+                size, speed = ln.split()
+                if int(size) != SIZE:
+                    raise SystemExit(f"{name}: short transfer {size} of {SIZE}")
+                speeds.append(float(speed) * 8 / 1e9)
+        out[name] = {"gbit_s": speeds, "median_gbit_s": med(speeds)}
+        print(f"    {name:12s} median {med(speeds):6.2f} Gbit/s  runs {[round(x, 2) for x in speeds]}",
+              flush=True)
+    for name in ("transparent", "http_proxy"):
+        out[name]["ratio_vs_direct"] = out[name]["median_gbit_s"] / out["direct"]["median_gbit_s"]
+        print(f"    {name} / direct = {out[name]['ratio_vs_direct']:.2f}", flush=True)
+    results["bulk"] = out
+
+
+# ---------------------------------------------------------------------------
+# 2. handshake latency
+
+def latency():
+    n = args.handshakes
+    print(f"\n# 2. CONNECT + TLS handshake vs direct TLS handshake, {n} each", flush=True)
+    r1 = sh(direct([sys.executable, work / "latency.py", "direct", n, work / "ca.pem"]))
+    d = json.loads(r1.stdout)
+    r2 = sh(airlock([sys.executable, "/workspace/latency.py", "proxy", n, "/workspace/ca.pem"],
+                    files=["latency.py"]), timeout=300)
+    p = json.loads(r2.stdout.strip().splitlines()[-1])
+    # The gateway's own cost without a handshake: plain TCP connect + CONNECT reply.
+    out = {"direct_ms": {"median": med(d), "p90": sorted(d)[int(len(d) * .9)]},
+           "proxy_ms": {"median": med(p), "p90": sorted(p)[int(len(p) * .9)]},
+           "added_ms_median": med(p) - med(d), "n": n}
+    print(f"    direct {med(d):.3f} ms  via proxy {med(p):.3f} ms  added {out['added_ms_median']:.3f} ms",
+          flush=True)
+    results["handshake"] = out
+
+
+# ---------------------------------------------------------------------------
+# 3. DNS
+
+def dnsqps():
+    secs = args.dns_seconds
+    print(f"\n# 3. DNS queries/s ({secs:.0f} s each, 64 in flight, one client process)", flush=True)
+    out = {}
+    cases = [("gateway_denied", "nope.test", True), ("gateway_allowed", "bench.test", True),
+             ("upstream_direct", "bench.test", False)]
+    for name, qname, through in cases:
+        log = work / f"dns-{name}.jsonl"
+        if through:
+            cmd = airlock([sys.executable, "/workspace/dnsload.py", "100.96.0.1", qname,
+                           secs, 64], files=["dnsload.py"], log=log)
+        else:
+            cmd = direct([sys.executable, work / "dnsload.py", DNS, qname, secs, 64])
+        r = sh(cmd, timeout=120)
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        if through:
+            reasons = {}
+            for ln in open(log):
+                e = json.loads(ln)
+                k = e.get("reason") or ("suppressed" if "suppressed" in e else "?")
+                reasons[k] = reasons.get(k, 0) + (e.get("suppressed") or 1)
+            res["log_reasons"] = reasons
+        out[name] = res
+        print(f"    {name:16s} {res['qps']:9.0f} q/s  rcodes {res['rcodes']}  "
+              f"log {res.get('log_reasons', '-')}", flush=True)
+    results["dns"] = out
+
+
+# ---------------------------------------------------------------------------
+# 4. idle tunnels
+
+def mem_of(pid):
+    m = {}
+    try:
+        for ln in open(f"/proc/{pid}/status"):
+            if ln.startswith(("VmRSS", "Threads")):
+                k, v = ln.split(":")
+                m[k] = int(v.split()[0])
+        for ln in open(f"/proc/{pid}/smaps_rollup"):
+            if ln.startswith("Pss:"):
+                m["Pss"] = int(ln.split()[1])
+    except OSError:
+        return None
+    return {"rss_kib": m.get("VmRSS"), "pss_kib": m.get("Pss"), "threads": m.get("Threads")}
+
+
+def find_gateway():
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            argv = open(f"/proc/{d}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"airlock-gateway") and NSW.encode() in argv:
+            return int(d)
+    return None
+
+
+def tunnels():
+    out = {}
+    for n in [int(x) for x in args.tunnels.split(",") if x]:
+        print(f"\n# 4. {n} idle CONNECT+TLS tunnels", flush=True)
+        log = work / f"tunnels-{n}.jsonl"
+        cmd = airlock([sys.executable, "/workspace/tunnels.py", n, "/workspace/ca.pem", 3],
+                      files=["tunnels.py"], log=log)
+        show(cmd)
+        p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        rec = {"attempted": n}
+        for ln in p.stdout:
+            if ln.startswith("BASE"):
+                time.sleep(0.5)
+                gw = find_gateway()
+                rec["gateway_pid"] = gw
+                rec["idle_gateway"] = mem_of(gw) if gw else None
+                rec["sandbox_nofile"] = int(ln.split()[1])
+            elif ln.startswith("READY"):
+                rec.update(json.loads(ln[6:]))
+                time.sleep(0.5)
+                gw = find_gateway()
+                rec["loaded_gateway"] = mem_of(gw) if gw else None
+            elif ln.startswith("ALIVE"):
+                rec["alive_after_hold"] = int(ln.split()[1])
+        p.wait(timeout=120)
+        rec["stderr"] = p.stderr.read()[-500:]
+        entries = []
+        try:
+            entries = [json.loads(x) for x in open(log) if x.strip()]
+        except OSError:
+            pass
+        rec["log_too_many_connections"] = sum(e.get("reason") == "too_many_connections"
+                                              for e in entries)
+        rec["log_lines"] = len(entries)
+        rec["log_suppressed"] = sum(e.get("suppressed") or 0 for e in entries)
+        lg, ig = rec.get("loaded_gateway") or {}, rec.get("idle_gateway") or {}
+        if lg and ig and rec.get("established"):
+            rec["pss_kib_per_tunnel"] = (lg["pss_kib"] - ig["pss_kib"]) / rec["established"]
+        out[str(n)] = rec
+        print(f"    established {rec.get('established')}  refused {rec.get('refused')}  "
+              f"errors {rec.get('errors')}  too_many_connections lines "
+              f"{rec['log_too_many_connections']} (+{rec['log_suppressed']} suppressed)  alive after 3 s {rec.get('alive_after_hold')}",
+              flush=True)
+        print(f"    gateway idle {ig}  with tunnels {lg}", flush=True)
+    results["tunnels"] = out
+
+
+srv = None
+try:
+    srv = build_world()
+    bulk()
+    latency()
+    dnsqps()
+    tunnels()
+finally:
+    destroy(srv)
+
+stamp = datetime.datetime.utcnow().strftime("%Y%m%d-%H%M%S")
+res_dir = pathlib.Path(__file__).resolve().parent / "results"
+res_dir.mkdir(exist_ok=True)
+path = res_dir / f"egress-{stamp}.json"
+path.write_text(json.dumps(results, indent=1) + "\n")
+print(f"\nresults: {path}")
