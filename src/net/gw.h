@@ -13,7 +13,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define GW_MAX_CONNS 256     /* proxied connections at once per sandbox */
+#define GW_MAX_CONNS 4096    /* proxied connections at once per sandbox */
+#define GW_CONN_STACK (128 * 1024) /* a connection thread's stack (no big buffers on it) */
 #define GW_MAX_ADDRS 16      /* addresses kept from one resolution */
 #define GW_IO_TIMEOUT_MS 30000 /* a silent client or upstream, before the head is complete */
 
@@ -50,6 +51,7 @@ struct net_gateway {
 	uint64_t log_suppressed; /* lines dropped by the log's rate limit, not yet reported */
 	int n_conns;
 	pthread_cond_t conns_cv;
+	pthread_attr_t conn_attr; /* small stacks: thousands of idle tunnels stay cheap */
 	bool stopping;
 };
 

@@ -220,42 +220,60 @@ static int send_all(int fd, const void *p, size_t n)
 }
 
 /* Copy both ways until both sides are done (or the gateway stops). */
+/*
+ * Copy both ways until both sides are done (or the gateway stops), in the
+ * kernel: socket -> pipe -> socket with splice(2), no userspace copy.
+ */
 static void splice_both(struct gw_conn *k)
 {
-	char buf[65536];
-	bool c_open = true, u_open = true;
+	int pipes[2][2] = {{-1, -1}, {-1, -1}};
+	size_t pending[2] = {0, 0}; /* bytes sitting in each direction's pipe */
+	bool open_[2] = {true, true};
 
-	while (c_open || u_open) {
-		struct pollfd p[3] = {{.fd = c_open ? k->c : -1, .events = POLLIN},
-				      {.fd = u_open ? k->u : -1, .events = POLLIN},
+	if (pipe2(pipes[0], O_CLOEXEC) < 0 || pipe2(pipes[1], O_CLOEXEC) < 0)
+		goto out;
+	while (open_[0] || open_[1] || pending[0] || pending[1]) {
+		struct pollfd p[3] = {{.fd = open_[0] ? k->c : -1, .events = POLLIN},
+				      {.fd = open_[1] ? k->u : -1, .events = POLLIN},
 				      {.fd = k->g->stop_pipe[0], .events = POLLIN}};
 		int r = poll(p, 3, SPLICE_IDLE_MS);
 
 		if (r <= 0 || p[2].revents)
-			return;
+			break;
 		for (int i = 0; i < 2; i++) {
 			int from = i == 0 ? k->c : k->u, to = i == 0 ? k->u : k->c;
-			ssize_t n;
+			ssize_t n = 0;
 
-			if (!p[i].revents)
-				continue;
-			n = recv(from, buf, sizeof(buf), 0);
-			if (n <= 0) {
-				shutdown(to, SHUT_WR);
-				if (i == 0)
-					c_open = false;
-				else
-					u_open = false;
-				continue;
+			if (p[i].revents) {
+				n = splice(from, NULL, pipes[i][1], NULL, 1 << 20,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+				if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+					open_[i] = false;
+					n = 0;
+				} else if (n > 0) {
+					pending[i] += (size_t)n;
+				}
 			}
-			if (send_all(to, buf, (size_t)n) < 0)
-				return;
-			if (i == 0)
-				k->out += (uint64_t)n;
-			else
-				k->in += (uint64_t)n;
+			while (pending[i] > 0) {
+				ssize_t w = splice(pipes[i][0], NULL, to, NULL, pending[i],
+						   SPLICE_F_MOVE);
+				if (w <= 0)
+					goto out; /* the other side is gone */
+				pending[i] -= (size_t)w;
+				if (i == 0)
+					k->out += (uint64_t)w;
+				else
+					k->in += (uint64_t)w;
+			}
+			if (!open_[i] && p[i].revents)
+				shutdown(to, SHUT_WR);
 		}
 	}
+out:
+	for (int i = 0; i < 2; i++)
+		for (int j = 0; j < 2; j++)
+			if (pipes[i][j] >= 0)
+				close(pipes[i][j]);
 }
 
 /* TLS: the ClientHello's SNI; must_match = the CONNECT name ("" = judge the SNI itself). */
@@ -338,7 +356,7 @@ static int forward_http(struct gw_conn *k, const struct net_http_req *req)
 		uint64_t left = req->has_content_length ? req->content_length : 0;
 		size_t have = k->len - req->head_len;
 		size_t take = have < left ? have : (size_t)left;
-		char buf[65536];
+		_cleanup_free_ char *buf = xzalloc(65536); /* off the (small) thread stack */
 
 		if (take && send_all(k->u, k->buf + req->head_len, take) < 0)
 			return -1;
@@ -347,24 +365,39 @@ static int forward_http(struct gw_conn *k, const struct net_http_req *req)
 		while (left > 0) {
 			ssize_t m;
 			if (gw_wait(k->g, k->c, POLLIN, GW_IO_TIMEOUT_MS) < 0 ||
-			    (m = recv(k->c, buf, left < sizeof(buf) ? left : sizeof(buf), 0)) <= 0 ||
+			    (m = recv(k->c, buf, left < 65536 ? left : 65536, 0)) <= 0 ||
 			    send_all(k->u, buf, (size_t)m) < 0)
 				return -1;
 			left -= (uint64_t)m;
 			k->out += (uint64_t)m;
 		}
 	}
-	/* The response, until the upstream closes (we asked for Connection: close). */
-	for (;;) {
-		char buf[65536];
-		ssize_t m;
+	/* The response, until the upstream closes (we asked for Connection: close): in the
+	 * kernel, upstream -> pipe -> client. */
+	{
+		int pp[2];
 
-		if (gw_wait(k->g, k->u, POLLIN, SPLICE_IDLE_MS) < 0 ||
-		    (m = recv(k->u, buf, sizeof(buf), 0)) <= 0)
-			break;
-		if (send_all(k->c, buf, (size_t)m) < 0)
-			break;
-		k->in += (uint64_t)m;
+		if (pipe2(pp, O_CLOEXEC) < 0)
+			return -1;
+		while (gw_wait(k->g, k->u, POLLIN, SPLICE_IDLE_MS) == 0) {
+			ssize_t m = splice(k->u, NULL, pp[1], NULL, 1 << 20,
+					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+			if (m < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (m <= 0)
+				break;
+			while (m > 0) {
+				ssize_t w = splice(pp[0], NULL, k->c, NULL, (size_t)m, SPLICE_F_MOVE);
+				if (w <= 0)
+					goto done;
+				m -= w;
+				k->in += (uint64_t)w;
+			}
+		}
+done:
+		close(pp[0]);
+		close(pp[1]);
 	}
 	return 0;
 }
@@ -557,7 +590,7 @@ static void accept_loop(struct net_gateway *g, int lfd, bool transparent)
 		}
 		a = xzalloc(sizeof(*a));
 		*a = (struct conn_arg){.g = g, .fd = fd, .transparent = transparent};
-		if (pthread_create(&t, NULL, conn_main, a) != 0) {
+		if (pthread_create(&t, &g->conn_attr, conn_main, a) != 0) {
 			close(fd);
 			free(a);
 			pthread_mutex_lock(&g->mu);
@@ -565,7 +598,6 @@ static void accept_loop(struct net_gateway *g, int lfd, bool transparent)
 			pthread_mutex_unlock(&g->mu);
 			continue;
 		}
-		pthread_detach(t);
 	}
 }
 
