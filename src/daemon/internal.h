@@ -59,6 +59,8 @@ struct dm_sbx {
 	char *config_json;       /* the creation parameters */
 	char *policy_json;
 	int64_t policy_gen;
+	int64_t gw_quiet_until; /* the watchdog leaves the gateway alone until then (a start or
+				 * an update is in progress) */
 	char *workdir;
 	char **env;              /* KEY=VALUE for every command */
 	uint64_t timeout_ms;
@@ -114,6 +116,7 @@ int dm_agent_send(struct dm_sbx *s, struct proto_buf *b);
 /* netgw.c: the sandbox's network gateway */
 bool dm_policy_is_deny_all(const char *json);
 bool dm_gateway_running(struct daemon *d, const char *id);
+void *dm_netwatch_main(void *arg); /* restarts dead gateways (a detached thread) */
 char *dm_egress_log_path(struct daemon *d, const char *id);
 /* Put policy (compact JSON) in force for sandbox id (PID 1 pid): starts its gateway the
  * first time it is not deny-all, else pushes it; returns once in force. */

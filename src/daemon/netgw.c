@@ -62,13 +62,70 @@ static int read_line(int fd, int timeout_ms, char *line, size_t cap, struct al_e
 	return 0;
 }
 
+/* Alive = its control socket accepts (a killed gateway leaves a stale socket file). */
 bool dm_gateway_running(struct daemon *d, const char *id)
 {
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char *path = gw_ctl_path(d, id);
-	bool up = access(path, F_OK) == 0;
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool up;
 
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	free(path);
+	up = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	if (fd >= 0)
+		close(fd);
 	return up;
+}
+
+/*
+ * The gateways' watchdog: a sandbox whose policy allows something but whose
+ * gateway is gone (killed, crashed, or the host restarted it) gets a new one
+ * with its stored policy and generation. Until then it has no network: fail
+ * closed. Runs once a second, and first at daemon start.
+ */
+void *dm_netwatch_main(void *arg)
+{
+	struct daemon *d = arg;
+
+	while (!__atomic_load_n(&d->closing, __ATOMIC_RELAXED)) {
+		struct todo {
+			char id[DM_ID_LEN + 1];
+			pid_t pid;
+			char *policy;
+			int64_t gen;
+		} *todo = NULL;
+		size_t n = 0;
+
+		pthread_mutex_lock(&d->mu);
+		todo = xzalloc((d->n_sbxs + 1) * sizeof(*todo));
+		for (size_t i = 0; i < d->n_sbxs; i++) {
+			struct dm_sbx *s = d->sbxs[i];
+
+			if (strcmp(s->status, "running") != 0 || dm_policy_is_deny_all(s->policy_json) ||
+			    dm_now_ms() < s->gw_quiet_until)
+				continue;
+			strcpy(todo[n].id, s->id);
+			todo[n].pid = s->pid;
+			todo[n].policy = xstrdup(s->policy_json);
+			todo[n].gen = s->policy_gen;
+			n++;
+		}
+		pthread_mutex_unlock(&d->mu);
+		for (size_t i = 0; i < n; i++) {
+			if (!dm_gateway_running(d, todo[i].id)) {
+				struct al_error *err = NULL;
+
+				dm_apply_policy(d, todo[i].id, todo[i].pid, todo[i].policy, todo[i].gen,
+						&err);
+				al_error_free(err); /* tried again next second */
+			}
+			free(todo[i].policy);
+		}
+		free(todo);
+		sleep(1);
+	}
+	return NULL;
 }
 
 /* Spawn the gateway for a running sandbox. */

@@ -282,6 +282,7 @@ static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct d
 				: NULL;
 	s->policy_json = pol ? pol : xstrdup("\"deny-all\"");
 	s->policy_gen = 1;
+	s->gw_quiet_until = dm_now_ms() + 15000; /* create starts it itself */
 	s->agent_fd = -1;
 	pthread_mutex_init(&s->send_mu, NULL);
 	return s;
@@ -354,6 +355,9 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 		return al_error_wrap(err, "sandbox network");
 	}
 	free(canon);
+	pthread_mutex_lock(&d->mu);
+	s->gw_quiet_until = 0;
+	pthread_mutex_unlock(&d->mu);
 	*out_id = xstrdup(s->id);
 	return 0;
 }
@@ -475,6 +479,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 		gen = ++s->policy_gen;
 		pid = s->pid;
 		strcpy(sid, s->id);
+		s->gw_quiet_until = dm_now_ms() + 15000; /* this update starts or pushes it */
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (r == 0) {
@@ -483,6 +488,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 		pthread_mutex_lock(&d->mu);
 		free(s->policy_json);
 		s->policy_json = r == 0 ? TAKE_PTR(p) : xstrdup("\"deny-all\"");
+		s->gw_quiet_until = 0;
 		store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, NULL);
 		pthread_mutex_unlock(&d->mu);
 	}
@@ -699,6 +705,11 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	pthread_create(&d->reaper, NULL, reaper_main, d);
 	pthread_detach(d->reaper);
 	pthread_create(&d->timer, NULL, timer_main, d);
+	{
+		pthread_t w;
+		if (pthread_create(&w, NULL, dm_netwatch_main, d) == 0)
+			pthread_detach(w);
+	}
 	*out = d;
 	return 0;
 }

@@ -962,3 +962,26 @@ def test_every_cut_flow_is_logged_policy_changed(api, box, world):
     assert len(closing) == 40, closing
     wrong = [e for e in closing if e["reason"] != "policy_changed"]
     assert not wrong, f"{len(wrong)} of 40 cut flows logged as {wrong[:3]}"
+
+
+# --------------------------------------------------------------------------
+# a gateway that dies is replaced (fail closed in between)
+
+def test_dead_gateway_is_replaced_with_the_same_policy(api, box, world, canary):
+    sid = box(ALLOW)
+    gw = gateway_pids(sid)
+    assert len(gw) == 1, gw
+    g = gen_of(api, sid)
+    os.kill(gw[0], signal.SIGKILL)
+    # fail closed: nothing flows while it is gone (its namespace and link died with it)
+    assert wait_for(lambda: not _alive(gw[0]), timeout=3)
+    # the daemon's watchdog starts a new one with the stored policy and generation
+    assert wait_for(lambda: gateway_pids(sid) and gateway_pids(sid) != gw, timeout=10), \
+        gateway_pids(sid)
+    assert wait_for(lambda: curl(api, sid, "https://allowed.test/again")[0] == 200,
+                    timeout=10), curl(api, sid, "https://allowed.test/again")
+    code, out, err = curl(api, sid, f"https://denied.test/{canary}")
+    assert code != 200, (out, err)
+    assert gen_of(api, sid) == g
+    assert wait_egress(api, sid, verdict="allow", name="allowed.test", generation=g)
+    assert_no_canary(world, canary)
