@@ -311,6 +311,7 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->conns_cv, NULL);
 	pthread_rwlock_init(&g->policy_lock, NULL);
+	pthread_mutex_init(&g->cache_mu, NULL);
 	pthread_attr_init(&g->conn_attr);
 	pthread_attr_setstacksize(&g->conn_attr, GW_CONN_STACK);
 	pthread_attr_setdetachstate(&g->conn_attr, PTHREAD_CREATE_DETACHED);

@@ -20,6 +20,14 @@
 
 struct gw_conn; /* a proxied connection (gw_proxy.c) */
 
+#define GW_CACHE_SIZE 128
+struct gw_cache_entry {
+	char name[NET_NAME_MAX + 1]; /* "" = free */
+	struct net_addr addrs[16];
+	int n;
+	double expires; /* epoch seconds */
+};
+
 /* A token bucket (under the gateway's mu). */
 struct gw_bucket {
 	double tokens, rate, burst;
@@ -52,6 +60,8 @@ struct net_gateway {
 	int n_conns;
 	pthread_cond_t conns_cv;
 	pthread_attr_t conn_attr; /* small stacks: thousands of idle tunnels stay cheap */
+	pthread_mutex_t cache_mu;
+	struct gw_cache_entry cache[GW_CACHE_SIZE];
 	bool stopping;
 };
 

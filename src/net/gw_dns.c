@@ -17,11 +17,98 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
-/* One A query upstream over UDP from the upstream namespace. */
+/*
+ * The sandbox's own resolution cache: upstream answers (before vetting; every use
+ * vets again, under the policy in force then), kept for min(TTL, 60 s). One per
+ * gateway, so per sandbox: nothing one sandbox resolves helps or poisons another.
+ */
+static bool cache_get(struct net_gateway *g, const char *canon, struct net_addr *out,
+		      int *n, uint32_t *ttl)
+{
+	double now = (double)time(NULL);
+	bool hit = false;
+
+	pthread_mutex_lock(&g->cache_mu);
+	for (int i = 0; i < GW_CACHE_SIZE && !hit; i++) {
+		struct gw_cache_entry *e = &g->cache[i];
+
+		if (e->name[0] && strcmp(e->name, canon) == 0 && e->expires > now) {
+			memcpy(out, e->addrs, sizeof(e->addrs[0]) * (size_t)e->n);
+			*n = e->n;
+			*ttl = (uint32_t)(e->expires - now);
+			hit = true;
+		}
+	}
+	pthread_mutex_unlock(&g->cache_mu);
+	return hit;
+}
+
+static void cache_put(struct net_gateway *g, const char *canon, const struct net_addr *addrs,
+		      int n, uint32_t ttl)
+{
+	double now = (double)time(NULL);
+	int slot = 0;
+
+	if (ttl == 0 || n <= 0)
+		return;
+	pthread_mutex_lock(&g->cache_mu);
+	for (int i = 0; i < GW_CACHE_SIZE; i++) {
+		if (strcmp(g->cache[i].name, canon) == 0 || g->cache[i].expires <= now) {
+			slot = i;
+			break;
+		}
+		if (g->cache[i].expires < g->cache[slot].expires)
+			slot = i; /* else evict the soonest to expire */
+	}
+	snprintf(g->cache[slot].name, sizeof(g->cache[slot].name), "%s", canon);
+	memcpy(g->cache[slot].addrs, addrs, sizeof(addrs[0]) * (size_t)n);
+	g->cache[slot].n = n;
+	g->cache[slot].expires = now + (ttl > 60 ? 60 : ttl);
+	pthread_mutex_unlock(&g->cache_mu);
+}
+
+/* Vet cached or fresh addresses under the current policy. */
+static int vet_all(struct net_gateway *g, const struct net_addr *raw, int n,
+		   struct net_addr *out, int max, const char **reason)
+{
+	int got = 0;
+
+	for (int i = 0; i < n && got < max; i++) {
+		const char *why = NULL;
+
+		if (gw_vet(g, &raw[i], &why) == NET_ALLOW)
+			out[got++] = raw[i];
+		else
+			*reason = why; /* rebinding: stripped */
+	}
+	return got;
+}
+
+static int resolve_upstream(struct net_gateway *g, const char *canon, struct net_addr *out,
+			    int max, uint32_t *ttl, const char **reason);
+
 int gw_resolve(struct net_gateway *g, const char *canon, struct net_addr *out, int max,
 	       uint32_t *ttl, const char **reason)
+{
+	struct net_addr raw[GW_MAX_ADDRS];
+	int n = 0;
+
+	*reason = "no_address";
+	if (!cache_get(g, canon, raw, &n, ttl)) {
+		n = resolve_upstream(g, canon, raw, GW_MAX_ADDRS, ttl, reason);
+		if (n < 0)
+			return n;
+		cache_put(g, canon, raw, n, *ttl);
+	}
+	return vet_all(g, raw, n, out, max, reason);
+}
+
+/* One A query upstream over UDP from the upstream namespace; unvetted addresses. */
+static int resolve_upstream(struct net_gateway *g, const char *canon, struct net_addr *out,
+			    int max, uint32_t *ttl, const char **reason)
 {
 	uint8_t q[512], resp[4096], wire[NET_DNS_MAX_WIRE_NAME];
 	struct net_dns_rr rr[32];
@@ -76,15 +163,11 @@ int gw_resolve(struct net_gateway *g, const char *canon, struct net_addr *out, i
 	*ttl = res.min_ttl;
 	for (size_t i = 0; i < res.n_rr && got < max; i++) {
 		struct net_addr a = {.family = AF_INET};
-		const char *why = NULL;
 
 		if (rr[i].type != NET_DNS_A)
 			continue;
 		memcpy(a.bytes, rr[i].addr, 4);
-		if (gw_vet(g, &a, &why) == NET_ALLOW)
-			out[got++] = a;
-		else
-			*reason = why; /* rebinding: stripped */
+		out[got++] = a;
 	}
 	return got;
 }
