@@ -293,6 +293,8 @@ static int build_in_gw_ns(struct net_gateway *g, struct al_error **err)
 	    (g->fd_proxy = listen_on(SOCK_STREAM, NET_PROXY_PORT, err)) < 0 ||
 	    (g->fd_tproxy = listen_on(SOCK_STREAM, NET_TPROXY_PORT, err)) < 0)
 		return -1;
+	/* The ruleset's drops reach the log through NFLOG; without it they are still dropped. */
+	g->fd_nflog = gw_nflog_open(NULL);
 	return 0;
 }
 
@@ -307,6 +309,7 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	g->sandbox_id = xstrdup(o->sandbox_id ? o->sandbox_id : "");
 	g->log_fd = o->log_fd;
 	g->gw_ns = g->up_ns = g->fd_udp = g->fd_tcp_dns = g->fd_proxy = g->fd_tproxy = -1;
+	g->fd_nflog = -1;
 	g->stop_pipe[0] = g->stop_pipe[1] = -1;
 	pthread_mutex_init(&g->mu, NULL);
 	pthread_cond_init(&g->conns_cv, NULL);
@@ -370,9 +373,11 @@ int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct 
 int net_gateway_start(struct net_gateway *g, struct al_error **err)
 {
 	void *(*mains[])(void *) = {gw_dns_udp_main, gw_dns_tcp_main, gw_proxy_main,
-				    gw_tproxy_main};
+				    gw_tproxy_main, gw_nflog_main};
 
 	for (size_t i = 0; i < ARRAY_SIZE(mains); i++) {
+		if (mains[i] == gw_nflog_main && g->fd_nflog < 0)
+			continue;
 		if (pthread_create(&g->threads[i], NULL, mains[i], g) != 0)
 			return al_error_msg(err, EAGAIN, "starting the gateway threads");
 		g->n_threads++;
@@ -382,7 +387,8 @@ int net_gateway_start(struct net_gateway *g, struct al_error **err)
 
 void net_gateway_stop(struct net_gateway *g)
 {
-	int fds[] = {g->fd_udp, g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy, g->gw_ns, g->up_ns};
+	int fds[] = {g->fd_udp, g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy, g->fd_nflog, g->gw_ns,
+		     g->up_ns};
 
 	if (!g)
 		return;

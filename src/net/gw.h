@@ -49,9 +49,9 @@ struct net_gateway {
 	int up_ns;              /* where upstream sockets are made (-1: the caller's) */
 	struct sockaddr_storage dns_up;
 	socklen_t dns_up_len;
-	int fd_udp, fd_tcp_dns, fd_proxy, fd_tproxy;
+	int fd_udp, fd_tcp_dns, fd_proxy, fd_tproxy, fd_nflog;
 	int stop_pipe[2];       /* readable when stopping */
-	pthread_t threads[4];
+	pthread_t threads[5];
 	int n_threads;
 	pthread_mutex_t mu;     /* the log and the connection count */
 	int log_fd;
@@ -96,6 +96,10 @@ void *gw_dns_tcp_main(void *arg);
  * max vetted addresses. Returns the count (0: none survived; *reason says why), <0 error. */
 int gw_resolve(struct net_gateway *g, const char *canon, struct net_addr *out, int max,
 	       uint32_t *ttl, const char **reason);
+
+/* nflog.c: the ruleset's drops as decision lines */
+int gw_nflog_open(struct al_error **err);
+void *gw_nflog_main(void *arg);
 
 /* gw_proxy.c */
 void *gw_proxy_main(void *arg);  /* explicit proxy accept loop */

@@ -33,3 +33,27 @@ def test_dns_flood_is_rate_limited_and_logged_as_a_counter(run_net, world):
     denied = [e for e in r.egress if e.get("layer") == "dns" and e.get("verdict") == "deny"]
     # every query is accounted for: logged individually, or counted as suppressed
     assert len(denied) + suppressed >= 5000, (len(denied), suppressed)
+
+
+def test_ruleset_drops_are_logged_through_nflog(run_net):
+    """UDP, QUIC and DoT never leave; the ruleset's drops reach the egress log
+    as layer "nft" lines naming the rule and the destination."""
+    probe = textwrap.dedent("""
+        import socket
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.sendto(b"canary", ("198.51.100.20", 4444))
+        s.sendto(b"quic", ("198.51.100.20", 443))
+        t = socket.socket(); t.settimeout(1.5)
+        try:
+            t.connect(("198.51.100.20", 853)); print("853 CONNECTED")
+        except OSError as e:
+            print("853 refused:", e)
+    """)
+    r = run_net(["--allow", "allowed.test", "--", PY, "-c", probe], timeout=60)
+    assert "853 CONNECTED" not in r.out, r.out
+    nft = [e for e in r.egress if e.get("layer") == "nft"]
+    got = {(e["reason"], e["address"], e["port"]) for e in nft}
+    assert ("udp_dropped", "198.51.100.20", 4444) in got, nft
+    assert ("udp_dropped", "198.51.100.20", 443) in got, nft
+    assert ("dot_dropped", "198.51.100.20", 853) in got, nft
+    assert all(e["verdict"] == "deny" for e in nft)
