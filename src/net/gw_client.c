@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -132,13 +133,15 @@ void gw_client_stop(struct gw_client *c)
 		return;
 	al_closep(&c->ctl); /* EOF: the gateway closes everything and exits */
 	if (c->pid > 0) {
-		int st;
-		for (int i = 0; i < 500 && waitpid(c->pid, &st, WNOHANG) == 0; i++)
-			usleep(10000);
-		if (waitpid(c->pid, &st, WNOHANG) == 0) {
+		int pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0), st;
+		struct pollfd p = {.fd = pidfd, .events = POLLIN};
+
+		/* It exits when it sees the channel close; give it 5 s, then make it. */
+		if (pidfd < 0 || poll(&p, 1, 5000) <= 0)
 			kill(c->pid, SIGKILL);
-			waitpid(c->pid, &st, 0);
-		}
+		if (pidfd >= 0)
+			close(pidfd);
+		waitpid(c->pid, &st, 0);
 	}
 	free(c);
 }
