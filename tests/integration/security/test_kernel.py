@@ -150,12 +150,6 @@ PERSONA_SRC = r'''
 '''
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "seccomp personality rules compare (arg & (flag|0x80000000)) == flag, so "
-    "personality(0x80000000|ADDR_NO_RANDOMIZE) or |READ_IMPLIES_EXEC passes the "
-    "filter; the kernel stores the flags (only 0xffffffff is a query) and they "
-    "are inherited across exec: the workload disables ASLR / makes reads "
-    "executable for itself and its children"))
 def test_personality_weakening_flags_with_bit31(run):
     res = probe(run, PERSONA_SRC)
     for name, r in res.items():
