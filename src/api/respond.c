@@ -114,6 +114,7 @@ unsigned api_status_of_errno(int code, const char **name)
 		*name = "payload_too_large";
 		return 413;
 	case ELOOP: /* a symlink in the way of a write */
+	case ENXIO: /* a FIFO or socket (planted by the sandbox) in the way of a write */
 		*name = "conflict";
 		return 409;
 	case ENOSPC: /* the sandbox's disk (--disk) is full */

@@ -125,10 +125,9 @@ void jail_child_main(struct jail_ctx *ctx)
 	if (jail_loopback_up(&err) < 0 || (ctx->net_link && net_sandbox_link_setup(&err) < 0))
 		jail_child_fail(ctx->sync_fd, err);
 
-	/* C4b. Daemon sandboxes: open the agent binary and bind its listening socket now,
-	 *      while host paths are still reachable; both cross into the sandbox as fds. */
-	if (ctx->agent_path && jail_agent_prepare(ctx, &err) < 0)
-		jail_child_fail(ctx->sync_fd, err);
+	/* C4b. Daemon sandboxes: the agent binary and its listening socket were opened by the
+	 *      spawner, in the host's network namespace (so the socket's host path does not
+	 *      show in the sandbox's /proc/net/unix); they cross into the sandbox as fds. */
 
 	/* C5. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
 	 *     of --file sources, pivot_root, old root detached. */

@@ -105,6 +105,11 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 
 	if (jail_cgroup_create(spec->cgroup_name, spec->cfg, &cg, err) < 0)
 		return -1;
+	/* Here, in the host's network namespace: see child.c, C4b. */
+	if (jail_agent_prepare(&ctx, err) < 0) {
+		r = -1;
+		goto fail;
+	}
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sync) < 0) {
 		r = al_error_set(err, errno, "socketpair");
 		goto fail;
@@ -123,9 +128,13 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 	if (jail_proc_start_time(pid, &info->start_time) < 0)
 		info->start_time = 0;
 	al_closep(&pidfd);
+	al_closep(&ctx.agent_fd);
+	al_closep(&ctx.listen_fd);
 	jail_cgroup_forget(cg); /* the cgroup lives on with the sandbox */
 	return 0;
 fail:
+	al_closep(&ctx.agent_fd);
+	al_closep(&ctx.listen_fd);
 	if (pidfd >= 0) {
 		sys_pidfd_send_signal(pidfd, SIGKILL);
 		waitid(P_PIDFD, (id_t)pidfd, NULL, WEXITED);

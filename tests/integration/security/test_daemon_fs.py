@@ -102,11 +102,6 @@ def test_list_of_symlinked_dir_shows_sandbox_not_host(api, sandbox, host_marker)
         assert r.status in (200, 400, 404), r
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a FIFO or socket planted by the sandbox at an upload's target name makes "
-    "PUT /files answer 500 internal ('create ...: No such device or address', "
-    "ENXIO from O_NONBLOCK open) instead of a 4xx: a sandbox-caused condition is "
-    "reported as a daemon fault"))
 def test_upload_onto_planted_fifo_does_not_block(api, sandbox):
     api.sh(sandbox, "mkfifo /workspace/pipe")
     t0 = time.monotonic()
@@ -117,11 +112,6 @@ def test_upload_onto_planted_fifo_does_not_block(api, sandbox):
     assert api.health().status == 200
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a FIFO or socket planted by the sandbox at an upload's target name makes "
-    "PUT /files answer 500 internal ('create ...: No such device or address', "
-    "ENXIO from O_NONBLOCK open) instead of a 4xx: a sandbox-caused condition is "
-    "reported as a daemon fault"))
 def test_upload_onto_planted_unix_socket(api, sandbox):
     cmd = api.start_ok(sandbox, "/usr/bin/python3", "-c",
                        "import socket,time; s=socket.socket(socket.AF_UNIX); "

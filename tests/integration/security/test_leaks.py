@@ -114,10 +114,6 @@ def test_no_host_users_in_passwd_group_or_lookups(api, sandbox):
         assert f"\n{u}:" not in "\n" + text, u
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the agent's control socket is a pathname Unix socket under the daemon's "
-    "state dir, bound in the sandbox's network namespace: /proc/net/unix inside "
-    "shows the host path of the daemon's state dir (e.g. /var/lib/airlock/...)"))
 def test_daemon_state_paths_invisible_inside(api, sandbox, sec_daemon):
     needles = [str(sec_daemon.state_dir), str(sec_daemon.work)]
     out = api.run(sandbox, PY, "-c", GREP, stdin=json.dumps(needles), http_timeout=120)
