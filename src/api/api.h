@@ -22,7 +22,7 @@ struct api_opts {
 	size_t max_upload;        /* tar uploads (and file reads); 0: 256 MiB */
 	/* Optional (0: default). */
 	unsigned timeout_s;       /* idle timeout of a connection; default 60 */
-	unsigned max_connections; /* per listening socket; default 512 */
+	unsigned max_connections; /* per listening socket; default 8192 */
 };
 
 /* Starts serving at once; at least one of listen and socket_path must be set. */

@@ -179,6 +179,9 @@ static struct MHD_Daemon *api_mhd_start(struct api *a, int fd, unsigned max_conn
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 				MHD_OPTION_CONNECTION_LIMIT, max_conn,
 				MHD_OPTION_CONNECTION_TIMEOUT, a->timeout_s,
+				/* One thread per connection: small stacks keep thousands of idle
+				 * clients from costing memory or locking others out. */
+				MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
 				MHD_OPTION_NOTIFY_COMPLETED, api_completed, a,
 				MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
 				MHD_OPTION_END);
@@ -186,7 +189,7 @@ static struct MHD_Daemon *api_mhd_start(struct api *a, int fd, unsigned max_conn
 
 static int api_start_listeners(struct api *a, const struct api_opts *o, struct al_error **err)
 {
-	unsigned max_conn = o->max_connections ? o->max_connections : 512;
+	unsigned max_conn = o->max_connections ? o->max_connections : 8192;
 	int fd = -1;
 
 	if (o->listen) {

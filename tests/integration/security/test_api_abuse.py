@@ -243,12 +243,6 @@ def test_slowloris_clients_do_not_starve_others(api, sec_daemon):
             s.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "airlockd (libmicrohttpd, thread per connection, MHD_OPTION_CONNECTION_LIMIT "
-    "512, 60 s idle timeout): 2,000 idle TCP connections from one local client "
-    "exhaust the connection slots; a normal client's request is refused/closed "
-    "until idle connections time out. No per-IP limit and no fast idle timeout "
-    "for connections that never sent a request"))
 def test_2000_idle_connections_normal_client_still_served(api, sec_daemon):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
