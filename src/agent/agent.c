@@ -138,7 +138,9 @@ static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 		}
 		break;
 	case PROTO_KILL:
-		if (!c->exited && kill(-c->pid, (int)m.signal) < 0 && kill(c->pid, (int)m.signal) < 0) {
+		/* To the command's shim (cmd.c), which knows its whole tree. */
+		if (!c->exited &&
+		    sigqueue(c->pid, SIGRTMIN, (union sigval){.sival_int = (int)m.signal}) < 0) {
 			agent_send_error(a, m.id, errno, "kill");
 			return;
 		}

@@ -11,6 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,6 +100,143 @@ __attribute__((noreturn)) static void child(struct agent *a, const struct proto_
 	jail_exec_workload(&ctx, -1, report_w);
 }
 
+/* Close every fd but those in keep[] (the shim must not hold the agent's pipes and sockets:
+ * another command would never see EOF on its stdin). */
+static void close_all_but(const int *keep, size_t n)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		int fd = atoi(de->d_name);
+		bool k = de->d_name[0] == '.' || fd == dirfd(d) || fd < 3;
+
+		for (size_t i = 0; i < n && !k; i++)
+			k = keep[i] == fd;
+		if (!k)
+			close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Is pid a live (not zombie) descendant of root (following parents in /proc)? */
+static bool descends_from(pid_t pid, pid_t root)
+{
+	for (int depth = 0; pid > 1 && depth < 64; depth++) {
+		char state = 0;
+		char path[64], buf[512], *p;
+		int fd;
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return false;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			return false;
+		buf[n] = '\0';
+		p = strrchr(buf, ')');
+		if (!p || sscanf(p + 2, "%c %d", &state, &pid) != 2)
+			return false;
+		if (depth == 0 && state == 'Z')
+			return false; /* already dead; the shim reaps it */
+		if (pid == root)
+			return true;
+	}
+	return false;
+}
+
+/* SIGKILL every process of the command's tree, including those that left its process group
+ * or session; orphans come back to the shim (a subreaper), so repeat until none is left. */
+static void kill_tree(pid_t shim)
+{
+	for (int round = 0; round < 100; round++) {
+		DIR *d = opendir("/proc");
+		struct dirent *de;
+		int killed = 0;
+
+		while (d && (de = readdir(d))) {
+			pid_t pid = (pid_t)atoi(de->d_name);
+
+			if (pid > 1 && pid != shim && descends_from(pid, shim) &&
+			    kill(pid, SIGKILL) == 0)
+				killed++;
+		}
+		if (d)
+			closedir(d);
+		if (!killed)
+			return;
+		usleep(1000); /* let the killed die (and their children reach the shim) */
+	}
+}
+
+/*
+ * The shim, between the agent and a command: a child subreaper, so that the whole tree the
+ * command makes stays below it (setsid and new process groups included). The agent's KILL
+ * arrives as SIGRTMIN carrying the signal: SIGKILL (and so every timeout) kills the whole
+ * tree; other signals go to the command's process group. When the command ends, the shim
+ * ends the same way (exit code or signal); background processes it left keep running.
+ */
+__attribute__((noreturn)) static void shim(struct agent *a, const struct proto_msg *m, int stdio[3],
+					   int report_w)
+{
+	int keep[4] = {stdio[0], stdio[1], stdio[2], report_w};
+	struct rlimit core = {0, 0};
+	siginfo_t si;
+	sigset_t all;
+	pid_t cmd, self = getpid();
+	int st = 0;
+
+	close_all_but(keep, 4);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	setrlimit(RLIMIT_CORE, &core);
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, NULL);
+	cmd = fork();
+	if (cmd == 0)
+		child(a, m, stdio, report_w); /* unblocks its signals itself */
+	for (int i = 0; i < 4; i++)
+		close(keep[i]);
+	if (cmd < 0)
+		_exit(AL_EXIT_SETUP);
+	for (;;) {
+		if (sigwaitinfo(&all, &si) < 0)
+			continue;
+		if (si.si_signo == SIGCHLD) {
+			pid_t p;
+			bool done = false;
+
+			while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+				done |= p == cmd;
+			if (done)
+				break;
+		} else if (si.si_signo == SIGRTMIN) {
+			int sig = si.si_value.sival_int;
+
+			if (sig == SIGKILL)
+				kill_tree(self);
+			else if (kill(-cmd, sig) < 0)
+				kill(cmd, sig);
+		} else if (si.si_signo != SIGPIPE) {
+			kill(-cmd, si.si_signo); /* a signal for the shim is meant for the command */
+		}
+	}
+	if (WIFSIGNALED(st)) {
+		int sig = WTERMSIG(st);
+
+		signal(sig, SIG_DFL);
+		sigemptyset(&all);
+		sigaddset(&all, sig);
+		sigprocmask(SIG_UNBLOCK, &all, NULL);
+		raise(sig);
+		_exit(128 + sig);
+	}
+	_exit(WEXITSTATUS(st));
+}
+
 static void watch_output(struct agent *a, struct agent_cmd *c)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
@@ -139,7 +280,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m)
 	pid = fork();
 	if (pid == 0) {
 		int stdio[3] = {in[0], out[1], errp[1]};
-		child(a, m, stdio, rep[1]);
+		shim(a, m, stdio, rep[1]);
 	}
 	close(in[0]);
 	close(out[1]);

@@ -185,11 +185,6 @@ def test_sudo_command_cannot_signal_or_trace_the_agent(api, sandbox):
     assert api.sandbox(sandbox)["status"] == "running"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "airlockd: a command's timeout signals only the command's process group "
-    "(agent.c kill(-pid)); a child that calls setsid() or setpgid(0,0) outlives "
-    "the command reported 'timeout' and keeps running in the sandbox until the "
-    "sandbox itself stops"))
 def test_command_timeout_kills_setsid_and_pgrp_escapees(api, sandbox):
     tag = f"sec{os.getpid()}{int(time.time() * 1000) % 100000}"
     script = (f"setsid bash -c 'exec -a {tag}a sleep 1000' & "
