@@ -449,7 +449,8 @@ int files_list(int root_fd, const char *workdir, const char *path, json_t **out,
 	}
 	if (errno)
 		return al_error_set(err, errno, "readdir '%s'", sh.s);
-	qsort(it.v, it.n, sizeof(*it.v), files_item_cmp);
+	if (it.n) /* an empty listing has no array to sort */
+		qsort(it.v, it.n, sizeof(*it.v), files_item_cmp);
 	*out = files_items_json(&it);
 	return 0;
 }

@@ -68,12 +68,12 @@ def test_noisy_neighbours_contained_daemon_responsive(api, make_sandbox, sec_dae
     _scenario(api, make_sandbox)
 
 
-@pytest.mark.xfail(strict=True, reason=(
+@pytest.mark.xfail(strict=False, reason=(
     "with 4 noisy sandboxes (fork bomb, memory bomb, output flood, CPU spinner; "
     "1 vCPU each) on this 2-CPU host, a quiet sandbox's /bin/true latency goes "
     "from ~2.5 ms idle to ~18-23 ms (7-9x): per-sandbox CFS quotas do not add up "
     "to less than the host, and nothing weights interactive sandboxes or the "
-    "agent's exec path"))
+    "agent's exec path (not strict: on a quiet CI machine it can pass)"))
 def test_quiet_sandbox_latency_within_2x_of_idle(api, make_sandbox, sec_daemon):
     if not _RESULT:
         _scenario(api, make_sandbox)
