@@ -195,7 +195,8 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	}
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
-	build_exec(&b, dm_agent_next_id(s), c, s, e, dm_gateway_running(d, s->id));
+	/* A policy that allows something means a gateway (the watchdog keeps one running). */
+	build_exec(&b, dm_agent_next_id(s), c, s, e, !dm_policy_is_deny_all(s->policy_json));
 	strcpy(id, c->id);
 	pthread_mutex_unlock(&d->mu);
 

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/ioctl.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "common/syscalls.h"
 
@@ -38,6 +39,15 @@ struct jail_ctx {
 	char **argv;            /* NULL: cfg->argv */
 	const char *workdir;    /* NULL: cfg->workdir */
 };
+
+/* The monotonic clock in milliseconds (timeouts, durations). */
+static inline double jail_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
 
 /* spawn.c: clone the child into its namespaces (and cgroup on v2); the child closes
  * close_in_child[] and runs jail_child_main(ctx). */

@@ -31,14 +31,6 @@ void relay_init(struct relay *rl, const struct al_config *cfg, const struct al_i
 	rl->q[1].fd = io->on_output ? -1 : io->err_fd;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static void kill_sandbox(struct relay *rl, enum al_reason why)
 {
 	if (rl->killed || rl->init_reaped)
@@ -274,7 +266,7 @@ void relay_loop(struct relay *rl)
 			if (rl->q[i].fd >= 0 && rl->q[i].off < rl->q[i].len)
 				p[PF_QOUT + i] = (struct pollfd){.fd = rl->q[i].fd, .events = POLLOUT};
 		if (rl->deadline_ms > 0 && !rl->killed) {
-			double left = rl->deadline_ms - now_ms();
+			double left = rl->deadline_ms - jail_now_ms();
 			if (left <= 0) {
 				kill_sandbox(rl, AL_REASON_TIMEOUT);
 				continue;

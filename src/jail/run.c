@@ -149,14 +149,6 @@ static int validate(const struct al_config *cfg, struct al_error **err)
 	return 0;
 }
 
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Everything a run owns; released by run_cleanup() whatever happened. */
 struct run {
 	struct jail_ctx ctx;
@@ -248,7 +240,7 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	bool with_net;
 	_cleanup_error_ struct al_error *setup = NULL;
 	char name[64];
-	double t0 = now_ms();
+	double t0 = jail_now_ms();
 
 	memset(res, 0, sizeof(*res));
 	if (validate(cfg, err) < 0)
@@ -273,14 +265,14 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 		}
 		set_setup_failed(res, setup, "network gateway");
 		run_cleanup(&r);
-		res->duration_ms = now_ms() - t0;
+		res->duration_ms = jail_now_ms() - t0;
 		return 0;
 	}
 	if (jail_cgroup_create(name, cfg, &r.cg, &setup) < 0 || open_channels(&r, cfg, io, &setup) < 0 ||
 	    spawn(&r, &setup) < 0) {
 		set_setup_failed(res, setup, "set-up failed");
 		run_cleanup(&r);
-		res->duration_ms = now_ms() - t0;
+		res->duration_ms = jail_now_ms() - t0;
 		return 0;
 	}
 
@@ -301,6 +293,6 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	jail_cgroup_stats(r.cg, &res->peak_memory_bytes, &rl.oom_kills);
 	relay_finish(&rl);
 	run_cleanup(&r);
-	res->duration_ms = now_ms() - t0;
+	res->duration_ms = jail_now_ms() - t0;
 	return 0;
 }
