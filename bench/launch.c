@@ -2,7 +2,8 @@
  * launch: start-up latency driver for comparing process launchers.
  *
  *   launch [--runs N] [--warmup N] [--timeout SEC] [--json FILE] [--no-rotate]
- *          --name NAME [--] ARGV... [--name NAME [--] ARGV...]...
+ *          [--throughput SEC --workers W [--rounds R]]
+ *          --name NAME [--max-runs M] [--] ARGV... [--name NAME ...]...
  *
  * Each contender's ARGV runs from the token after `--name NAME [--]` up to
  * the next token that is exactly `--name` (or the end of the command line),
@@ -24,11 +25,25 @@
  *    as an error and left out of the statistics, never timed silently.  After
  *    the runs, one untimed diagnostic run per failing contender is made with
  *    stderr captured, and its first lines are printed.
+ *  - A contender given --max-runs M (M < N) is timed in only M of the N
+ *    iterations, spread evenly over the whole run (iteration t runs it when
+ *    floor((t+1)M/N) > floor(tM/N)), so a slow peer still sees the same
+ *    drift as the others without costing N runs.
  *  - Statistics per contender over successful timed runs: median, min, max,
  *    p90 (both quantiles by linear interpolation between order statistics,
  *    as numpy's default), mean, and the ratio of the median to the first
  *    contender's median.  CPU time (user+sys of the reaped child and of the
  *    descendants it waited for, from wait4's rusage) is reported in JSON.
+ *
+ * Throughput mode (--throughput SEC): instead of timing single launches,
+ * each contender is run by W concurrent workers (forked processes, each a
+ * spawn-wait loop, default 2) for SEC seconds in total, split into R rounds
+ * (default 5) of SEC/R seconds; rounds alternate between the contenders
+ * (rotating start) for the same drift reason.  A launch counts when it
+ * exited 0; the rate of a round is successful launches / (time from the
+ * round's start to its last worker's end), launches started before the
+ * deadline being allowed to finish.  Reported: the overall rate (all
+ * successes / all round time), and the median, min and max of the rounds.
  *
  * Exit status: 0 if every run succeeded, 1 if any run failed, 2 on usage or
  * set-up errors.
@@ -65,6 +80,7 @@ struct contender {
 	int n_ok;
 	int n_err;         /* failed timed runs */
 	int n_warm_err;    /* failed warm-up runs */
+	long max_runs;     /* 0: every iteration; else timed in only this many */
 	char first_err[160];
 	double median, min, max, p90, mean;
 };
@@ -130,12 +146,17 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: launch [--runs N] [--warmup N] [--timeout SEC] [--json FILE] [--no-rotate]\n"
-		"              --name NAME [--] ARGV... [--name NAME [--] ARGV...]...\n"
+		"              [--throughput SEC [--workers W] [--rounds R]]\n"
+		"              --name NAME [--max-runs M] [--] ARGV... [--name NAME ...]...\n"
 		"\n"
 		"Alternates the contenders round-robin for N timed runs each (default 50,\n"
 		"after 3 warm-up runs each), timing posix_spawn..wait4 with CLOCK_MONOTONIC,\n"
 		"and prints median/min/max/p90 in ms plus each median's ratio to the first\n"
-		"contender's median.  Every run must exit 0; failures are counted as errors.\n");
+		"contender's median.  Every run must exit 0; failures are counted as errors.\n"
+		"--max-runs M times that contender in only M of the N iterations, spread evenly.\n"
+		"--throughput SEC instead counts successful launches per second with W\n"
+		"concurrent workers (default 2) over SEC seconds per contender, in R\n"
+		"alternated rounds (default 5).\n");
 }
 
 static double now_ms(void)
@@ -237,6 +258,17 @@ static enum run_status run_once(struct contender *c, double *wall, double *cpu,
 	else
 		snprintf(err, errlen, "unexpected wait status 0x%x", status);
 	return RUN_FAIL;
+}
+
+/*
+ * Whether contender c is timed in iteration t of n: always without
+ * --max-runs, else in exactly max_runs iterations spread evenly over n.
+ */
+static int due(const struct contender *c, long t, long n)
+{
+	if (c->max_runs <= 0 || c->max_runs >= n)
+		return 1;
+	return ((t + 1) * c->max_runs) / n > (t * c->max_runs) / n;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -352,9 +384,230 @@ static void diagnose(struct contender *c)
 	fclose(f);
 }
 
+/* ---- throughput mode ---------------------------------------------------- */
+
+struct tp_report {
+	long ok, err;
+	double end_ms;
+	char first_err[160];
+};
+
+/* One worker process: spawn-wait loop until the deadline, then report. */
+static void tp_worker(struct contender *c, double deadline, int fd)
+{
+	struct tp_report r;
+	memset(&r, 0, sizeof r);
+	while (now_ms() < deadline) {
+		double w, cpu;
+		char err[160];
+		if (run_once(c, &w, &cpu, err, sizeof err, -1) == RUN_OK) {
+			r.ok++;
+		} else {
+			if (!r.err)
+				snprintf(r.first_err, sizeof r.first_err, "%s", err);
+			r.err++;
+		}
+	}
+	r.end_ms = now_ms();
+	/* Smaller than PIPE_BUF: one atomic write. */
+	if (write(fd, &r, sizeof r) != (ssize_t)sizeof r)
+		_exit(1);
+	_exit(0);
+}
+
+/* One round of W workers on contender c; sums into *tot, returns elapsed ms. */
+static double tp_round(struct contender *c, long workers, double secs,
+		       struct tp_report *tot)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die("pipe: %s", strerror(errno));
+	pid_t *pids = calloc((size_t)workers, sizeof *pids);
+	if (!pids)
+		die("out of memory%s", "");
+	fflush(stdout);
+	fflush(stderr);
+	double t0 = now_ms(), deadline = t0 + secs * 1e3, end = t0;
+	for (long w = 0; w < workers; w++) {
+		pids[w] = fork();
+		if (pids[w] < 0)
+			die("fork: %s", strerror(errno));
+		if (pids[w] == 0) {
+			close(p[0]);
+			tp_worker(c, deadline, p[1]);
+		}
+	}
+	close(p[1]);
+	memset(tot, 0, sizeof *tot);
+	struct tp_report r;
+	long got = 0;
+	for (;;) {
+		ssize_t n = read(p[0], &r, sizeof r);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n != (ssize_t)sizeof r)
+			break;
+		got++;
+		tot->ok += r.ok;
+		if (r.err && !tot->err)
+			memcpy(tot->first_err, r.first_err, sizeof r.first_err);
+		tot->err += r.err;
+		if (r.end_ms > end)
+			end = r.end_ms;
+	}
+	close(p[0]);
+	for (long w = 0; w < workers; w++)
+		while (waitpid(pids[w], NULL, 0) < 0 && errno == EINTR)
+			;
+	free(pids);
+	if (got != workers) {
+		tot->err++;
+		snprintf(tot->first_err, sizeof tot->first_err,
+			 "%ld of %ld workers did not report", workers - got, workers);
+	}
+	return end - t0;
+}
+
+static int throughput(struct contender *cs, int k, long seconds, long workers,
+		      long rounds, int rotate, const char *json_path)
+{
+	double secs = (double)seconds / (double)rounds;
+	double *rate = calloc((size_t)(k * rounds), sizeof *rate);
+	double *el = calloc((size_t)k, sizeof *el);
+	long *ok = calloc((size_t)k, sizeof *ok), *errs = calloc((size_t)k, sizeof *errs);
+	char (*first)[160] = calloc((size_t)k, sizeof *first);
+	if (!rate || !el || !ok || !errs || !first)
+		die("out of memory%s", "");
+
+	printf("launch: throughput, %d contender(s), %ld worker(s), %ld s each in %ld "
+	       "alternated round(s) of %.2f s\n", k, workers, seconds, rounds, secs);
+	for (int c = 0; c < k; c++) {
+		printf("  %-12s ", cs[c].name);
+		fprint_quoted(stdout, cs[c].argv);
+		putchar('\n');
+	}
+	fflush(stdout);
+	char load_before[128], load_after[128];
+	read_loadavg(load_before, sizeof load_before);
+	struct timespec wall0;
+	clock_gettime(CLOCK_REALTIME, &wall0);
+
+	for (long r = 0; r < rounds; r++) {
+		for (int j = 0; j < k; j++) {
+			int c = rotate ? (int)((r + j) % k) : j;
+			struct tp_report tot;
+			double e = tp_round(&cs[c], workers, secs, &tot);
+			rate[c * rounds + r] = e > 0 ? (double)tot.ok * 1e3 / e : 0;
+			el[c] += e;
+			ok[c] += tot.ok;
+			if (tot.err && !errs[c]) {
+				memcpy(first[c], tot.first_err, sizeof first[c]);
+				fprintf(stderr, "launch: %s: round %ld: %ld failed launch(es): %s\n",
+					cs[c].name, r + 1, tot.err, tot.first_err);
+			}
+			errs[c] += tot.err;
+		}
+	}
+	read_loadavg(load_after, sizeof load_after);
+
+	double *med = calloc((size_t)k, sizeof *med), *mn = calloc((size_t)k, sizeof *mn),
+	       *mx = calloc((size_t)k, sizeof *mx), *all = calloc((size_t)k, sizeof *all);
+	double *tmp = calloc((size_t)rounds, sizeof *tmp);
+	if (!med || !mn || !mx || !all || !tmp)
+		die("out of memory%s", "");
+	printf("\n%-12s %8s %6s %10s %10s %10s %10s %8s\n", "contender", "ok", "err",
+	       "overall/s", "median/s", "min/s", "max/s", "ratio");
+	for (int c = 0; c < k; c++) {
+		memcpy(tmp, &rate[c * rounds], (size_t)rounds * sizeof *tmp);
+		qsort(tmp, (size_t)rounds, sizeof *tmp, cmp_double);
+		med[c] = quantile(tmp, (int)rounds, 0.5);
+		mn[c] = tmp[0];
+		mx[c] = tmp[rounds - 1];
+		all[c] = el[c] > 0 ? (double)ok[c] * 1e3 / el[c] : 0;
+		printf("%-12s %8ld %6ld %10.1f %10.1f %10.1f %10.1f %7.2fx\n", cs[c].name, ok[c],
+		       errs[c], all[c], med[c], mn[c], mx[c], all[0] > 0 ? all[c] / all[0] : NAN);
+	}
+	printf("(successful launches per second; ratio = overall rate / overall rate of '%s'; "
+	       "load avg before: %s, after: %s)\n", cs[0].name, load_before, load_after);
+	fflush(stdout);
+	int any_err = 0;
+	for (int c = 0; c < k; c++) {
+		if (errs[c]) {
+			any_err = 1;
+			fprintf(stderr, "launch: ERROR: %s: %ld failed launch(es) (first: %s)\n",
+				cs[c].name, errs[c], first[c]);
+			diagnose(&cs[c]);
+		}
+	}
+	if (json_path) {
+		FILE *f = fopen(json_path, "we");
+		if (!f) {
+			fprintf(stderr, "launch: cannot write %s: %s\n", json_path, strerror(errno));
+			return 2;
+		}
+		char tbuf[64];
+		struct tm tm;
+		gmtime_r(&wall0.tv_sec, &tm);
+		strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+		fprintf(f, "{\n  \"tool\": \"launch\",\n  \"mode\": \"throughput\",\n"
+			"  \"started_utc\": ");
+		json_str(f, tbuf);
+		fprintf(f, ",\n  \"seconds\": %ld,\n  \"workers\": %ld,\n  \"rounds\": %ld,\n",
+			seconds, workers, rounds);
+		fprintf(f, "  \"host\": {\"online_cpus\": %ld, \"loadavg_before\": ",
+			sysconf(_SC_NPROCESSORS_ONLN));
+		json_str(f, load_before);
+		fprintf(f, ", \"loadavg_after\": ");
+		json_str(f, load_after);
+		fprintf(f, "},\n  \"reference\": ");
+		json_str(f, cs[0].name);
+		fprintf(f, ",\n  \"contenders\": [\n");
+		for (int c = 0; c < k; c++) {
+			fprintf(f, "    {\"name\": ");
+			json_str(f, cs[c].name);
+			fprintf(f, ", \"argv\": [");
+			for (int a = 0; a < cs[c].argc; a++) {
+				if (a)
+					fputs(", ", f);
+				json_str(f, cs[c].argv[a]);
+			}
+			fprintf(f, "],\n     \"ok\": %ld, \"errors\": %ld, \"first_error\": ", ok[c],
+				errs[c]);
+			if (first[c][0])
+				json_str(f, first[c]);
+			else
+				fputs("null", f);
+			fprintf(f, ", \"seconds\": ");
+			json_num(f, el[c] / 1e3);
+			fprintf(f, ",\n     \"rate_per_s\": ");
+			json_num(f, all[c]);
+			fprintf(f, ", \"round_median_per_s\": ");
+			json_num(f, med[c]);
+			fprintf(f, ", \"round_min_per_s\": ");
+			json_num(f, mn[c]);
+			fprintf(f, ", \"round_max_per_s\": ");
+			json_num(f, mx[c]);
+			fprintf(f, ",\n     \"round_rates_per_s\": [");
+			for (long r = 0; r < rounds; r++) {
+				if (r)
+					fputs(", ", f);
+				json_num(f, rate[c * rounds + r]);
+			}
+			fprintf(f, "]}%s\n", c + 1 < k ? "," : "");
+		}
+		fprintf(f, "  ]\n}\n");
+		if (fclose(f) != 0) {
+			fprintf(stderr, "launch: error writing %s\n", json_path);
+			return 2;
+		}
+	}
+	return any_err ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	long runs = 50, warmup = 3;
+	long tp_seconds = 0, tp_workers = 2, tp_rounds = 5;
 	const char *json_path = NULL;
 	int rotate = 1;
 	struct contender *cs = calloc((size_t)argc, sizeof *cs);
@@ -380,6 +633,15 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--json") && i + 1 < argc) {
 			json_path = argv[i + 1];
 			i += 2;
+		} else if (!strcmp(a, "--throughput") && i + 1 < argc) {
+			tp_seconds = parse_long(a, argv[i + 1], 1, 86400);
+			i += 2;
+		} else if (!strcmp(a, "--workers") && i + 1 < argc) {
+			tp_workers = parse_long(a, argv[i + 1], 1, 1024);
+			i += 2;
+		} else if (!strcmp(a, "--rounds") && i + 1 < argc) {
+			tp_rounds = parse_long(a, argv[i + 1], 1, 10000);
+			i += 2;
 		} else if (!strcmp(a, "--no-rotate")) {
 			rotate = 0;
 			i++;
@@ -387,6 +649,10 @@ int main(int argc, char **argv)
 			struct contender *c = &cs[k++];
 			c->name = argv[i + 1];
 			i += 2;
+			if (i + 1 < argc && !strcmp(argv[i], "--max-runs")) {
+				c->max_runs = parse_long("--max-runs", argv[i + 1], 1, 10000000);
+				i += 2;
+			}
 			if (i < argc && !strcmp(argv[i], "--"))
 				i++;
 			int start = i;
@@ -432,6 +698,9 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 
+	if (tp_seconds)
+		return throughput(cs, k, tp_seconds, tp_workers, tp_rounds, rotate, json_path);
+
 	for (int c = 0; c < k; c++) {
 		cs[c].ms = calloc((size_t)runs, sizeof(double));
 		cs[c].cpu = calloc((size_t)runs, sizeof(double));
@@ -443,7 +712,10 @@ int main(int argc, char **argv)
 	       "alternated round-robin%s\n",
 	       k, warmup, runs, rotate ? " (rotating start)" : "");
 	for (int c = 0; c < k; c++) {
-		printf("  %-12s ", cs[c].name);
+		if (cs[c].max_runs > 0 && cs[c].max_runs < runs)
+			printf("  %-12s [%ld runs] ", cs[c].name, cs[c].max_runs);
+		else
+			printf("  %-12s ", cs[c].name);
 		fprint_quoted(stdout, cs[c].argv);
 		putchar('\n');
 	}
@@ -462,6 +734,8 @@ int main(int argc, char **argv)
 			struct contender *ct = &cs[c];
 			double w, cpu;
 			char err[160];
+			if (timed && !due(ct, it - warmup, runs))
+				continue;
 			if (run_once(ct, &w, &cpu, err, sizeof err, -1) == RUN_OK) {
 				if (timed) {
 					ct->ms[ct->n_ok] = w;
@@ -534,7 +808,8 @@ int main(int argc, char **argv)
 		struct contender *ct = &cs[c];
 		if (ct->n_err || ct->n_warm_err) {
 			fprintf(stderr, "launch: ERROR: %s: %d of %ld timed and %d of %ld warm-up "
-				"runs failed (first: %s)\n", ct->name, ct->n_err, runs,
+				"runs failed (first: %s)\n", ct->name, ct->n_err,
+				ct->max_runs > 0 && ct->max_runs < runs ? ct->max_runs : runs,
 				ct->n_warm_err, warmup, ct->first_err);
 			diagnose(ct);
 		}
@@ -580,7 +855,9 @@ int main(int argc, char **argv)
 					fputs(", ", f);
 				json_str(f, ct->argv[a]);
 			}
-			fprintf(f, "],\n      \"ok\": %d, \"errors\": %d, \"warmup_errors\": %d,\n",
+			fprintf(f, "],\n      \"runs_planned\": %ld, \"ok\": %d, \"errors\": %d, "
+				"\"warmup_errors\": %d,\n",
+				ct->max_runs > 0 && ct->max_runs < runs ? ct->max_runs : runs,
 				ct->n_ok, ct->n_err, ct->n_warm_err);
 			fprintf(f, "      \"first_error\": ");
 			if (ct->first_err[0])
