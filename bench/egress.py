@@ -29,6 +29,7 @@ ap.add_argument("--runs", type=int, default=None, help="bulk transfers per mode"
 ap.add_argument("--handshakes", type=int, default=200)
 ap.add_argument("--dns-seconds", type=float, default=3.0)
 ap.add_argument("--tunnels", default="1000,10000")
+ap.add_argument("--out", help="JSON file (default bench/results/egress-<date>.json)")
 args = ap.parse_args()
 
 SIZE = (256 if args.quick else 1024) << 20
@@ -510,9 +511,12 @@ try:
 finally:
     destroy(srv)
 
-stamp = datetime.datetime.utcnow().strftime("%Y%m%d-%H%M%S")
-res_dir = pathlib.Path(__file__).resolve().parent / "results"
-res_dir.mkdir(exist_ok=True)
-path = res_dir / f"egress-{stamp}.json"
+if args.out:
+    path = pathlib.Path(args.out)
+else:
+    stamp = datetime.datetime.utcnow().strftime("%Y%m%d-%H%M%S")
+    res_dir = pathlib.Path(__file__).resolve().parent / "results"
+    res_dir.mkdir(exist_ok=True)
+    path = res_dir / f"egress-{stamp}.json"
 path.write_text(json.dumps(results, indent=1) + "\n")
 print(f"\nresults: {path}")

@@ -1,0 +1,457 @@
+"""Density: what N idle sandboxes held by airlockd cost the host (see bench/density).
+
+One fresh daemon on a scratch state directory. After one warm-up sandbox
+(created and stopped, so one-time allocations of the daemon are not charged
+to the sandboxes), a baseline is taken; then N sandboxes are created one after
+the other and left idle; after a settle time the host is measured again:
+
+  processes  PSS (/proc/<pid>/smaps_rollup) of the daemon (its growth), of
+             every sandbox PID 1 (airlock-agent) and of every airlock-gateway
+             among the daemon's descendants; Pss_Shmem is left out of these
+             sums because tmpfs pages are counted once, in Shmem, below
+  kernel     the change of Slab (SReclaimable + SUnreclaim), KernelStack,
+             PageTables, Shmem (the sandboxes' tmpfs roots), Percpu and
+             VmallocUsed in /proc/meminfo; each is the median of 3 readings
+  tmpfs      used bytes of each sandbox's root (statvfs of /proc/<pid1>/root)
+  cgroup     memory charged to the sandboxes' memory cgroups (usage and kmem),
+             a cross-check: it overlaps with everything above
+
+per sandbox = (daemon growth + agents + gateways + kernel deltas) / N.
+
+Then every sandbox is stopped through the API, the daemon is stopped, and
+the run checks that no agent, gateway or other descendant of the daemon is
+left and that no cgroup of these sandboxes remains.
+/proc/meminfo is host-wide: other work on the machine moves it too, so the
+kernel part is noisy on a shared machine (the process part is not).
+"""
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("airlock")
+ap.add_argument("--n", type=int, default=1000, help="idle sandboxes held at once")
+ap.add_argument("--allow", action="append", default=[],
+                help="domain allowlist for every sandbox (adds a gateway each)")
+ap.add_argument("--settle", type=float, default=3.0, help="seconds before measuring")
+ap.add_argument("--out", help="JSON file (default bench/results/density-<date>.json)")
+args = ap.parse_args()
+
+TOKEN = "bench-token"
+H = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+KERNEL_FIELDS = ["SReclaimable", "SUnreclaim", "KernelStack", "PageTables", "Shmem", "Percpu",
+                 "VmallocUsed"]
+INFO_FIELDS = ["MemFree", "MemAvailable", "AnonPages", "Slab"]
+
+
+def meminfo_once():
+    m = {}
+    with open("/proc/meminfo") as f:
+        for ln in f:
+            k, v = ln.split(":", 1)
+            m[k] = int(v.split()[0])
+    return m
+
+
+def meminfo():
+    """Median of 3 readings 0.3 s apart, per field (kB)."""
+    rs = []
+    for i in range(3):
+        if i:
+            time.sleep(0.3)
+        rs.append(meminfo_once())
+    return {k: statistics.median(r.get(k, 0) for r in rs) for k in rs[0]}
+
+
+def slabinfo():
+    """cache name -> bytes held (num_objs * objsize), or {} if unreadable."""
+    out = {}
+    try:
+        with open("/proc/slabinfo") as f:
+            for ln in f:
+                if ln.startswith(("slabinfo", "#")):
+                    continue
+                p = ln.split()
+                out[p[0]] = int(p[2]) * int(p[3])
+    except OSError:
+        pass
+    return out
+
+
+def proc_table():
+    """pid -> (ppid, starttime) for every process."""
+    t = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        rest = st[st.rindex(")") + 2:].split()
+        t[int(d)] = (int(rest[1]), int(rest[19]))
+    return t
+
+
+def descendants(root, table=None):
+    table = table or proc_table()
+    kids = {}
+    for pid, (ppid, _) in table.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        for c in kids.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out, table
+
+
+def rollup(pid):
+    m = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for ln in f:
+                if ln.startswith(("Rss:", "Pss:", "Pss_Anon:", "Pss_File:", "Pss_Shmem:")):
+                    k, v = ln.split(":")
+                    m[k] = int(v.split()[0])
+        with open(f"/proc/{pid}/status") as f:
+            for ln in f:
+                if ln.startswith("Threads:"):
+                    m["Threads"] = int(ln.split()[1])
+    except OSError:
+        return None
+    return m
+
+
+def kind(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv0 = f.read().split(b"\0")[0]
+    except OSError:
+        return "gone"
+    base = os.path.basename(argv0).decode(errors="replace")
+    if "agent" in base:
+        return "agent"
+    if "gateway" in base:
+        return "gateway"
+    return base or "?"
+
+
+def tmpfs_used(pid):
+    try:
+        st = os.statvfs(f"/proc/{pid}/root")
+    except OSError:
+        return None
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def cgroup_dirs(ids):
+    """Every cgroup directory (any hierarchy) named after one of ids."""
+    found = []
+    for top in sorted(os.listdir("/sys/fs/cgroup")):
+        base = os.path.join("/sys/fs/cgroup", top)
+        if os.path.islink(base) or not os.path.isdir(base):
+            continue
+        for dirpath, dirnames, _ in os.walk(base):
+            for d in dirnames:
+                if d in ids:
+                    found.append(os.path.join(dirpath, d))
+    return found
+
+
+def read_int(path):
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def cgroup_memory(ids):
+    """Bytes charged to the sandboxes' memory cgroups (v1 memory or v2)."""
+    usage = kmem = 0
+    seen = 0
+    for d in cgroup_dirs(set(ids)):
+        u = read_int(os.path.join(d, "memory.usage_in_bytes"))
+        if u is None:
+            u = read_int(os.path.join(d, "memory.current"))
+        if u is None:
+            continue
+        seen += 1
+        usage += u
+        kmem += read_int(os.path.join(d, "memory.kmem.usage_in_bytes")) or 0
+    return {"cgroups": seen, "usage_bytes": usage, "kmem_bytes": kmem}
+
+
+class Client:
+    def __init__(self, port):
+        self.port = port
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def call(self, method, path, body=None):
+        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
+                          headers=H)
+        r = self.conn.getresponse()
+        data = r.read()
+        if r.status >= 300:
+            raise RuntimeError(f"{method} {path}: {r.status} {data[:300]!r}")
+        return data
+
+
+def quant(xs, p):
+    xs = sorted(xs)
+    pos = p * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def main():
+    n = args.n
+    state = tempfile.mkdtemp(prefix="airlock-density-")
+    with open(os.path.join(state, "tokens"), "w") as f:
+        f.write(f"{TOKEN} bench\n")
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    serve = [args.airlock, "serve", "--state-dir", state, "--listen", f"127.0.0.1:{port}",
+             "--tokens", os.path.join(state, "tokens")]
+    body = {"timeout": 3600 * 1000}
+    if args.allow:
+        body["network_policy"] = {"allow": args.allow}
+    print("  $ " + " ".join(serve), flush=True)
+    print(f"  then {n} x POST /v1/sandboxes {json.dumps(body)}, idle; "
+          f"then POST /v1/sandboxes/ID/stop for each", flush=True)
+    log = open(os.path.join(state, "daemon.log"), "wb")
+    daemon = subprocess.Popen(serve, stderr=log, stdin=subprocess.DEVNULL)
+    res = {"n": n, "policy": body.get("network_policy", "deny-all"),
+           "serve_command": " ".join(serve), "create_body": body,
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "loadavg_before": os.getloadavg()}
+    ids, pid1s, problems = [], {}, []
+    c = None
+    m0 = None
+    try:
+        for _ in range(200):
+            try:
+                c = Client(port)
+                c.call("GET", "/v1/health")
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("airlockd did not answer /v1/health")
+        # warm-up: one sandbox, created, used and stopped
+        w = json.loads(c.call("POST", "/v1/sandboxes", body))["sandbox"]["id"]
+        c.call("POST", f"/v1/sandboxes/{w}/commands", {"cmd": "true", "wait": True})
+        c.call("POST", f"/v1/sandboxes/{w}/stop")
+        time.sleep(args.settle / 2)
+        m0 = meminfo()
+        s0 = slabinfo()
+        d0 = rollup(daemon.pid)
+        res["daemon_before"] = d0
+
+        lat = []
+        t_all = time.perf_counter()
+        for i in range(n):
+            t = time.perf_counter()
+            ids.append(json.loads(c.call("POST", "/v1/sandboxes", body))["sandbox"]["id"])
+            lat.append((time.perf_counter() - t) * 1000)
+            if (i + 1) % 100 == 0 or i + 1 == n:
+                print(f"    created {i + 1}/{n}  (last create {lat[-1]:.1f} ms)", flush=True)
+        res["create_seconds"] = time.perf_counter() - t_all
+        k = min(100, n)
+        res["create_ms"] = {"median": statistics.median(lat), "p99": quant(lat, 0.99),
+                            "max": max(lat), "first_median": statistics.median(lat[:k]),
+                            "last_median": statistics.median(lat[-k:])}
+        time.sleep(args.settle)
+
+        # one command's round trip in a sandbox while the others idle
+        rt = []
+        for _ in range(50):
+            t = time.perf_counter()
+            c.call("POST", f"/v1/sandboxes/{ids[0]}/commands", {"cmd": "true", "wait": True})
+            rt.append((time.perf_counter() - t) * 1000)
+        res["round_trip_ms_while_idle"] = {"median": statistics.median(rt),
+                                           "p90": quant(rt, 0.9)}
+
+        desc, table = descendants(daemon.pid)
+        procs = {"agent": [], "gateway": [], "other": []}
+        tmp_used = []
+        for p in desc:
+            kd = kind(p)
+            r = rollup(p)
+            if r is None:
+                continue
+            r["pid"] = p
+            procs[kd if kd in procs else "other"].append(r)
+            if kd == "agent":
+                pid1s[p] = table[p][1]
+                u = tmpfs_used(p)
+                if u is not None:
+                    tmp_used.append(u)
+            elif kd in ("gateway", "other"):
+                pid1s[p] = table[p][1]
+        d1 = rollup(daemon.pid)
+        cg = cgroup_memory(ids)
+        m1 = meminfo()
+        s1 = slabinfo()
+        sd = sorted(((s1.get(k2, 0) - s0.get(k2, 0), k2) for k2 in set(s0) | set(s1)),
+                    reverse=True)
+        res["slab_top_kib_per_sandbox"] = {k2: round(v / 1024 / n, 1) for v, k2 in sd[:12]}
+        res["daemon_after"] = d1
+        res["cgroup_memory"] = cg
+
+        def psum(lst, key):
+            return sum(x.get(key, 0) for x in lst)
+        parts = {}
+        parts["daemon_growth_kib"] = (d1["Pss"] - d1.get("Pss_Shmem", 0)) - \
+            (d0["Pss"] - d0.get("Pss_Shmem", 0))
+        for kd in ("agent", "gateway", "other"):
+            parts[f"{kd}_pss_kib"] = psum(procs[kd], "Pss") - psum(procs[kd], "Pss_Shmem")
+        kern = {f: m1.get(f, 0) - m0.get(f, 0) for f in KERNEL_FIELDS}
+        info = {f: m1.get(f, 0) - m0.get(f, 0) for f in INFO_FIELDS}
+        proc_total = sum(parts.values())
+        kern_total = sum(kern.values())
+        res["counts"] = {kd: len(v) for kd, v in procs.items()}
+        res["process_kib"] = parts
+        res["agent_pss_kib_each"] = {
+            "median": statistics.median([x["Pss"] for x in procs["agent"]]) if procs["agent"] else None,
+            "rss_median": statistics.median([x["Rss"] for x in procs["agent"]]) if procs["agent"] else None}
+        res["daemon_threads"] = {"before": d0.get("Threads"), "after": d1.get("Threads")}
+        res["kernel_delta_kib"] = kern
+        res["meminfo_delta_kib_info"] = info
+        res["tmpfs_used_bytes"] = {"sandboxes": len(tmp_used), "total": sum(tmp_used),
+                                   "median": statistics.median(tmp_used) if tmp_used else None}
+        per = {k2: v / n for k2, v in parts.items()}
+        per.update({k2: v / n for k2, v in kern.items()})
+        res["per_sandbox_kib"] = per
+        res["per_sandbox_process_kib"] = proc_total / n
+        res["per_sandbox_kernel_kib"] = kern_total / n
+        res["per_sandbox_total_kib"] = (proc_total + kern_total) / n
+        res["per_sandbox_cgroup_charged_kib"] = cg["usage_bytes"] / 1024 / n if cg["cgroups"] else None
+
+        # ---- report ----
+        print(f"\n  {n} idle sandboxes ({res['counts']['agent']} agents, "
+              f"{res['counts']['gateway']} gateways, {res['counts']['other']} other "
+              f"processes under the daemon); created in {res['create_seconds']:.1f} s "
+              f"(create median {res['create_ms']['median']:.1f} ms, first {k} "
+              f"{res['create_ms']['first_median']:.1f} ms, last {k} "
+              f"{res['create_ms']['last_median']:.1f} ms)")
+        print(f"  {'part':<34}{'total MiB':>11}{'per sandbox KiB':>17}")
+        rows = [("daemon PSS growth", parts["daemon_growth_kib"]),
+                ("agents PSS (sandbox PID 1)", parts["agent_pss_kib"]),
+                ("gateways PSS", parts["gateway_pss_kib"]),
+                ("other descendants PSS", parts["other_pss_kib"])]
+        rows += [(f"kernel: {f}", kern[f]) for f in KERNEL_FIELDS]
+        for label, v in rows:
+            print(f"  {label:<34}{v / 1024:>11.1f}{v / n:>17.1f}")
+        print(f"  {'= total':<34}{(proc_total + kern_total) / 1024:>11.1f}"
+              f"{(proc_total + kern_total) / n:>17.1f}")
+        if s1:
+            print("  largest slab caches grown, KiB per sandbox (slab caches are merged, "
+                  "so a name can stand for several object types): " + ", ".join(
+                      f"{k2} {v}" for k2, v in list(res["slab_top_kib_per_sandbox"].items())[:10]))
+        print(f"  cross-checks: tmpfs used per sandbox root {res['tmpfs_used_bytes']['median']} B "
+              f"(median); memory cgroups charged {cg['usage_bytes'] / 1024 / max(1, cg['cgroups']):.0f} "
+              f"KiB each (kmem {cg['kmem_bytes'] / 1024 / max(1, cg['cgroups']):.0f} KiB) over "
+              f"{cg['cgroups']} cgroups; MemFree fell {-info['MemFree'] / n:.0f} KiB per sandbox "
+              f"(host-wide, noisy); daemon threads {d0.get('Threads')} -> {d1.get('Threads')}; "
+              f"round trip with {n} idle: {res['round_trip_ms_while_idle']['median']:.2f} ms")
+    except Exception as e:
+        problems.append(f"error: {e}")
+        print(f"bench/density: error: {e}", file=sys.stderr)
+        log.flush()
+        with open(os.path.join(state, "daemon.log"), "rb") as f:
+            tail = f.read()[-1500:].decode(errors="replace")
+        if tail.strip():
+            print("  airlockd stderr (tail):\n" + tail, file=sys.stderr)
+    finally:
+        # ---- clean up and check ----
+        t = time.perf_counter()
+        stopped, stop_err = 0, []
+        for sid in ids:
+            try:
+                if c is None:
+                    c = Client(port)
+                c.call("POST", f"/v1/sandboxes/{sid}/stop")
+                stopped += 1
+            except Exception as e:
+                stop_err.append(f"{sid}: {e}")
+                try:
+                    c = Client(port)
+                except Exception:
+                    pass
+        res["stop_seconds"] = time.perf_counter() - t
+        time.sleep(1.0)
+        left_desc, table = descendants(daemon.pid)
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+            problems.append("airlockd did not exit on SIGTERM within 20 s")
+        table = proc_table()
+        alive = [p for p, st in pid1s.items() if table.get(p, (0, -1))[1] == st]
+        cgs = cgroup_dirs(set(ids))
+        mounts = []
+        with open("/proc/self/mountinfo") as f:
+            for ln in f:
+                if state in ln:
+                    mounts.append(ln.split()[4])
+        m2 = meminfo()
+        res["cleanup"] = {"stopped": stopped, "stop_errors": stop_err[:5],
+                          "descendants_after_stop": len(left_desc),
+                          "processes_still_alive": alive[:20], "cgroups_left": cgs[:20],
+                          "mounts_left": mounts[:20]}
+        print(f"\n  clean-up: stopped {stopped}/{len(ids)} in {res['stop_seconds']:.1f} s; "
+              f"daemon descendants left after the stops: {len(left_desc)}; agent/gateway "
+              f"processes alive after the daemon exited: {len(alive)}; cgroups left: {len(cgs)}; "
+              f"mounts under the state dir: {len(mounts)}")
+        if stop_err:
+            problems.append(f"{len(stop_err)} stop(s) failed, first: {stop_err[0]}")
+        if alive:
+            problems.append(f"{len(alive)} sandbox process(es) still alive: {alive[:10]}")
+            for p in alive:
+                try:
+                    os.kill(p, 9)
+                except OSError:
+                    pass
+        if cgs:
+            problems.append(f"{len(cgs)} cgroup(s) left: {cgs[:5]}")
+        if left_desc:
+            problems.append(f"{len(left_desc)} daemon descendant(s) left after all stops")
+        if m0:
+            # what the kernel had not given back yet (freeing is partly deferred)
+            res["kernel_delta_after_cleanup_kib"] = {f: m2.get(f, 0) - m0.get(f, 0)
+                                                     for f in KERNEL_FIELDS}
+            print("  kernel counters after clean-up vs the baseline (KiB): " + ", ".join(
+                f"{f} {v:+.0f}" for f, v in res["kernel_delta_after_cleanup_kib"].items()))
+        res["problems"] = problems
+        for p in problems:
+            print(f"  PROBLEM: {p}")
+        subprocess.run(["rm", "-rf", state])
+    out = args.out
+    if not out:
+        d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+        os.makedirs(d, exist_ok=True)
+        out = os.path.join(d, time.strftime("density-%Y%m%d-%H%M%S.json", time.gmtime()))
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+    print(f"  results: {out}")
+    return 0 if not problems else 1
+
+
+sys.exit(main())
