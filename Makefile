@@ -2,7 +2,7 @@
 BUILD ?= build
 PY := /usr/bin/python3
 
-.PHONY: all setup build demo test unit integration bench fuzz clean format
+.PHONY: all setup build demo test unit integration bench fuzz lint clean format
 
 all: build
 
@@ -34,6 +34,10 @@ bench: build
 FUZZ_SECONDS ?= 60
 fuzz: setup
 	./scripts/fuzz $(FUZZ_SECONDS)
+
+# cppcheck, shellcheck and clang-tidy (needs the build's compile_commands.json).
+lint: $(BUILD)/build.ninja
+	@./scripts/lint $(BUILD)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -39,10 +39,20 @@ static inline void al_closedirp(DIR **d)
 		closedir(*d);
 }
 
+#ifdef __CPPCHECK__
+/* scripts/lint defines __CPPCHECK__. cppcheck ignores the cleanup attribute and
+ * would report every such variable as leaked; to it they are static, which it
+ * never reports. */
+#define _cleanup_free_ static
+#define _cleanup_close_ static
+#define _cleanup_fclose_ static
+#define _cleanup_closedir_ static
+#else
 #define _cleanup_free_ __attribute__((cleanup(al_freep)))
 #define _cleanup_close_ __attribute__((cleanup(al_closep)))
 #define _cleanup_fclose_ __attribute__((cleanup(al_fclosep)))
 #define _cleanup_closedir_ __attribute__((cleanup(al_closedirp)))
+#endif
 
 #define TAKE_FD(fd)                                                                                \
 	({                                                                                         \
