@@ -386,7 +386,8 @@ static json_t *read_egress(int fd)
 		return arr;
 	buf = xzalloc((size_t)len + 1);
 	if (pread(fd, buf, (size_t)len, 0) == len)
-		for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		for (char *save = NULL, *line = strtok_r(buf, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save)) {
 			json_t *j = json_loads(line, 0, NULL);
 			if (j)
 				json_array_append_new(arr, j);

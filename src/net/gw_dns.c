@@ -130,8 +130,10 @@ static int resolve_upstream(struct net_gateway *g, const char *canon, struct net
 		p += l + (dot ? 1 : 0);
 	}
 	wire[wl++] = 0;
+	/* An unpredictable query id or no query: a guessable one invites forged answers. */
+	*reason = "upstream_error";
 	if (getrandom(&asked.id, sizeof(asked.id), 0) != sizeof(asked.id))
-		asked.id = (uint16_t)rand();
+		return -1;
 	asked.qname_wire = wire;
 	asked.qname_wire_len = wl;
 	memset(q, 0, NET_DNS_HEADER);
