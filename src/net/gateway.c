@@ -158,17 +158,24 @@ uint64_t gw_generation(struct net_gateway *g)
 	return gen;
 }
 
-void net_gateway_set_policy(struct net_gateway *g, struct net_policy *p)
+int net_gateway_set_policy(struct net_gateway *g, struct net_policy *p, struct al_error **err)
 {
 	struct net_policy *old;
 
+	if (gw_tls_ensure(g, p, err) < 0) {
+		net_policy_free(p);
+		return -1;
+	}
 	pthread_rwlock_wrlock(&g->policy_lock);
 	old = g->policy;
 	g->policy = p;
 	pthread_rwlock_unlock(&g->policy_lock);
 	net_policy_free(old);
-	/* Live flows the new policy refuses are cut now, before the update is acknowledged. */
+	/* Live flows the new policy refuses are cut now, before the update is acknowledged;
+	 * leaf certificates of the old rules are forgotten. */
+	gw_tls_policy_changed(g);
 	gw_proxy_rejudge(g);
+	return 0;
 }
 
 int gw_enter_upstream(struct net_gateway *g)
@@ -315,6 +322,10 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	pthread_cond_init(&g->conns_cv, NULL);
 	pthread_rwlock_init(&g->policy_lock, NULL);
 	pthread_mutex_init(&g->cache_mu, NULL);
+	pthread_mutex_init(&g->tls_mu, NULL);
+	g->ca_dir = o->ca_dir ? xstrdup(o->ca_dir) : NULL;
+	g->upstream_ca = o->upstream_ca ? xstrdup(o->upstream_ca) : NULL;
+	g->ca_constrain = o->ca_constrain;
 	pthread_attr_init(&g->conn_attr);
 	pthread_attr_setstacksize(&g->conn_attr, GW_CONN_STACK);
 	pthread_attr_setdetachstate(&g->conn_attr, PTHREAD_CREATE_DETACHED);
@@ -334,6 +345,8 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	if (o->upstream_netns && (g->up_ns = open_ns(o->upstream_netns, err)) < 0)
 		return -1;
 	if (parse_upstream_dns(g, o->upstream_dns, err) < 0)
+		return -1;
+	if (gw_tls_ensure(g, g->policy, err) < 0)
 		return -1;
 	/* Make the gateway namespace, build it, and come back. */
 	if (unshare(CLONE_NEWNET) < 0)
@@ -413,6 +426,9 @@ void net_gateway_stop(struct net_gateway *g)
 	al_closep(&g->stop_pipe[1]);
 	net_policy_free(g->policy);
 	pthread_rwlock_destroy(&g->policy_lock);
+	gw_tls_free(g);
+	free(g->ca_dir);
+	free(g->upstream_ca);
 	free(g->sandbox_id);
 	free(g);
 }

@@ -36,6 +36,9 @@ struct net_gateway_opts {
 	const char *upstream_dns;   /* "IP" or "IP:PORT"; NULL: the host's resolv.conf */
 	int log_fd;                 /* egress decisions as JSON lines, or -1 */
 	const char *sandbox_id;
+	const char *ca_dir;         /* the sandbox CA's directory on the host (TLS termination) */
+	const char *upstream_ca;    /* CA file for verifying terminated upstreams; NULL: system */
+	bool ca_constrain;          /* name-constrain a new CA to the policy's domains */
 };
 
 /* Single-threaded phase (before the sandbox is cloned): the gateway namespace, the link
@@ -45,8 +48,9 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 /* Move the sandbox end of the link into the sandbox (its PID 1 is pid); with configure, also
  * give it its address and route from outside (a sandbox that is already running). */
 int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct al_error **err);
-/* Replace the policy (taken over) and cut the live flows it refuses; returns when done. */
-void net_gateway_set_policy(struct net_gateway *g, struct net_policy *p);
+/* Replace the policy (taken over) and cut the live flows it refuses; returns when done.
+ * Fails (policy freed, nothing changed) only when its rules need a CA that cannot be made. */
+int net_gateway_set_policy(struct net_gateway *g, struct net_policy *p, struct al_error **err);
 /* Start serving (threads). */
 int net_gateway_start(struct net_gateway *g, struct al_error **err);
 /* Stop serving, close every connection, free. Safe on a gateway never started. */

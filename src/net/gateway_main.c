@@ -5,6 +5,9 @@
  *
  *   airlock-gateway --policy JSON --sandbox ID --log-fd N
  *                   [--upstream-netns NS] [--upstream-dns IP[:PORT]]
+ *                   [--ca-dir DIR [--ca-constrain 1]] [--upstream-ca FILE]
+ * --ca-dir: where the sandbox's CA lives (made there when a policy first has
+ * per-request rules; its certificate is DIR/ca.pem for the caller to install).
  *
  * Daemon mode (a sandbox that is already running, airlockd's):
  *   airlock-gateway --policy JSON --sandbox ID --attach-pid PID --generation N
@@ -112,13 +115,20 @@ static void control_serve(struct net_gateway *g, int c)
 			if (sscanf(line, "POLICY %llu %n", &gen, &off) == 1 && off > 0 &&
 			    net_policy_parse_string(line + off, strlen(line + off), &p, &err) == 0) {
 				p->generation = gen;
-				net_gateway_set_policy(g, p);
-				dprintf(c, "A %llu\n", gen);
+				if (net_gateway_set_policy(g, p, &err) == 0) {
+					dprintf(c, "A %llu\n", gen);
+				} else {
+					struct net_policy *deny = net_policy_new(NET_POLICY_DENY_ALL);
+					deny->generation = gen;
+					net_gateway_set_policy(g, deny, NULL);
+					dprintf(c, "E%d %s\n", err ? err->code : EIO,
+						err && err->msg ? err->msg : "failed");
+				}
 			} else {
 				/* A failed update leaves deny-all, never the old policy. */
 				struct net_policy *deny = net_policy_new(NET_POLICY_DENY_ALL);
 				deny->generation = gen;
-				net_gateway_set_policy(g, deny);
+				net_gateway_set_policy(g, deny, NULL);
 				dprintf(c, "E%d %s\n", EINVAL, err && err->msg ? err->msg : "bad command");
 			}
 			al_error_free(err);
@@ -189,6 +199,12 @@ int main(int argc, char **argv)
 			ctl_path = argv[i + 1];
 		else if (strcmp(argv[i], "--log-file") == 0)
 			log_file = argv[i + 1];
+		else if (strcmp(argv[i], "--ca-dir") == 0)
+			o.ca_dir = argv[i + 1];
+		else if (strcmp(argv[i], "--upstream-ca") == 0)
+			o.upstream_ca = argv[i + 1];
+		else if (strcmp(argv[i], "--ca-constrain") == 0)
+			o.ca_constrain = strcmp(argv[i + 1], "0") != 0;
 		else if (strcmp(argv[i], "--generation") == 0)
 			generation = strtoull(argv[i + 1], NULL, 10);
 	}

@@ -6,6 +6,8 @@
 #include "net/addr.h"
 #include "net/gateway.h"
 #include "net/policy.h"
+#include "net/http_req.h"
+#include "net/tls_hello.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -18,9 +20,28 @@
 #define GW_MAX_ADDRS 16      /* addresses kept from one resolution */
 #define GW_IO_TIMEOUT_MS 30000 /* a silent client or upstream, before the head is complete */
 
-struct gw_conn; /* a proxied connection (gw_proxy.c) */
+/* A proxied connection (gw_proxy.c; gw_mitm.c for terminated ones). */
+struct gw_conn {
+	struct net_gateway *g;
+	bool literal;             /* dialled an IP literal (judged by address only) */
+	bool cut;                 /* closed because the policy changed */
+	bool registered;
+	bool terminated;          /* TLS terminated here (per-request rules): cut on any change */
+	int c, u;                 /* client (sandbox) and upstream sockets */
+	bool transparent;
+	const char *layer;
+	char name[NET_NAME_MAX + 1]; /* the checked name ("" for an IP literal) */
+	struct net_addr addr;     /* what we dialled */
+	int port;
+	uint64_t out, in;
+	char buf[NET_HTTP_MAX_HEAD + 1]; /* bytes read from the client, not yet forwarded */
+	size_t len;
+	uint8_t scratch[NET_TLS_MAX_HELLO];
+};
 
 #define GW_CACHE_SIZE 128
+struct net_ca;
+
 struct gw_cache_entry {
 	char name[NET_NAME_MAX + 1]; /* "" = free */
 	struct net_addr addrs[16];
@@ -63,6 +84,13 @@ struct net_gateway {
 	pthread_mutex_t cache_mu;
 	struct gw_cache_entry cache[GW_CACHE_SIZE];
 	bool stopping;
+	/* TLS termination (gw_mitm.c): the sandbox's CA, made on first need */
+	pthread_mutex_t tls_mu;
+	struct net_ca *ca;
+	void *ssl_srv, *ssl_cli; /* SSL_CTX * */
+	char *ca_dir;            /* where the CA lives on the host (NULL: termination off) */
+	char *upstream_ca;       /* CA file for upstream verification (NULL: the system's) */
+	bool ca_constrain;       /* name-constrain a new CA to the policy's domains */
 };
 
 /* One decision, as one JSON line. */
@@ -88,6 +116,23 @@ uint64_t gw_generation(struct net_gateway *g);
 
 /* gw_proxy.c: re-judge every live connection; close those the policy now refuses. */
 void gw_proxy_rejudge(struct net_gateway *g);
+
+/* gw_proxy.c helpers shared with gw_mitm.c */
+void gw_conn_deny(struct gw_conn *k, const char *reason, const char *name, int status);
+void gw_conn_log_allow(struct gw_conn *k, const char *reason);
+int gw_send_all(int fd, const void *p, size_t n);
+/* Resolve (or parse) host, vet, and connect to host:port; the socket, or -1 with *reason. */
+int gw_dial(struct gw_conn *k, const char *host, int port, struct net_addr *addr,
+	    const char **reason);
+
+/* gw_mitm.c: TLS termination for a domain with per-request rules. The client's
+ * ClientHello is in k->buf (already judged); k->u is the connected upstream. */
+void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules);
+/* Make the CA if the policy needs one and there is none (under tls_mu). 0 or -1. */
+int gw_tls_ensure(struct net_gateway *g, const struct net_policy *p, struct al_error **err);
+/* A policy change: forget leaves. */
+void gw_tls_policy_changed(struct net_gateway *g);
+void gw_tls_free(struct net_gateway *g);
 
 /* gw_dns.c */
 void *gw_dns_udp_main(void *arg);

@@ -29,22 +29,6 @@
 #define HEAD_MAX NET_HTTP_MAX_HEAD
 #define SPLICE_IDLE_MS (10 * 60 * 1000)
 
-struct gw_conn {
-	struct net_gateway *g;
-	bool literal;             /* dialled an IP literal (judged by address only) */
-	bool cut;                 /* closed because the policy changed */
-	bool registered;
-	int c, u;                 /* client (sandbox) and upstream sockets */
-	bool transparent;
-	const char *layer;
-	char name[NET_NAME_MAX + 1]; /* the checked name ("" for an IP literal) */
-	struct net_addr addr;     /* what we dialled */
-	int port;
-	uint64_t out, in;
-	char buf[HEAD_MAX + 1];   /* bytes read from the client, not yet forwarded */
-	size_t len;
-	uint8_t scratch[NET_TLS_MAX_HELLO];
-};
 
 /* Answer an explicit-proxy client with an error status (transparent ones are just closed). */
 static void respond(struct gw_conn *k, const char *reason, int status)
@@ -117,9 +101,11 @@ void gw_proxy_rejudge(struct net_gateway *g)
 
 		if (!k)
 			continue;
-		ok = k->literal ? gw_decide_literal(g, &k->addr, &reason) == NET_ALLOW
+		/* A terminated flow ran under the old rules: always cut it. */
+		ok = !__atomic_load_n(&k->terminated, __ATOMIC_SEQ_CST) &&
+		     (k->literal ? gw_decide_literal(g, &k->addr, &reason) == NET_ALLOW
 				: gw_decide_name(g, k->name, &reason) == NET_ALLOW &&
-					  gw_vet(g, &k->addr, &reason) == NET_ALLOW;
+					  gw_vet(g, &k->addr, &reason) == NET_ALLOW);
 		if (ok)
 			continue;
 		/* Mark it first, then cut both directions: the connection's thread wakes on the
@@ -130,6 +116,37 @@ void gw_proxy_rejudge(struct net_gateway *g)
 			shutdown(k->u, SHUT_RDWR);
 	}
 	pthread_mutex_unlock(&g->mu);
+}
+
+/* Connect to the first of addrs[0..n) that answers (IPv4 only); the blocking socket or -1. */
+static int connect_addrs(struct net_gateway *g, const struct net_addr *addrs, int n, int port,
+			 struct net_addr *used)
+{
+	for (int i = 0; i < n; i++) {
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+		int fd;
+
+		if (addrs[i].family != AF_INET)
+			continue;
+		memcpy(&sa.sin_addr, addrs[i].bytes, 4);
+		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			break;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
+		    (errno == EINPROGRESS && gw_wait(g, fd, POLLOUT, 5000) == 0)) {
+			int e = 0;
+			socklen_t el = sizeof(e);
+
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+			if (e == 0) {
+				fcntl(fd, F_SETFL, 0);
+				*used = addrs[i];
+				return fd;
+			}
+		}
+		close(fd);
+	}
+	return -1;
 }
 
 /* Judge a stated host (name or IP literal) and dial it. 0, or -1 after logging/answering. */
@@ -174,35 +191,47 @@ static int judge_and_dial(struct gw_conn *k, const char *host, size_t host_len, 
 			return -1;
 		}
 	}
-	for (int i = 0; i < n; i++) {
-		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-		int fd;
-
-		if (addrs[i].family != AF_INET)
-			continue;
-		memcpy(&sa.sin_addr, addrs[i].bytes, 4);
-		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0)
-			break;
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
-		    (errno == EINPROGRESS && gw_wait(k->g, fd, POLLOUT, 5000) == 0)) {
-			int e = 0;
-			socklen_t el = sizeof(e);
-
-			getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
-			if (e == 0) {
-				fcntl(fd, F_SETFL, 0);
-				k->u = fd;
-				k->addr = addrs[i];
-				k->literal = k->name[0] == '\0';
-				register_conn(k);
-				return 0;
-			}
-		}
-		close(fd);
+	k->u = connect_addrs(k->g, addrs, n, port, &k->addr);
+	if (k->u >= 0) {
+		k->literal = k->name[0] == '\0';
+		register_conn(k);
+		return 0;
 	}
 	deny(k, "connect_failed", k->name[0] ? k->name : NULL, 502);
 	return -1;
+}
+
+int gw_dial(struct gw_conn *k, const char *host, int port, struct net_addr *addr,
+	    const char **reason)
+{
+	struct net_addr addrs[GW_MAX_ADDRS];
+	char canon[NET_NAME_MAX + 1];
+	uint32_t ttl;
+	int n = 1, fd;
+
+	if (net_addr_looks_literal(host, strlen(host))) {
+		if (net_addr_parse(host, strlen(host), &addrs[0], NULL) < 0) {
+			*reason = "bad_address";
+			return -1;
+		}
+		if (gw_vet(k->g, &addrs[0], reason) != NET_ALLOW)
+			return -1;
+	} else {
+		if (net_name_canon(host, strlen(host), canon, NULL) < 0) {
+			*reason = "bad_name";
+			return -1;
+		}
+		n = gw_resolve(k->g, canon, addrs, GW_MAX_ADDRS, &ttl, reason);
+		if (n <= 0) {
+			if (n < 0)
+				*reason = "upstream_dns_error";
+			return -1;
+		}
+	}
+	fd = connect_addrs(k->g, addrs, n, port, addr);
+	if (fd < 0)
+		*reason = "connect_failed";
+	return fd;
 }
 
 static int send_all(int fd, const void *p, size_t n)
@@ -425,6 +454,23 @@ static int read_head(struct gw_conn *k, struct net_http_req *req)
 	}
 }
 
+static void log_allow(struct gw_conn *k, const char *reason);
+
+void gw_conn_deny(struct gw_conn *k, const char *reason, const char *name, int status)
+{
+	deny(k, reason, name, status);
+}
+
+void gw_conn_log_allow(struct gw_conn *k, const char *reason)
+{
+	log_allow(k, reason);
+}
+
+int gw_send_all(int fd, const void *p, size_t n)
+{
+	return send_all(fd, p, n);
+}
+
 static void log_allow(struct gw_conn *k, const char *reason)
 {
 	if (__atomic_load_n(&k->cut, __ATOMIC_SEQ_CST)) {
@@ -436,6 +482,25 @@ static void log_allow(struct gw_conn *k, const char *reason)
 	gw_log(k->g, &(struct gw_event){.layer = k->layer, .allow = true, .reason = reason,
 					.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
 					.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
+}
+
+/* A name with per-request rules is terminated here instead of spliced; true if it was. */
+static bool maybe_terminate(struct gw_conn *k)
+{
+	struct net_rules rules = {0};
+	const struct net_rules *r;
+
+	pthread_rwlock_rdlock(&k->g->policy_lock);
+	r = net_policy_rules_for(k->g->policy, k->name);
+	if (r)
+		net_rules_copy(&rules, r); /* the policy may change under the connection */
+	pthread_rwlock_unlock(&k->g->policy_lock);
+	if (!rules.n)
+		return false;
+	__atomic_store_n(&k->terminated, true, __ATOMIC_SEQ_CST);
+	gw_mitm_serve(k, &rules);
+	net_rules_clear(&rules);
+	return true;
 }
 
 /* :3128 -- CONNECT host:port (then TLS whose SNI must be that host), or absolute-URI HTTP. */
@@ -469,6 +534,8 @@ static void serve_explicit(struct gw_conn *k)
 			deny(k, "sni_not_allowed", k->name, 0);
 			return;
 		}
+		if (maybe_terminate(k))
+			return;
 		if (send_all(k->u, k->buf, k->len) < 0)
 			return;
 		k->out += k->len;
@@ -511,6 +578,8 @@ static void serve_transparent(struct gw_conn *k)
 		k->layer = "transparent";
 		snprintf(sni, sizeof(sni), "%s", k->name); /* judge_and_dial rewrites k->name */
 		if (judge_and_dial(k, sni, strlen(sni), port) < 0)
+			return;
+		if (maybe_terminate(k))
 			return;
 		if (send_all(k->u, k->buf, k->len) < 0)
 			return;

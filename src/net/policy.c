@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <idn2.h>
 #include <libpsl.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Longest raw domain entry accepted before any processing. */
@@ -152,6 +153,8 @@ void net_policy_free(struct net_policy *p)
 {
 	if (!p)
 		return;
+	for (size_t i = 0; i < p->n_domains; i++)
+		net_rules_clear(&p->domains[i].rules);
 	free(p->domains);
 	free(p->allow_cidrs);
 	free(p->deny_cidrs);
@@ -304,6 +307,7 @@ int net_policy_add_domain(struct net_policy *p, const char *pattern, size_t len,
 
 	if (p->mode != NET_POLICY_LIST)
 		return al_error_msg(err, EINVAL, "domains can only be added to a list policy");
+	memset(&pat, 0, sizeof(pat));
 	r = policy_pattern(pattern, len, &pat, err);
 	if (r < 0)
 		return r;
@@ -397,11 +401,11 @@ static int policy_strings(struct net_policy *p, json_t *arr, enum policy_list ki
 	return 0;
 }
 
-/* The record form {"domain": [rules]}: only empty rule arrays for now. */
+/* The record form {"domain": [rules]}. */
 static int policy_allow_record(struct net_policy *p, json_t *obj, struct al_error **err)
 {
 	const char *key;
-	char shown[100];
+	char shown[100], what[128];
 	json_t *rules;
 
 	if (json_object_size(obj) > NET_POLICY_MAX_DOMAINS)
@@ -409,18 +413,26 @@ static int policy_allow_record(struct net_policy *p, json_t *obj, struct al_erro
 				    json_object_size(obj), NET_POLICY_MAX_DOMAINS);
 	json_object_foreach(obj, key, rules)
 	{
+		struct net_rules parsed = {0};
+		struct net_pattern *d;
+		size_t before = p->n_domains;
+
 		policy_show(key, strlen(key), shown);
-		if (!json_is_array(rules))
-			return al_error_msg(err, EINVAL,
-					    "allow['%s'] must be an array of rules, not %s", shown,
-					    policy_json_type(rules));
-		if (json_array_size(rules) > 0)
-			return al_error_msg(err, EINVAL,
-					    "allow['%s']: per-request rules are not supported yet "
-					    "(use an empty array to allow the domain)",
-					    shown);
+		snprintf(what, sizeof(what), "allow['%s']", shown);
 		if (net_policy_add_domain(p, key, strlen(key), err) < 0)
 			return al_error_wrap(err, "allow");
+		if (net_rules_parse(rules, what, &parsed, err) < 0)
+			return -EINVAL;
+		if (p->n_domains == before && parsed.n == 0)
+			continue; /* the same pattern spelled twice, no rules: one entry */
+		if (p->n_domains == before) { /* ... with rules: which rules would apply? */
+			net_rules_clear(&parsed);
+			return al_error_msg(err, EINVAL,
+					    "%s: the same domain as an earlier entry (names are "
+					    "compared after canonicalization)", what);
+		}
+		d = &p->domains[p->n_domains - 1];
+		d->rules = parsed;
 	}
 	return 0;
 }
@@ -663,7 +675,30 @@ static json_t *policy_mode_json(const struct net_policy *p)
 	return j;
 }
 
-json_t *net_policy_to_json(const struct net_policy *p)
+bool net_policy_has_rules(const struct net_policy *p)
+{
+	for (size_t i = 0; p && i < p->n_domains; i++)
+		if (p->domains[i].rules.n)
+			return true;
+	return false;
+}
+
+/* {"pattern": [rules]} for a policy with rules. */
+static json_t *policy_record_json(const struct net_policy *p, bool redact)
+{
+	json_t *o = policy_oom(json_object());
+
+	for (size_t i = 0; i < p->n_domains; i++) {
+		const struct net_pattern *d = &p->domains[i];
+		char key[NET_NAME_MAX + 3];
+
+		snprintf(key, sizeof(key), "%s%s", d->wildcard ? "*." : "", d->name);
+		policy_set(o, key, net_rules_to_json(&d->rules, redact));
+	}
+	return o;
+}
+
+static json_t *policy_to_json(const struct net_policy *p, bool redact)
 {
 	json_t *j, *subnets;
 
@@ -671,11 +706,39 @@ json_t *net_policy_to_json(const struct net_policy *p)
 		return policy_mode_json(p);
 	j = policy_oom(json_object());
 	subnets = policy_oom(json_object());
-	policy_set(j, "allow", policy_domains_json(p));
+	policy_set(j, "allow", net_policy_has_rules(p) ? policy_record_json(p, redact)
+						       : policy_domains_json(p));
 	policy_set(subnets, "allow", policy_cidrs_json(p->allow_cidrs, p->n_allow_cidrs));
 	policy_set(subnets, "deny", policy_cidrs_json(p->deny_cidrs, p->n_deny_cidrs));
 	policy_set(j, "subnets", subnets);
 	return j;
+}
+
+json_t *net_policy_to_json(const struct net_policy *p)
+{
+	return policy_to_json(p, false);
+}
+
+json_t *net_policy_to_json_redacted(const struct net_policy *p)
+{
+	return policy_to_json(p, true);
+}
+
+const struct net_rules *net_policy_rules_for(const struct net_policy *p, const char *canon_name)
+{
+	const struct net_pattern *wild = NULL;
+
+	if (!p || p->mode != NET_POLICY_LIST)
+		return NULL;
+	for (size_t i = 0; i < p->n_domains; i++) {
+		const struct net_pattern *d = &p->domains[i];
+
+		if (!d->wildcard && !strcmp(d->name, canon_name))
+			return d->rules.n ? &d->rules : NULL;
+		if (d->wildcard && !wild && net_name_under(canon_name, d->name))
+			wild = d;
+	}
+	return wild && wild->rules.n ? &wild->rules : NULL;
 }
 
 json_t *net_policy_to_vercel(const struct net_policy *p)
@@ -706,7 +769,8 @@ bool net_policy_equal(const struct net_policy *a, const struct net_policy *b)
 	    a->n_allow_cidrs != b->n_allow_cidrs || a->n_deny_cidrs != b->n_deny_cidrs)
 		return false;
 	for (size_t i = 0; i < a->n_domains; i++)
-		if (!policy_pattern_equal(&a->domains[i], &b->domains[i]))
+		if (!policy_pattern_equal(&a->domains[i], &b->domains[i]) ||
+		    !net_rules_equal(&a->domains[i].rules, &b->domains[i].rules))
 			return false;
 	return policy_cidrs_equal(a->allow_cidrs, b->allow_cidrs, a->n_allow_cidrs) &&
 	       policy_cidrs_equal(a->deny_cidrs, b->deny_cidrs, a->n_deny_cidrs);

@@ -7,8 +7,9 @@
  *   "allow-all" | "deny-all" | {"mode": "allow-all" | "deny-all"}
  *   {"allow": [PATTERN...] | {PATTERN: []...},
  *    "subnets": {"allow": [CIDR...], "deny": [CIDR...]}}      (every key optional)
- * A PATTERN is a name or "*." + name. The record form with a non-empty rule
- * array is refused until per-request rules exist. The Vercel response form
+ * A PATTERN is a name or "*." + name. In the record form each domain maps to
+ * an array of per-request rules (net/rules.h); a domain with at least one rule
+ * is TLS-terminated by the gateway. The Vercel response form
  * ({"mode": "custom", allowedDomains, allowedCIDRs, deniedCIDRs}) is read by
  * net_policy_parse_response().
  *
@@ -21,6 +22,7 @@
 
 #include "net/addr.h"
 #include "net/name.h"
+#include "net/rules.h"
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -40,6 +42,7 @@ enum net_policy_mode {
 struct net_pattern {
 	char name[NET_NAME_MAX + 1]; /* canonical base name */
 	bool wildcard;		     /* "*." + name: any depth below name, never name */
+	struct net_rules rules;	     /* per-request rules (record form); n == 0: none */
 };
 
 struct net_policy {
@@ -96,6 +99,17 @@ json_t *net_policy_to_json(const struct net_policy *p);
 /* The Vercel response form: {"mode": "allow-all"|"deny-all"} or {"mode": "custom",
  * "allowedDomains", "allowedCIDRs", "deniedCIDRs"}. A new reference; never NULL. */
 json_t *net_policy_to_vercel(const struct net_policy *p);
+
+/* The canonical request form with every transform header value shown as "<redacted>". */
+json_t *net_policy_to_json_redacted(const struct net_policy *p);
+/* Does any domain carry per-request rules (so that the gateway terminates TLS)? */
+bool net_policy_has_rules(const struct net_policy *p);
+/*
+ * The rules of the pattern that admits canon_name: an exact entry first, else
+ * the first wildcard entry that covers it. NULL when no pattern with rules
+ * does (the name is then spliced, not terminated).
+ */
+const struct net_rules *net_policy_rules_for(const struct net_policy *p, const char *canon_name);
 
 /* Same rules (mode, entries in order); the generation is not compared. */
 bool net_policy_equal(const struct net_policy *a, const struct net_policy *b);

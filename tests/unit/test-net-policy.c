@@ -160,7 +160,7 @@ static void validation(void)
 	expect_error("{\"allow\":[1]}", "allow[0] must be a string, not a number");
 	expect_error("{\"allow\":[null]}", "allow[0] must be a string, not null");
 	expect_error("{\"allow\":{\"x.test\":[{\"transform\":[]}]}}",
-		     "allow['x.test']: per-request rules are not supported yet");
+		     "allow['x.test'][0].transform must be a non-empty array");
 	expect_error("{\"allow\":{\"x.test\":{}}}", "allow['x.test'] must be an array of rules");
 	expect_error("{\"allow\":{\"*.co.uk\":[]}}",
 		     "allow: '*.co.uk' is a wildcard over the public");
