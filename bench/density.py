@@ -13,8 +13,15 @@ the other and left idle; after a settle time the host is measured again:
              PageTables, Shmem (the sandboxes' tmpfs roots), Percpu and
              VmallocUsed in /proc/meminfo; each is the median of 3 readings
   tmpfs      used bytes of each sandbox's root (statvfs of /proc/<pid1>/root)
-  cgroup     memory charged to the sandboxes' memory cgroups (usage and kmem),
-             a cross-check: it overlaps with everything above
+  charged    a second, independent measure that other work on the host does
+             not disturb: the daemon is started inside a memory cgroup of its
+             own (cgroup v1 memory, when the host has it), so everything its
+             spawner allocates for a sandbox (namespaces, mounts, page tables,
+             the daemon's thread stacks and heap) is charged there; its
+             growth plus what the sandboxes' own memory cgroups are charged
+             (agent pages, tmpfs, kernel objects made inside) is the charged
+             cost. Not every kernel allocation is charged to a cgroup, so this
+             is a lower bound.
 
 per sandbox = (daemon growth + agents + gateways + kernel deltas) / N.
 
@@ -168,6 +175,27 @@ def cgroup_dirs(ids):
     return found
 
 
+MEMCG_V1 = "/sys/fs/cgroup/memory"
+
+
+def bench_memcg():
+    """A fresh v1 memory cgroup for the daemon, or None (no v1 memory controller)."""
+    if not os.path.exists(os.path.join(MEMCG_V1, "memory.usage_in_bytes")):
+        return None
+    d = os.path.join(MEMCG_V1, f"airlock-bench-density-{os.getpid()}")
+    try:
+        os.mkdir(d)
+    except OSError as e:
+        print(f"  (no memory cgroup of our own: {e}; the charged cross-check is skipped)")
+        return None
+    return d
+
+
+def memcg_usage(d):
+    return {"usage": read_int(os.path.join(d, "memory.usage_in_bytes")) or 0,
+            "kmem": read_int(os.path.join(d, "memory.kmem.usage_in_bytes")) or 0}
+
+
 def read_int(path):
     try:
         with open(path) as f:
@@ -233,7 +261,14 @@ def main():
     print(f"  then {n} x POST /v1/sandboxes {json.dumps(body)}, idle; "
           f"then POST /v1/sandboxes/ID/stop for each", flush=True)
     log = open(os.path.join(state, "daemon.log"), "wb")
-    daemon = subprocess.Popen(serve, stderr=log, stdin=subprocess.DEVNULL)
+    memcg = bench_memcg()
+    if memcg:
+        # join the cgroup, then exec the daemon: it is charged from its first page
+        print(f"  (the daemon runs in its own memory cgroup {memcg})", flush=True)
+        wrapped = ["/bin/sh", "-c", f'echo $$ > {memcg}/cgroup.procs && exec "$@"', "sh", *serve]
+    else:
+        wrapped = serve
+    daemon = subprocess.Popen(wrapped, stderr=log, stdin=subprocess.DEVNULL)
     res = {"n": n, "policy": body.get("network_policy", "deny-all"),
            "serve_command": " ".join(serve), "create_body": body,
            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -258,6 +293,7 @@ def main():
         time.sleep(args.settle / 2)
         m0 = meminfo()
         s0 = slabinfo()
+        g0 = memcg_usage(memcg) if memcg else None
         d0 = rollup(daemon.pid)
         res["daemon_before"] = d0
 
@@ -304,6 +340,7 @@ def main():
                 pid1s[p] = table[p][1]
         d1 = rollup(daemon.pid)
         cg = cgroup_memory(ids)
+        g1 = memcg_usage(memcg) if memcg else None
         m1 = meminfo()
         s1 = slabinfo()
         sd = sorted(((s1.get(k2, 0) - s0.get(k2, 0), k2) for k2 in set(s0) | set(s1)),
@@ -340,6 +377,16 @@ def main():
         res["per_sandbox_kernel_kib"] = kern_total / n
         res["per_sandbox_total_kib"] = (proc_total + kern_total) / n
         res["per_sandbox_cgroup_charged_kib"] = cg["usage_bytes"] / 1024 / n if cg["cgroups"] else None
+        if g0 and g1:
+            res["daemon_memcg_growth_bytes"] = {k2: g1[k2] - g0[k2] for k2 in g0}
+            res["per_sandbox_charged_kib"] = {
+                "daemon_side": (g1["usage"] - g0["usage"]) / 1024 / n,
+                "daemon_side_kmem": (g1["kmem"] - g0["kmem"]) / 1024 / n,
+                "sandbox_cgroups": cg["usage_bytes"] / 1024 / n,
+                "sandbox_cgroups_kmem": cg["kmem_bytes"] / 1024 / n,
+            }
+            res["per_sandbox_charged_total_kib"] = (
+                (g1["usage"] - g0["usage"]) + cg["usage_bytes"]) / 1024 / n
 
         # ---- report ----
         print(f"\n  {n} idle sandboxes ({res['counts']['agent']} agents, "
@@ -362,6 +409,13 @@ def main():
             print("  largest slab caches grown, KiB per sandbox (slab caches are merged, "
                   "so a name can stand for several object types): " + ", ".join(
                       f"{k2} {v}" for k2, v in list(res["slab_top_kib_per_sandbox"].items())[:10]))
+        pc = res.get("per_sandbox_charged_kib")
+        if pc:
+            print(f"  charged to memory cgroups, per sandbox (not disturbed by other work on the "
+                  f"host; a lower bound): daemon's cgroup {pc['daemon_side']:.0f} KiB (kmem "
+                  f"{pc['daemon_side_kmem']:.0f}) + the sandbox's own cgroup "
+                  f"{pc['sandbox_cgroups']:.0f} KiB (kmem {pc['sandbox_cgroups_kmem']:.0f}) = "
+                  f"{res['per_sandbox_charged_total_kib']:.0f} KiB")
         print(f"  cross-checks: tmpfs used per sandbox root {res['tmpfs_used_bytes']['median']} B "
               f"(median); memory cgroups charged {cg['usage_bytes'] / 1024 / max(1, cg['cgroups']):.0f} "
               f"KiB each (kmem {cg['kmem_bytes'] / 1024 / max(1, cg['cgroups']):.0f} KiB) over "
@@ -405,6 +459,15 @@ def main():
         table = proc_table()
         alive = [p for p, st in pid1s.items() if table.get(p, (0, -1))[1] == st]
         cgs = cgroup_dirs(set(ids))
+        if memcg:
+            for _ in range(50):
+                try:
+                    os.rmdir(memcg)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+            else:
+                problems.append(f"could not remove the bench's memory cgroup {memcg}")
         mounts = []
         with open("/proc/self/mountinfo") as f:
             for ln in f:
