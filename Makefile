@@ -28,8 +28,7 @@ integration: build
 	$(PY) -m pytest -q tests/integration
 
 bench: build
-	./bench/startup
-	./bench/daemon
+	./bench/run
 
 FUZZ_SECONDS ?= 60
 fuzz: setup
