@@ -109,10 +109,13 @@ def compare(old_path, new):
             print(f"{label[:57]:<58}{fmt(ov, unit):>10}{fmt(nv, unit):>10}{'':>9}  "
                   f"{'only in new' if o is None else 'only in old' if n is None else ''}")
             continue
-        ch = (nv - ov) / ov * 100 if ov else float("nan")
         better = (n or o).get("better")
+        if ov <= 0:     # a change in percent means nothing from zero or below
+            print(f"{label[:57]:<58}{fmt(ov, unit):>10}{fmt(nv, unit):>10}{'-':>9}  ")
+            continue
+        ch = (nv - ov) / ov * 100
         verdict = ""
-        if better and ov and abs(ch) >= 5:
+        if better and abs(ch) >= 5:
             good = (ch < 0) if better == "lower" else (ch > 0)
             verdict = "better" if good else "worse"
         print(f"{label[:57]:<58}{fmt(ov, unit):>10}{fmt(nv, unit):>10}{ch:>+8.1f}%  {verdict}")

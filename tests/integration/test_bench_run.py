@@ -1,0 +1,60 @@
+"""bench/run smoke: a tiny run writes a well-formed results file, and --compare reads it.
+
+Only the one-shot section runs (3 alternated runs, firejail and runsc once),
+so this stays around 10 s; the other sections are covered by `bench/run --quick`.
+"""
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+RUN = REPO / "bench" / "run"
+TARGET_IDS = {"oneshot_vs_bwrap", "oneshot_vs_floor", "allow_vs_deny", "throughput_vs_bwrap",
+              "daemon_cycle", "daemon_rt", "daemon_p99", "density"}
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    if os.geteuid() != 0:
+        pytest.skip("bench/run needs root")
+    out = tmp_path_factory.mktemp("bench") / "r.json"
+    r = subprocess.run([str(RUN), "--quick", "--only", "oneshot", "--runs", "3",
+                        "--slow-runs", "1", "--warmup", "0", "--out", str(out)],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, AIRLOCK_BIN=os.environ.get(
+                           "AIRLOCK_BIN", str(REPO / "build" / "airlock"))))
+    assert out.exists(), r.stdout[-3000:] + r.stderr[-3000:]
+    return out, json.loads(out.read_text()), r
+
+
+def test_results_file_is_well_formed(results):
+    _, doc, r = results
+    assert doc["benchmark"] == "airlock bench/run" and doc["format"] == 1
+    assert doc["quick"] is True and doc["settings"]["sections"] == ["oneshot"]
+    for w in ("true", "python"):
+        for name in ("airlock", "airlock-allow", "bwrap", "bare"):
+            f = doc["figures"][f"oneshot.{w}.{name}"]
+            assert f["unit"] == "ms" and f["value"] > 0 and f["min"] <= f["value"] <= f["max"]
+            assert f["n"] == 3 and f["command"] and f["ratio_to_airlock"] > 0
+    assert doc["figures"]["oneshot.true.airlock"]["ratio_to_airlock"] == 1.0
+    assert {t["id"] for t in doc["targets"]} == TARGET_IDS
+    for t in doc["targets"]:
+        # measured here: a verdict; not measured (other sections): none
+        measured = t["id"] in ("oneshot_vs_bwrap", "oneshot_vs_floor", "allow_vs_deny")
+        assert (t["met"] is not None) == measured, t
+    # a peer that fails is reported in failures, never silently dropped
+    names = {k.split(".")[2] for k in doc["figures"]}
+    for peer in ("firejail", "runsc"):
+        assert peer in names or any(peer in f["message"] for f in doc["failures"])
+    assert "targets (issue 7" in r.stdout
+
+
+def test_compare_reads_a_results_file(results):
+    out, _, _ = results
+    r = subprocess.run([str(RUN), "--compare", str(out), "--results", str(out)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "one-shot /bin/true: airlock" in r.stdout and "+0.0%" in r.stdout
