@@ -94,6 +94,7 @@ struct al_config {
 	const char *net_policy_json;
 	const char *upstream_netns; /* where the gateway's upstream sockets live (NULL: host) */
 	const char *upstream_dns;   /* "IP[:PORT]" the gateway asks (NULL: host resolv.conf) */
+	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
 	const char *sandbox_id;     /* names the sandbox in the egress log */
 };
 

@@ -52,6 +52,8 @@ void cli_run_usage(FILE *out)
 	      "  --egress-log FILE    append every egress decision as a JSON line\n"
 	      "  --upstream-netns NS  the gateway dials out from network namespace NS\n"
 	      "  --upstream-dns IP[:PORT]  the resolver the gateway asks (default: the host's)\n"
+	      "  --upstream-ca FILE   CA certificates that upstreams of TLS-terminated domains\n"
+	      "                       (per-request rules) must chain to (default: the system's)\n"
 	      "  --hostname NAME      hostname inside (default sandbox)\n"
 	      "  -h, --help           this text\n"
 	      "\n"
@@ -121,7 +123,7 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 enum {
 	OPT_TIMEOUT = 256, OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_DISK, OPT_OUTPUT, OPT_IMAGE,
 	OPT_FILE, OPT_ROOT, OPT_JSON, OPT_NET, OPT_HOSTNAME, OPT_ALLOW, OPT_ALLOW_CIDR,
-	OPT_DENY_CIDR, OPT_POLICY, OPT_UP_NETNS, OPT_UP_DNS, OPT_EGRESS_LOG,
+	OPT_DENY_CIDR, OPT_POLICY, OPT_UP_NETNS, OPT_UP_DNS, OPT_UP_CA, OPT_EGRESS_LOG,
 };
 
 static const struct option long_opts[] = {
@@ -147,6 +149,7 @@ static const struct option long_opts[] = {
 	{"policy", required_argument, NULL, OPT_POLICY},
 	{"upstream-netns", required_argument, NULL, OPT_UP_NETNS},
 	{"upstream-dns", required_argument, NULL, OPT_UP_DNS},
+	{"upstream-ca", required_argument, NULL, OPT_UP_CA},
 	{"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
@@ -249,6 +252,11 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		break;
 	case OPT_UP_DNS:
 		cfg->upstream_dns = arg;
+		break;
+	case OPT_UP_CA:
+		if (access(arg, R_OK) < 0)
+			return usage_error("--upstream-ca '%s': %s", arg, strerror(errno));
+		cfg->upstream_ca = arg;
 		break;
 	case OPT_EGRESS_LOG:
 		o->egress_log = arg;

@@ -33,6 +33,8 @@ void cli_serve_usage(FILE *out)
 	      "  --agent PATH        the airlock-agent binary (default: next to airlock)\n"
 	      "  --upstream-netns NS, --upstream-dns IP[:PORT]\n"
 	      "                      where sandbox gateways dial out from / the resolver they ask\n"
+	      "  --upstream-ca FILE  CA certificates for upstreams of TLS-terminated domains\n"
+	      "                      (default: the system's)\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -88,6 +90,7 @@ int cli_serve(int argc, char **argv)
 		{"tokens", required_argument, NULL, 't'}, {"agent", required_argument, NULL, 'a'},
 		{"upstream-netns", required_argument, NULL, 'n'},
 		{"upstream-dns", required_argument, NULL, 'u'},
+		{"upstream-ca", required_argument, NULL, 'c'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -109,6 +112,7 @@ int cli_serve(int argc, char **argv)
 		case 'a': agent = xstrdup(optarg); break;
 		case 'n': dopt.upstream_netns = optarg; break;
 		case 'u': dopt.upstream_dns = optarg; break;
+		case 'c': dopt.upstream_ca = optarg; break;
 		case 'h': cli_serve_usage(stdout); return 0;
 		default:
 			fprintf(stderr, "airlock: serve: bad option '%s'\n", argv[optind - 1]);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* airlockd: commands in a sandbox -- start, inspect, wait, stdin, kill, logs. */
 #include "daemon/internal.h"
+#include "net/gateway.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
@@ -91,7 +92,7 @@ static bool overridden(const char *const *all, size_t n, size_t i)
 /* The EXEC frame. Environment: the base, then the sandbox's, then the command's -- a later
  * entry replaces an earlier one of the same name. */
 static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c,
-		       const struct dm_sbx *s, const struct dm_exec *e, bool with_net)
+		       const struct dm_sbx *s, const struct dm_exec *e, bool with_net, bool with_ca)
 {
 	static const char *const base[] = {
 		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
@@ -106,11 +107,18 @@ static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c
 
 	while (s->env && s->env[n_sbx])
 		n_sbx++;
-	all = xzalloc((3 + 6 + n_sbx + e->n_env) * sizeof(*all));
+	static const char *const ca[] = {
+		"SSL_CERT_FILE=" NET_CA_BUNDLE_PATH, "CURL_CA_BUNDLE=" NET_CA_BUNDLE_PATH,
+		"REQUESTS_CA_BUNDLE=" NET_CA_BUNDLE_PATH, "GIT_SSL_CAINFO=" NET_CA_BUNDLE_PATH,
+		"NODE_EXTRA_CA_CERTS=" NET_CA_CERT_PATH};
+
+	all = xzalloc((3 + 6 + 5 + n_sbx + e->n_env) * sizeof(*all));
 	for (size_t i = 0; i < 3; i++)
 		all[n++] = base[i];
 	for (size_t i = 0; with_net && i < 6; i++)
 		all[n++] = proxy[i]; /* the sandbox has a gateway: explicit-proxy clients use it */
+	for (size_t i = 0; with_ca && i < 5; i++)
+		all[n++] = ca[i]; /* it terminates TLS for some domains: trust its CA */
 	for (size_t i = 0; i < n_sbx; i++)
 		all[n++] = s->env[i];
 	for (size_t i = 0; i < e->n_env; i++)
@@ -196,7 +204,8 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	/* A policy that allows something means a gateway (the watchdog keeps one running). */
-	build_exec(&b, dm_agent_next_id(s), c, s, e, !dm_policy_is_deny_all(s->policy_json));
+	build_exec(&b, dm_agent_next_id(s), c, s, e, !dm_policy_is_deny_all(s->policy_json),
+		   dm_sandbox_has_ca(d, s->id));
 	strcpy(id, c->id);
 	pthread_mutex_unlock(&d->mu);
 

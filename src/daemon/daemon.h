@@ -26,6 +26,7 @@ struct daemon_opts {
 	uint64_t default_timeout_ms;
 	const char *upstream_netns; /* where sandbox gateways dial out from (NULL: the host) */
 	const char *upstream_dns;   /* the resolver they ask (NULL: the host's) */
+	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);

@@ -25,6 +25,10 @@
 #define DM_MAX_LIFETIME_MS (24ull * 3600 * 1000)
 #define DM_SLOT_FIRST 0x2000u /* uid slots (<< 16 above 0x40000000); one-shot runs use 0..0x1fff */
 #define DM_SLOT_LAST 0x3fffu
+/* The most of the store's time one sandbox's command output may take, in percent
+ * (agent_conn.c: the reader pauses after each append to keep to it). */
+#define DM_OUTPUT_STORE_SHARE 10
+#define DM_OUTPUT_PAUSE_MIN_NS 2000000 /* shorter debts are carried over, not slept */
 
 struct dm_cmd {
 	char id[DM_ID_LEN + 1];
@@ -71,6 +75,7 @@ struct dm_sbx {
 	bool reader_running;
 	uint32_t next_req;
 	struct dm_pending pending[16];
+	int64_t out_debt_ns;     /* reader only: store time its output still owes as a pause */
 
 	struct dm_cmd **cmds;
 	size_t n_cmds;
@@ -118,6 +123,10 @@ bool dm_policy_is_deny_all(const char *json);
 bool dm_gateway_running(struct daemon *d, const char *id);
 void *dm_netwatch_main(void *arg); /* restarts dead gateways (a detached thread) */
 char *dm_egress_log_path(struct daemon *d, const char *id);
+/* The sandbox CA's directory on the host (the gateway makes the CA there). */
+char *dm_ca_dir(struct daemon *d, const char *id);
+/* Has the sandbox a CA (a policy with per-request rules was applied)? */
+bool dm_sandbox_has_ca(struct daemon *d, const char *id);
 /* Put policy (compact JSON) in force for sandbox id (PID 1 pid): starts its gateway the
  * first time it is not deny-all, else pushes it; returns once in force. */
 int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *policy, int64_t gen,

@@ -33,6 +33,25 @@ static char *gw_ctl_path(struct daemon *d, const char *id)
 	return xasprintf("%s/%s.gw", d->sock_dir, id);
 }
 
+char *dm_ca_dir(struct daemon *d, const char *id)
+{
+	char *top = xasprintf("%s/ca", d->state_dir), *dir = xasprintf("%s/%s", top, id);
+
+	mkdir(top, 0700);
+	free(top);
+	return dir;
+}
+
+bool dm_sandbox_has_ca(struct daemon *d, const char *id)
+{
+	char *dir = dm_ca_dir(d, id), *pem = xasprintf("%s/ca.pem", dir);
+	bool has = access(pem, F_OK) == 0;
+
+	free(dir);
+	free(pem);
+	return has;
+}
+
 char *dm_egress_log_path(struct daemon *d, const char *id)
 {
 	return xasprintf("%s/egress/%s.jsonl", d->state_dir, id);
@@ -136,6 +155,7 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 	char *bin = slash ? (*slash = '\0', xasprintf("%s/airlock-gateway", gw))
 			  : xstrdup("airlock-gateway");
 	char *ctl = gw_ctl_path(d, id), *log = dm_egress_log_path(d, id), *egress_dir;
+	char *ca_dir = dm_ca_dir(d, id);
 	char pidbuf[16], genbuf[24], line[1024];
 	const char *argv[24];
 	int p[2], a = 0, r;
@@ -157,6 +177,9 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 		argv[a++] = "--upstream-netns", argv[a++] = d->opts.upstream_netns;
 	if (d->opts.upstream_dns)
 		argv[a++] = "--upstream-dns", argv[a++] = d->opts.upstream_dns;
+	argv[a++] = "--ca-dir", argv[a++] = ca_dir;
+	if (d->opts.upstream_ca)
+		argv[a++] = "--upstream-ca", argv[a++] = d->opts.upstream_ca;
 	argv[a] = NULL;
 	r = pipe2(p, O_CLOEXEC);
 	child = r < 0 ? -1 : fork();

@@ -28,6 +28,7 @@ struct jail_ctx {
 	int stdio[3];        /* child's ends of the stdio pipes (-1 in tty mode: the PTY is used) */
 	struct winsize winsz; /* initial PTY size */
 	bool net_link;        /* the sandbox has a link to its gateway (eth0) */
+	const char *ca_pem;   /* the sandbox CA to trust (TLS termination), or NULL */
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */

@@ -16,6 +16,8 @@
  */
 #include "jail/jail.h"
 #include "common/cleanup.h"
+#include "net/gateway.h"
+#include "common/xalloc.h"
 #include "common/error.h"
 
 #include <errno.h>
@@ -123,6 +125,32 @@ static const char etc_resolv[] = "# airlock: network policy deny-all (loopback o
 static const char etc_resolv_gw[] = "# airlock: the sandbox's egress gateway\nnameserver 100.96.0.1\n";
 
 /* The default runtime: the host's system directories, read-only, and a generated /etc. */
+/* /etc/airlock: the sandbox CA (made only for per-request rules) and a bundle with it. */
+static int build_ca(int root_fd, const char *ca_pem, struct al_error **err)
+{
+	_cleanup_free_ char *bundle = NULL;
+	size_t n = 0, pl;
+	FILE *f;
+
+	if (mkdirat(root_fd, "etc/airlock", 0755) < 0)
+		return al_error_set(err, errno, "mkdir '/etc/airlock'");
+	if (!ca_pem)
+		return 0; /* a daemon's gateway may install one later */
+	pl = strlen(ca_pem);
+	bundle = xzalloc((4u << 20) + pl + 2);
+	if ((f = fopen(NET_HOST_CA_BUNDLE, "re"))) {
+		n = fread(bundle, 1, 4u << 20, f);
+		fclose(f);
+	}
+	if (n && bundle[n - 1] != '\n')
+		bundle[n++] = '\n';
+	memcpy(bundle + n, ca_pem, pl);
+	if (write_file(root_fd, NET_CA_CERT_PATH + 1, ca_pem, err) < 0 ||
+	    write_file(root_fd, NET_CA_BUNDLE_PATH + 1, bundle, err) < 0)
+		return -1;
+	return 0;
+}
+
 static int build_host_runtime(int root_fd, const char *hostname, bool net,
 			      struct al_error **err)
 {
@@ -354,6 +382,8 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 		r = cfg->image ? build_image(root_fd, image_fd, cfg->image, err)
 			       : build_host_runtime(root_fd, cfg->hostname ? cfg->hostname : "sandbox",
 						    ctx->net_link, err);
+	if (r == 0 && !cfg->image)
+		r = build_ca(root_fd, ctx->ca_pem, err);
 	if (r == 0)
 		r = build_writable(root_fd, ctx, err);
 	if (r == 0)

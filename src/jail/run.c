@@ -76,9 +76,9 @@ void al_result_release(struct al_result *res)
 }
 
 /* The workload's whole environment: a minimal base, then the caller's --env entries. */
-static char **build_env(const struct al_config *cfg, bool with_net)
+static char **build_env(const struct al_config *cfg, bool with_net, bool with_ca)
 {
-	size_t n = 0, i, j, cap = cfg->n_env + 6;
+	size_t n = 0, i, j, cap = cfg->n_env + 6 + 5;
 	char **env = xzalloc(cap * sizeof(*env));
 
 	env[n++] = xstrdup("PATH=" DEFAULT_PATH);
@@ -94,6 +94,13 @@ static char **build_env(const struct al_config *cfg, bool with_net)
 					     NET_PROXY_PORT);
 		env[n++] = xstrdup("NO_PROXY=localhost,127.0.0.1");
 		env[n++] = xstrdup("no_proxy=localhost,127.0.0.1");
+	}
+	if (with_ca) { /* TLS-terminated domains: the usual clients trust the sandbox's CA */
+		env[n++] = xstrdup("SSL_CERT_FILE=" NET_CA_BUNDLE_PATH);
+		env[n++] = xstrdup("CURL_CA_BUNDLE=" NET_CA_BUNDLE_PATH);
+		env[n++] = xstrdup("REQUESTS_CA_BUNDLE=" NET_CA_BUNDLE_PATH);
+		env[n++] = xstrdup("GIT_SSL_CAINFO=" NET_CA_BUNDLE_PATH);
+		env[n++] = xstrdup("NODE_EXTRA_CA_CERTS=" NET_CA_CERT_PATH);
 	}
 	if (cfg->tty)
 		env[n++] = xasprintf("TERM=%s", cfg->term && *cfg->term ? cfg->term : "xterm");
@@ -250,7 +257,6 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	r.ctx.cfg = cfg;
 	r.ctx.uid = cfg->root ? 0 : JAIL_USER_UID;
 	r.ctx.host_base = 0x40000000u + (((uid_t)getpid() & 0x3fffu) << 16);
-	r.ctx.envp = build_env(cfg, with_net);
 	r.ctx.net_link = with_net;
 	if (io->tty_fd >= 0)
 		ioctl(io->tty_fd, TIOCGWINSZ, &r.ctx.winsz);
@@ -268,6 +274,8 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 		res->duration_ms = jail_now_ms() - t0;
 		return 0;
 	}
+	r.ctx.ca_pem = gw_client_ca_pem(r.gw);
+	r.ctx.envp = build_env(cfg, with_net, r.ctx.ca_pem != NULL);
 	if (jail_cgroup_create(name, cfg, &r.cg, &setup) < 0 || open_channels(&r, cfg, io, &setup) < 0 ||
 	    spawn(&r, &setup) < 0) {
 		set_setup_failed(res, setup, "set-up failed");

@@ -189,7 +189,7 @@ static int load_ca(struct net_ca *ca, const char *kpath, const char *cpath, stru
 }
 
 int net_ca_open(const char *dir, const char *sandbox_id, const char *const *names, size_t n_names,
-		struct net_ca **out, struct al_error **err)
+		bool keep_key, struct net_ca **out, struct al_error **err)
 {
 	struct net_ca *ca = xzalloc(sizeof(*ca));
 	_cleanup_free_ char *kpath = xasprintf("%s/ca.key", dir);
@@ -215,7 +215,7 @@ int net_ca_open(const char *dir, const char *sandbox_id, const char *const *name
 			memcpy(k, data, (size_t)n);
 			/* the certificate first: a key without it is never left behind */
 			r = write_file(cpath, pem ? pem : "", 0644, err);
-			if (r == 0)
+			if (r == 0 && keep_key)
 				r = write_file(kpath, k, 0600, err);
 			OPENSSL_cleanse(k, (size_t)n);
 		}

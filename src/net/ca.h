@@ -17,6 +17,7 @@
 #include "common/error.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #define NET_CA_MAX_LEAVES 256
@@ -25,10 +26,11 @@ struct net_ca;
 
 /*
  * Load the CA from dir/ca.key and dir/ca.pem, or make one there (names: DNS
- * subtrees to constrain it to, NULL for none). dir is created 0700.
+ * subtrees to constrain it to, NULL for none). dir is created 0700. Without
+ * keep_key only dir/ca.pem is written: the key lives in memory alone.
  */
 int net_ca_open(const char *dir, const char *sandbox_id, const char *const *names, size_t n_names,
-		struct net_ca **out, struct al_error **err);
+		bool keep_key, struct net_ca **out, struct al_error **err);
 void net_ca_free(struct net_ca *ca);
 /* The CA certificate, PEM (owned by ca). */
 const char *net_ca_cert_pem(const struct net_ca *ca);

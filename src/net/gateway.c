@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The gateway's lifecycle: namespace, link, ruleset, sockets, threads, the egress log. */
 #include "net/gw.h"
+#include "net/ca.h"
 #include "net/link.h"
 #include "net/nft.h"
 #include "common/cleanup.h"
@@ -178,6 +179,16 @@ int net_gateway_set_policy(struct net_gateway *g, struct net_policy *p, struct a
 	return 0;
 }
 
+const char *net_gateway_ca_pem(struct net_gateway *g)
+{
+	const char *pem;
+
+	pthread_mutex_lock(&g->tls_mu);
+	pem = g->ca ? net_ca_cert_pem(g->ca) : NULL;
+	pthread_mutex_unlock(&g->tls_mu);
+	return pem; /* lives as long as the gateway: the CA is never replaced */
+}
+
 int gw_enter_upstream(struct net_gateway *g)
 {
 	return g->up_ns >= 0 ? setns(g->up_ns, CLONE_NEWNET) : 0;
@@ -326,6 +337,7 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	g->ca_dir = o->ca_dir ? xstrdup(o->ca_dir) : NULL;
 	g->upstream_ca = o->upstream_ca ? xstrdup(o->upstream_ca) : NULL;
 	g->ca_constrain = o->ca_constrain;
+	g->ca_ephemeral = o->ca_ephemeral;
 	pthread_attr_init(&g->conn_attr);
 	pthread_attr_setstacksize(&g->conn_attr, GW_CONN_STACK);
 	pthread_attr_setdetachstate(&g->conn_attr, PTHREAD_CREATE_DETACHED);

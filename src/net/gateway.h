@@ -26,6 +26,11 @@
 #define NET_DNS_PORT 53
 #define NET_PROXY_PORT 3128
 #define NET_TPROXY_PORT 3129
+/* In the sandbox, when its policy has per-request rules (TLS termination): its CA, and the
+ * system's CAs plus it (what SSL_CERT_FILE, CURL_CA_BUNDLE, ... point at). */
+#define NET_CA_CERT_PATH "/etc/airlock/ca.pem"
+#define NET_CA_BUNDLE_PATH "/etc/airlock/ca-bundle.pem"
+#define NET_HOST_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 struct net_policy;
 struct net_gateway;
@@ -39,6 +44,7 @@ struct net_gateway_opts {
 	const char *ca_dir;         /* the sandbox CA's directory on the host (TLS termination) */
 	const char *upstream_ca;    /* CA file for verifying terminated upstreams; NULL: system */
 	bool ca_constrain;          /* name-constrain a new CA to the policy's domains */
+	bool ca_ephemeral;          /* keep the CA key in memory only (one-shot runs) */
 };
 
 /* Single-threaded phase (before the sandbox is cloned): the gateway namespace, the link
@@ -51,6 +57,8 @@ int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct 
 /* Replace the policy (taken over) and cut the live flows it refuses; returns when done.
  * Fails (policy freed, nothing changed) only when its rules need a CA that cannot be made. */
 int net_gateway_set_policy(struct net_gateway *g, struct net_policy *p, struct al_error **err);
+/* The sandbox CA's certificate (PEM), or NULL while no policy had rules. */
+const char *net_gateway_ca_pem(struct net_gateway *g);
 /* Start serving (threads). */
 int net_gateway_start(struct net_gateway *g, struct al_error **err);
 /* Stop serving, close every connection, free. Safe on a gateway never started. */

@@ -24,6 +24,7 @@
 #include "common/error.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -74,6 +75,53 @@ static void set_resolver(pid_t pid)
 	close(root);
 }
 
+/* Write one file into the running sandbox's /etc/airlock (created by its rootfs). */
+static int put_in_sandbox(int root, const char *rel, const char *a, size_t an, const char *b,
+			  size_t bn)
+{
+	struct open_how how = {.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			       .mode = 0644,
+			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
+					  RESOLVE_NO_SYMLINKS};
+	int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how)), r = 0;
+
+	if (fd < 0)
+		return -1;
+	if ((an && write(fd, a, an) != (ssize_t)an) || (bn && write(fd, b, bn) != (ssize_t)bn))
+		r = -1;
+	close(fd);
+	return r;
+}
+
+/* A running sandbox whose policy now has per-request rules: give it the CA to trust. */
+static void install_ca(struct net_gateway *g, pid_t pid, bool *done)
+{
+	const char *pem = net_gateway_ca_pem(g);
+	char path[64], *sys = NULL;
+	size_t sys_len = 0;
+	FILE *f;
+	int root;
+
+	if (*done || !pem)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/root", (int)pid);
+	root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return;
+	f = fopen(NET_HOST_CA_BUNDLE, "re");
+	if (f) {
+		sys = malloc(4 << 20);
+		sys_len = sys ? fread(sys, 1, 4 << 20, f) : 0;
+		fclose(f);
+	}
+	/* The bundle first, so a command that sees ca.pem also finds the bundle. */
+	if (put_in_sandbox(root, NET_CA_BUNDLE_PATH + 1, sys, sys_len, pem, strlen(pem)) == 0 &&
+	    put_in_sandbox(root, NET_CA_CERT_PATH + 1, pem, strlen(pem), NULL, 0) == 0)
+		*done = true;
+	free(sys);
+	close(root);
+}
+
 static int control_listen(const char *path, struct al_error **err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -92,7 +140,7 @@ static int control_listen(const char *path, struct al_error **err)
 }
 
 /* One control connection: "POLICY GEN JSON\n" lines. */
-static void control_serve(struct net_gateway *g, int c)
+static void control_serve(struct net_gateway *g, int c, pid_t pid, bool *ca_installed)
 {
 	char *line = malloc(1 << 20);
 	size_t n = 0;
@@ -116,6 +164,7 @@ static void control_serve(struct net_gateway *g, int c)
 			    net_policy_parse_string(line + off, strlen(line + off), &p, &err) == 0) {
 				p->generation = gen;
 				if (net_gateway_set_policy(g, p, &err) == 0) {
+					install_ca(g, pid, ca_installed);
 					dprintf(c, "A %llu\n", gen);
 				} else {
 					struct net_policy *deny = net_policy_new(NET_POLICY_DENY_ALL);
@@ -143,9 +192,11 @@ static int serve_daemon_mode(struct net_gateway *g, pid_t pid, const char *ctl_p
 {
 	struct al_error *err = NULL;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), lfd = control_listen(ctl_path, &err);
+	bool ca_installed = false;
 
 	if (pidfd < 0 || lfd < 0)
 		return fail(err);
+	install_ca(g, pid, &ca_installed);
 	dprintf(CTL, "R\n");
 	close(CTL);
 	for (;;) {
@@ -158,7 +209,7 @@ static int serve_daemon_mode(struct net_gateway *g, pid_t pid, const char *ctl_p
 		if (p[1].revents) {
 			int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 			if (c >= 0) {
-				control_serve(g, c);
+				control_serve(g, c, pid, &ca_installed);
 				close(c);
 			}
 		}
@@ -205,6 +256,8 @@ int main(int argc, char **argv)
 			o.upstream_ca = argv[i + 1];
 		else if (strcmp(argv[i], "--ca-constrain") == 0)
 			o.ca_constrain = strcmp(argv[i + 1], "0") != 0;
+		else if (strcmp(argv[i], "--ca-ephemeral") == 0)
+			o.ca_ephemeral = strcmp(argv[i + 1], "0") != 0;
 		else if (strcmp(argv[i], "--generation") == 0)
 			generation = strtoull(argv[i + 1], NULL, 10);
 	}

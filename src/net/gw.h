@@ -91,6 +91,7 @@ struct net_gateway {
 	char *ca_dir;            /* where the CA lives on the host (NULL: termination off) */
 	char *upstream_ca;       /* CA file for upstream verification (NULL: the system's) */
 	bool ca_constrain;       /* name-constrain a new CA to the policy's domains */
+	bool ca_ephemeral;       /* the CA key stays in memory (one-shot runs) */
 };
 
 /* One decision, as one JSON line. */

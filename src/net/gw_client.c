@@ -21,7 +21,36 @@
 struct gw_client {
 	pid_t pid;
 	int ctl;
+	char ca_dir[64];  /* a private directory for the sandbox CA's certificate ("" if none) */
+	char *ca_pem;     /* the certificate, when the policy has per-request rules */
 };
+
+/* After "R": the gateway made a CA (the policy has rules) -- keep its certificate. */
+static void read_ca(struct gw_client *c)
+{
+	char path[96];
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/ca.pem", c->ca_dir);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && n < 65536 &&
+	    fseek(f, 0, SEEK_SET) == 0) {
+		c->ca_pem = xzalloc((size_t)n + 1);
+		if (fread(c->ca_pem, 1, (size_t)n, f) != (size_t)n) {
+			free(c->ca_pem);
+			c->ca_pem = NULL;
+		}
+	}
+	fclose(f);
+}
+
+const char *gw_client_ca_pem(const struct gw_client *c)
+{
+	return c ? c->ca_pem : NULL;
+}
 
 /* Read one control line (with a deadline); returns 0 on "R"/"A", <0 with err on "E". */
 static int read_reply(struct gw_client *c, const char *what, struct al_error **err)
@@ -74,7 +103,7 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	struct gw_client *c = xzalloc(sizeof(*c));
 	char *path = sibling("airlock-gateway"), logfd[16];
 	int sp[2];
-	const char *argv[16];
+	const char *argv[24];
 	int a = 0;
 
 	*out = c;
@@ -95,6 +124,18 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 		argv[a++] = "--upstream-netns", argv[a++] = cfg->upstream_netns;
 	if (cfg->upstream_dns)
 		argv[a++] = "--upstream-dns", argv[a++] = cfg->upstream_dns;
+	/* The CA (made only if the policy has per-request rules): constrained to the policy's
+	 * domains (a one-shot policy never changes), its key in the gateway's memory only. */
+	snprintf(c->ca_dir, sizeof(c->ca_dir), "/tmp/airlock-ca-XXXXXX");
+	if (mkdtemp(c->ca_dir)) {
+		argv[a++] = "--ca-dir", argv[a++] = c->ca_dir;
+		argv[a++] = "--ca-constrain", argv[a++] = "1";
+		argv[a++] = "--ca-ephemeral", argv[a++] = "1";
+	} else {
+		c->ca_dir[0] = '\0';
+	}
+	if (cfg->upstream_ca)
+		argv[a++] = "--upstream-ca", argv[a++] = cfg->upstream_ca;
 	argv[a] = NULL;
 	c->pid = fork();
 	if (c->pid == 0) {
@@ -117,7 +158,11 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 		return al_error_set(err, errno, "fork the network gateway");
 	}
 	free(path);
-	return read_reply(c, "start", err);
+	if (read_reply(c, "start", err) < 0)
+		return -1;
+	if (c->ca_dir[0])
+		read_ca(c);
+	return 0;
 }
 
 int gw_client_attach(struct gw_client *c, pid_t pid, struct al_error **err)
@@ -143,5 +188,12 @@ void gw_client_stop(struct gw_client *c)
 			close(pidfd);
 		waitpid(c->pid, &st, 0);
 	}
+	if (c->ca_dir[0]) {
+		char path[96];
+		snprintf(path, sizeof(path), "%s/ca.pem", c->ca_dir);
+		unlink(path);
+		rmdir(c->ca_dir);
+	}
+	free(c->ca_pem);
 	free(c);
 }

@@ -23,6 +23,8 @@ struct gw_client;
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
 		    struct gw_client **out, struct al_error **err);
 int gw_client_attach(struct gw_client *c, pid_t pid, struct al_error **err);
+/* The sandbox CA's certificate (PEM) when the policy has per-request rules, else NULL. */
+const char *gw_client_ca_pem(const struct gw_client *c);
 /* Close the channel, wait for the gateway to exit, free. NULL is fine. */
 void gw_client_stop(struct gw_client *c);
 

@@ -114,7 +114,7 @@ int gw_tls_ensure(struct net_gateway *g, const struct net_policy *p, struct al_e
 
 		for (size_t i = 0; g->ca_constrain && i < p->n_domains; i++)
 			names[n++] = p->domains[i].name; /* a subtree covers the apex and below */
-		r = net_ca_open(g->ca_dir, g->sandbox_id, names, n, &g->ca, err);
+		r = net_ca_open(g->ca_dir, g->sandbox_id, names, n, !g->ca_ephemeral, &g->ca, err);
 		free(names);
 		if (r == 0 && !g->ssl_srv)
 			r = make_ctxs(g, err);
@@ -292,6 +292,11 @@ static int read_request(struct mitm *m, struct net_http_req *req)
 		if (n <= 0) {
 			if (k->len)
 				answer(m, 400, "incomplete_request", "Bad Request");
+			else /* e.g. a pinning client that refused our leaf after the handshake */
+				gw_log(k->g, &(struct gw_event){.layer = "tls",
+								.reason = "client_closed_before_request",
+								.name = k->name, .addr = &k->addr,
+								.port = k->port});
 			return -1;
 		}
 		k->len += (size_t)n;

@@ -503,6 +503,19 @@ static bool maybe_terminate(struct gw_conn *k)
 	return true;
 }
 
+/* Plain HTTP to a domain with rules would bypass them (and must never carry a secret). */
+static bool refuse_plaintext(struct gw_conn *k)
+{
+	bool rules;
+
+	pthread_rwlock_rdlock(&k->g->policy_lock);
+	rules = k->name[0] && net_policy_rules_for(k->g->policy, k->name) != NULL;
+	pthread_rwlock_unlock(&k->g->policy_lock);
+	if (rules)
+		deny(k, "plaintext_to_rule_domain", k->name, 403);
+	return rules;
+}
+
 /* :3128 -- CONNECT host:port (then TLS whose SNI must be that host), or absolute-URI HTTP. */
 static void serve_explicit(struct gw_conn *k)
 {
@@ -547,7 +560,7 @@ static void serve_explicit(struct gw_conn *k)
 		deny(k, "not_a_proxy_request", NULL, 400);
 		return;
 	}
-	if (judge_and_dial(k, req.host.p, req.host.len, req.port) < 0)
+	if (judge_and_dial(k, req.host.p, req.host.len, req.port) < 0 || refuse_plaintext(k))
 		return;
 	if (forward_http(k, &req) == 0)
 		log_allow(k, "http");
@@ -594,7 +607,7 @@ static void serve_transparent(struct gw_conn *k)
 		deny(k, "no_host", NULL, 0);
 		return;
 	}
-	if (judge_and_dial(k, req.host.p, req.host.len, port) < 0)
+	if (judge_and_dial(k, req.host.p, req.host.len, port) < 0 || refuse_plaintext(k))
 		return;
 	if (forward_http(k, &req) == 0)
 		log_allow(k, "http");

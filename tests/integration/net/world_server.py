@@ -175,6 +175,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
               body=body_in.decode("utf-8", "replace"))
         body = (f"{srv.name}-web proto={srv.proto} host={','.join(hosts)} "
                 f"path={self.path} secret={srv.secret}\n").encode()
+        if self.path.startswith("/echo-headers"):
+            # a reflecting endpoint: the request's headers come back in the body and in
+            # a response header (ABUSE-3)
+            body = "".join(f"{k}: {v}\n" for k, v in self.headers.items()).encode()
+            self.send_response(200)
+            self.send_header("X-Echo-Auth", self.headers.get("Authorization") or "-")
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        if self.path.startswith("/redir"):
+            # a redirect to another host (ABUSE-6): ?to=URL
+            to = self.path.split("to=", 1)[1] if "to=" in self.path else "/"
+            self.send_response(302)
+            self.send_header("Location", to)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
