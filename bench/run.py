@@ -48,6 +48,7 @@ ap.add_argument("--egress-args", help="arguments for bench/egress (default: its 
 ap.add_argument("--skip", default="", help="comma-separated sections to skip: " +
                 ",".join(SECTIONS))
 ap.add_argument("--only", default="", help="comma-separated sections to run")
+ap.add_argument("--note", help="free text kept in the results (e.g. which build was measured)")
 ap.add_argument("--bin-dir", help="directory with the airlock binaries (default <repo>/build, "
                 "or the directory of $AIRLOCK_BIN)")
 args = ap.parse_args()
@@ -208,7 +209,7 @@ doc = {
              "cpus": os.cpu_count(), "loadavg_before": os.getloadavg()},
     "git": git_describe(), "bin_dir": str(src_bin),
     "airlock_sha256": sha256(binp / "airlock"),
-    "quick": Q,
+    "quick": Q, "note": args.note,
     "settings": {"runs": RUNS, "slow_runs": SLOW_RUNS, "warmup": args.warmup,
                  "throughput_seconds": TP_SECONDS, "throughput_rounds": TP_ROUNDS,
                  "workers": args.workers, "daemon_runs": D_RUNS, "round_trips": D_RT,
@@ -251,6 +252,8 @@ print(f"airlock bench/run  {doc['date_utc']}  host {doc['host']['hostname']}, "
 print(f"binaries: {src_bin} (git {doc['git']}, airlock sha256 {doc['airlock_sha256'][:12]}), "
       f"run from a snapshot copy in {binp}")
 print(f"sections: {', '.join(todo)}{'  (quick)' if Q else ''}")
+if args.note:
+    print(f"note: {args.note}")
 
 # ---------------------------------------------------------------------------
 # 1. one-shot
