@@ -9,8 +9,9 @@
  *                                {mode: "custom", allowedDomains?, allowedCIDRs?, deniedCIDRs?,
  *                                 injectionRules?, forwardRules?}
  *
- * Per-request rules (match, transform, forwardURL, response) are refused for
- * now: they need TLS termination in the gateway.
+ * Per-request rules (match, transform, forwardURL, response) pass through to
+ * the daemon, which validates them (src/net/rules.c); read back, transform
+ * values are never shown (injectionRules list header names only).
  */
 #include "api/routes_vercel.h"
 #include "common/error.h"
@@ -86,14 +87,14 @@ int vc_policy_in(json_t *p, json_t **out, struct al_error **err)
 		*out = json_deep_copy(p);
 		return 0;
 	}
-	/* The record form: only domains without rules can be kept. */
+	/* The record form: with rules it is kept as it is (the daemon judges the rules);
+	 * without any, it becomes the plain list. */
 	list = json_array();
 	json_object_foreach(allow, domain, rules) {
 		if (json_array_size(rules) > 0) {
 			json_decref(list);
-			return api_bad(err, "networkPolicy: per-request rules (match, transform, "
-					    "forwardURL, response) for '%.100s' are not supported yet",
-				       domain);
+			*out = json_deep_copy(p);
+			return 0;
 		}
 		json_array_append_new(list, json_string(domain));
 	}
@@ -117,10 +118,14 @@ static void vc_policy_out_rules(json_t *allow, json_t *o)
 			json_t *fwd = json_object_get(rule, "forwardURL");
 			json_t *tr = json_object_get(rule, "transform");
 
-			if (json_is_string(fwd))
-				json_array_append_new(forward, json_pack("{s:s,s:O}", "domain",
-									 domain, "forwardURL",
-									 fwd));
+			json_t *match = json_object_get(rule, "match");
+
+			if (json_is_string(fwd)) {
+				json_t *f = json_pack("{s:s,s:O}", "domain", domain, "forwardURL", fwd);
+				if (json_is_object(match))
+					json_object_set(f, "match", match);
+				json_array_append_new(forward, f);
+			}
 			if (!json_is_array(tr))
 				continue;
 			json_t *names = json_array();
@@ -130,8 +135,13 @@ static void vc_policy_out_rules(json_t *allow, json_t *o)
 				json_object_foreach(json_object_get(t, "headers"), name, h)
 					json_array_append_new(names, json_string(name));
 			}
-			json_array_append_new(inject, json_pack("{s:s,s:o}", "domain", domain,
-								"headerNames", names));
+			{
+				json_t *in = json_pack("{s:s,s:o}", "domain", domain, "headerNames",
+						       names);
+				if (json_is_object(match))
+					json_object_set(in, "match", match);
+				json_array_append_new(inject, in);
+			}
 		}
 	}
 	json_object_set_new(o, "allowedDomains", domains);

@@ -83,7 +83,10 @@ static json_t *sbx_json(const struct dm_sbx *s)
 	json_object_set(o, "image", json_object_get(c, "image") ? json_object_get(c, "image")
 							       : json_null());
 	json_object_set_new(o, "workdir", json_string(s->workdir));
-	json_object_set_new(o, "network_policy", pol ? pol : json_string("deny-all"));
+	/* Secret header values (per-request rules) never leave the daemon. */
+	json_object_set_new(o, "network_policy",
+			    pol ? net_policy_redact_json(pol) : json_string("deny-all"));
+	json_decref(pol);
 	json_object_set_new(o, "policy_generation", json_integer(s->policy_gen));
 	json_decref(c);
 	return o;

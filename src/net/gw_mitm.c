@@ -294,7 +294,10 @@ static int read_request(struct mitm *m, struct net_http_req *req)
 				answer(m, 400, "incomplete_request", "Bad Request");
 			else /* e.g. a pinning client that refused our leaf after the handshake */
 				gw_log(k->g, &(struct gw_event){.layer = "tls",
-								.reason = "client_closed_before_request",
+								.reason = __atomic_load_n(&k->cut,
+											  __ATOMIC_SEQ_CST)
+										  ? "policy_changed"
+										  : "client_closed_before_request",
 								.name = k->name, .addr = &k->addr,
 								.port = k->port});
 			return -1;

@@ -724,6 +724,38 @@ json_t *net_policy_to_json_redacted(const struct net_policy *p)
 	return policy_to_json(p, true);
 }
 
+json_t *net_policy_redact_json(json_t *policy)
+{
+	json_t *c = policy_oom(json_deep_copy(policy)), *allow = json_object_get(c, "allow"), *rules;
+	const char *domain;
+
+	if (!json_is_object(allow))
+		return c;
+	json_object_foreach(allow, domain, rules)
+	{
+		json_t *rule;
+		size_t i;
+
+		json_array_foreach(rules, i, rule)
+		{
+			json_t *t = json_object_get(rule, "transform"), *e;
+			size_t j;
+
+			json_array_foreach(t, j, e)
+			{
+				json_t *h = json_object_get(e, "headers"), *v;
+				const char *name;
+
+				if (!json_is_object(h))
+					continue;
+				json_object_foreach(h, name, v)
+					json_object_set_new(h, name, json_string("<redacted>"));
+			}
+		}
+	}
+	return c;
+}
+
 const struct net_rules *net_policy_rules_for(const struct net_policy *p, const char *canon_name)
 {
 	const struct net_pattern *wild = NULL;

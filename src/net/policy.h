@@ -102,6 +102,11 @@ json_t *net_policy_to_vercel(const struct net_policy *p);
 
 /* The canonical request form with every transform header value shown as "<redacted>". */
 json_t *net_policy_to_json_redacted(const struct net_policy *p);
+/*
+ * A copy of a request-form policy document (as a client sent it, unparsed) with every
+ * transform header value replaced by "<redacted>": what an API may show. A new reference.
+ */
+json_t *net_policy_redact_json(json_t *policy);
 /* Does any domain carry per-request rules (so that the gateway terminates TLS)? */
 bool net_policy_has_rules(const struct net_policy *p);
 /*

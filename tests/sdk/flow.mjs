@@ -153,6 +153,33 @@ await step("networkPolicy", async () => {
     JSON.stringify(allowed) === JSON.stringify({ allow: ["example.test"] }),
     `allow-list gave ${JSON.stringify(allowed)}`,
   );
+  // Per-request rules: the secret goes in, and only "<redacted>" comes back.
+  const withRules = {
+    allow: {
+      "example.test": [
+        {
+          match: { path: { startsWith: "/v1" } },
+          transform: [{ headers: { Authorization: "Bearer sk-flow-secret-value" } }],
+        },
+      ],
+    },
+  };
+  const ruled = await sandbox.updateNetworkPolicy(withRules);
+  const want = {
+    allow: {
+      "example.test": [
+        {
+          match: { path: { startsWith: "/v1" } },
+          transform: [{ headers: { Authorization: "<redacted>" } }],
+        },
+      ],
+    },
+  };
+  check(
+    JSON.stringify(ruled) === JSON.stringify(want),
+    `rules read back as ${JSON.stringify(ruled)}`,
+  );
+  check(!JSON.stringify(ruled).includes("sk-flow-secret"), "the secret came back");
   const back = await sandbox.updateNetworkPolicy("deny-all");
   check(back === "deny-all", `deny-all again gave ${JSON.stringify(back)}`);
 });

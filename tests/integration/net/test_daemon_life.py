@@ -273,7 +273,8 @@ class NetDaemon:
         self.proc = subprocess.Popen(
             [str(self.bindir / "airlock"), "serve", "--state-dir", str(self.state),
              "--listen", f"127.0.0.1:{self.port}", "--tokens", str(self.tokens),
-             "--upstream-netns", self.world.ns, "--upstream-dns", UPSTREAM_DNS],
+             "--upstream-netns", self.world.ns, "--upstream-dns", UPSTREAM_DNS,
+             "--upstream-ca", self.world.ca],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout
@@ -632,7 +633,9 @@ def test_widen_live_from_deny_all(api, box, world, canary):
     {"allow": ["*.co.uk"]},
     {"allow": ["allowed.test"], "subnets": {"allow": ["300.1.2.0/24"]}},
     {"allow": ["allowed.test"], "bogus": 1},
-    {"allow": {"allowed.test": [{"transform": [{"headers": {"x": "y"}}]}]}},
+    {"allow": {"allowed.test": [{"transform": [{"headers": {"Content-Length": "0"}}]}]}},
+    {"allow": {"allowed.test": [{"match": {"path": {"regex": "(("}},
+                                 "response": {"statusCode": 200}}]}},
     "raw:{not json",
 ])
 def test_invalid_policy_is_refused_and_previous_stays(api, box, world, canary, bad):
@@ -899,9 +902,11 @@ def test_vercel_network_policy_route_is_enforced(api, box, world, canary):
     assert r.status == 200, r
     code, out, _ = curl(api, sid, f"https://allowed.test/{canary}")
     assert code != 200, out
-    # invalid: per-request rules refused with 400, policy unchanged
+    # invalid: a rule that would set a proxy-managed header is refused with 400,
+    # the policy unchanged
     r = api.request("POST", f"/v2/sandboxes/sessions/{sid}/network-policy",
-                    body={"allow": {"allowed.test": [{"transform": [{"headers": {"a": "b"}}]}]}})
+                    body={"allow": {"allowed.test": [
+                        {"transform": [{"headers": {"Host": "denied.test"}}]}]}})
     assert r.status == 400, r
     assert api.sandbox(sid)["network_policy"] == "deny-all"
     assert_no_canary(world, canary)

@@ -74,9 +74,12 @@ BAD_FILES = [
     ("wild-star", {"allow": ["*"]}, False, "*"),
     ("psl-wildcard", {"allow": ["*.com"]}, False, "*.com"),
     ("malformed-name", {"allow": ["-bad-.test"]}, False, "-bad-.test"),
-    ("per-request-rules", {"allow": {"allowed.test": [
-        {"transform": [{"headers": {"authorization": "Bearer x"}}]}]}},
-     False, None),
+    ("rule-bad-regex", {"allow": {"allowed.test": [
+        {"match": {"path": {"regex": "(("}}, "response": {"statusCode": 200}}]}},
+     False, "regex does not compile"),
+    ("rule-forbidden-header", {"allow": {"allowed.test": [
+        {"transform": [{"headers": {"Host": "denied.test"}}]}]}},
+     False, "managed by the proxy"),
     ("unknown-mode", "allow-some", False, "allow-some"),
     ("allow-not-list", {"allow": "allowed.test"}, False, "allow"),
 ]

@@ -134,11 +134,11 @@ def test_abuse5_client_header_replaced_and_trace_refused(rules_run, world, net, 
 # ---- ABUSE-6: credentials across a redirect ----
 
 def test_abuse6_redirect_to_other_host_carries_no_secret(rules_run, world, secret):
-    r = rules_run({"allowed.test": [inject(secret, {"path": {"startsWith": "/redir"}})],
+    r = rules_run({"allowed.test": [inject(secret, {"path": {"startsWith": "/goto"}})],
                    "*.wild.test": []},
                   BOTH + "curl -sS -L --cacert /tmp/all.pem "
-                  "https://allowed.test/redir?to=https://relay.wild.test/echo-headers")
-    first = [e for e in http_events(world) if e["path"].startswith("/redir")]
+                  "https://allowed.test/goto?to=https://relay.wild.test/echo-headers")
+    first = [e for e in http_events(world) if e["path"].startswith("/goto")]
     assert first and f"Authorization: Bearer {secret}" in headers_of(first[0])
     second = [e for e in world.events(None, "http") if e["path"] == "/echo-headers"]
     assert second and second[0]["host"] == ["relay.wild.test"], second

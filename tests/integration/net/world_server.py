@@ -175,7 +175,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
               body=body_in.decode("utf-8", "replace"))
         body = (f"{srv.name}-web proto={srv.proto} host={','.join(hosts)} "
                 f"path={self.path} secret={srv.secret}\n").encode()
-        if self.path.startswith("/echo-headers"):
+        if self.path.split("?")[0].endswith("/echo-headers"):
             # a reflecting endpoint: the request's headers come back in the body and in
             # a response header (ABUSE-3)
             body = "".join(f"{k}: {v}\n" for k, v in self.headers.items()).encode()
@@ -186,7 +186,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
-        if self.path.startswith("/redir"):
+        if self.path.startswith("/goto?"):
             # a redirect to another host (ABUSE-6): ?to=URL
             to = self.path.split("to=", 1)[1] if "to=" in self.path else "/"
             self.send_response(302)
