@@ -431,8 +431,8 @@ def test_bad_bodies_are_400(api, sid):
         assert r.status == 400, (path, body, r)
         assert r.error_code and r.json["error"]["message"], r
     r = api.req("POST", api.ses(sid, "/network-policy"),
-                {"allow": {"api.example.test": [{"transform": [{"headers": {"x": "y"}}]}]}})
-    assert "not supported" in r.json["error"]["message"]
+                {"allow": {"api.example.test": [{"transform": [{"headers": {"Host": "y"}}]}]}})
+    assert "'Host' is managed by the proxy" in r.json["error"]["message"], r
 
 
 def test_policy_round_trip(api, sid):
