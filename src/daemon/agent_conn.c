@@ -169,6 +169,61 @@ static void replay_missing(struct daemon *d, struct dm_sbx *s)
 	}
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * One sandbox's output may keep the store busy at most DM_OUTPUT_STORE_SHARE
+ * percent of the time: each append's duration, scaled, becomes a pause of this
+ * reader. While it pauses, the agent's send blocks, and so does the command
+ * writing its pipe: a flood is slowed down at its source (nothing is dropped)
+ * instead of taking the store, which every command of every sandbox needs,
+ * and a host CPU, on the sandbox's behalf.
+ */
+static void pace_output(struct dm_sbx *s, int64_t spent_ns)
+{
+	struct timespec ts;
+
+	s->out_debt_ns += spent_ns * (100 - DM_OUTPUT_STORE_SHARE) / DM_OUTPUT_STORE_SHARE;
+	if (s->out_debt_ns < DM_OUTPUT_PAUSE_MIN_NS)
+		return; /* a trickle of output costs nothing */
+	ts.tv_sec = (time_t)(s->out_debt_ns / 1000000000);
+	ts.tv_nsec = (long)(s->out_debt_ns % 1000000000);
+	s->out_debt_ns = 0;
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/*
+ * An OUTPUT frame (d->mu held on entry and on return). The store write runs
+ * without d->mu: an output flood in one sandbox must not hold the lock every
+ * request of every other sandbox needs. A command outlives its sandbox's
+ * reader and its id never changes, so c stays valid; frames of one sandbox are
+ * handled in order by its one reader, so output is stored before its EXIT.
+ */
+static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
+			 const struct proto_msg *m)
+{
+	int64_t t0;
+	int r;
+
+	if (!c || m->stream < 1 || m->stream > 2)
+		return;
+	pthread_mutex_unlock(&d->mu);
+	t0 = mono_ns();
+	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, m->data_len,
+				NULL);
+	pace_output(s, mono_ns() - t0);
+	pthread_mutex_lock(&d->mu);
+	if (r >= 0 && m->offset + m->data_len > c->stored[m->stream - 1])
+		c->stored[m->stream - 1] = m->offset + m->data_len;
+}
+
 /* One frame from the agent (d->mu held). */
 static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m)
 {
@@ -194,11 +249,7 @@ static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m
 		}
 		break;
 	case PROTO_OUTPUT:
-		if (c && m->stream >= 1 && m->stream <= 2 &&
-		    store_output_append(d->store, c->id, m->stream, m->offset, m->data,
-					m->data_len, NULL) >= 0 &&
-		    m->offset + m->data_len > c->stored[m->stream - 1])
-			c->stored[m->stream - 1] = m->offset + m->data_len;
+		store_output(d, s, c, m);
 		break;
 	case PROTO_EXIT:
 		if (c && !c->reason)
