@@ -70,10 +70,11 @@ def test_noisy_neighbours_contained_daemon_responsive(api, make_sandbox, sec_dae
 
 @pytest.mark.xfail(strict=False, reason=(
     "with 4 noisy sandboxes (fork bomb, memory bomb, output flood, CPU spinner; "
-    "1 vCPU each) on this 2-CPU host, a quiet sandbox's /bin/true latency goes "
-    "from ~2.5 ms idle to ~18-23 ms (7-9x): per-sandbox CFS quotas do not add up "
-    "to less than the host, and nothing weights interactive sandboxes or the "
-    "agent's exec path (not strict: on a quiet CI machine it can pass)"))
+    "1 vCPU each) on this shared 2-CPU host, a quiet sandbox's /bin/true latency "
+    "went from ~2.5-4 ms idle to 4-20 ms (1.2-5x; 7-9x before the daemon paced "
+    "output storage): the bombs' quotas saturate both CPUs and each wakeup of the "
+    "quiet command waits a scheduler slice; only 2 sandboxes x 7 runs are measured "
+    "(not strict: on a quiet machine it passes)"))
 def test_quiet_sandbox_latency_within_2x_of_idle(api, make_sandbox, sec_daemon):
     if not _RESULT:
         _scenario(api, make_sandbox)
