@@ -29,12 +29,18 @@ static int vc_policy_from_custom(json_t *p, json_t **out, struct al_error **err)
 
 	if (api_json_fields(p, "networkPolicy", fields, err) < 0)
 		return -EINVAL;
+	v = json_object_get(p, "allowedDomains");
+	if (v && !json_is_array(v))
+		return api_bad(err, "networkPolicy.allowedDomains must be an array of domains "
+				    "(per-request rules use the allow record form)");
 	v = json_object_get(p, "injectionRules");
 	if (v && json_array_size(v) > 0)
-		return api_bad(err, "networkPolicy: injection rules are not supported yet");
+		return api_bad(err, "networkPolicy: injectionRules carry no header values (they are "
+				    "read-back summaries); send {allow: {domain: [{transform: ...}]}}");
 	v = json_object_get(p, "forwardRules");
 	if (v && json_array_size(v) > 0)
-		return api_bad(err, "networkPolicy: forward rules are not supported yet");
+		return api_bad(err, "networkPolicy: forwardRules are a read-back summary; send "
+				    "{allow: {domain: [{forwardURL: ...}]}}");
 	o = json_object();
 	subnets = json_object();
 	if ((v = json_object_get(p, "allowedDomains")))

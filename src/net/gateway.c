@@ -412,11 +412,11 @@ int net_gateway_start(struct net_gateway *g, struct al_error **err)
 
 void net_gateway_stop(struct net_gateway *g)
 {
+	if (!g)
+		return;
 	int fds[] = {g->fd_udp, g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy, g->fd_nflog, g->gw_ns,
 		     g->up_ns};
 
-	if (!g)
-		return;
 	pthread_mutex_lock(&g->mu);
 	g->stopping = true;
 	pthread_mutex_unlock(&g->mu);

@@ -30,6 +30,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -167,6 +169,9 @@ static int replay_read(BIO *b, char *out, int len)
 	}
 	if (gw_wait(r->g, r->fd, POLLIN, GW_IO_TIMEOUT_MS) < 0)
 		return -1;
+	/* ACK at once: a client whose TLS Finished is not answered (we send no session
+	 * tickets) holds its request back under Nagle until our delayed ACK, ~40 ms. */
+	setsockopt(r->fd, IPPROTO_TCP, TCP_QUICKACK, &(int){1}, sizeof(int));
 	n = recv(r->fd, out, (size_t)len, 0);
 	return n < 0 ? -1 : (int)n;
 }
@@ -438,6 +443,17 @@ static const char *resp_header(const char *head, size_t len, const char *name, s
 	return NULL;
 }
 
+/*
+ * Read from the upstream with immediate ACKs: a server that writes its head and body
+ * separately (Nagle on its side) would otherwise wait for our delayed ACK, ~40 ms a
+ * response. TCP_QUICKACK is not sticky, so it is armed before every read.
+ */
+static int up_read(struct mitm *m, void *buf, int len)
+{
+	setsockopt(SSL_get_fd(m->us), IPPROTO_TCP, TCP_QUICKACK, &(int){1}, sizeof(int));
+	return SSL_read(m->us, buf, len);
+}
+
 /* Relay the upstream's response to the sandbox, secrets overwritten. */
 static int relay_response(struct mitm *m)
 {
@@ -456,7 +472,7 @@ static int relay_response(struct mitm *m)
 			answer(m, 502, "upstream_head_too_large", "Bad Gateway");
 			return -1;
 		}
-		n = SSL_read(m->us, head + hl, (int)(RESP_HEAD_MAX - hl));
+		n = up_read(m, head + hl, (int)(RESP_HEAD_MAX - hl));
 		if (n <= 0) {
 			answer(m, 502, "upstream_no_response", "Bad Gateway");
 			return -1;
@@ -524,7 +540,7 @@ static int relay_response(struct mitm *m)
 			size_t room = RESP_HEAD_MAX - carry;
 			if (bounded && room > left)
 				room = (size_t)left;
-			n = SSL_read(m->us, buf + carry, (int)room);
+			n = up_read(m, buf + carry, (int)room);
 			if (n <= 0) {
 				more = false;
 				bounded = false;
@@ -586,6 +602,9 @@ void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 	int fwd_fd = -1;
 
 	k->layer = "tls";
+	/* Records go out as they are made: without this, Nagle and delayed ACKs add ~40 ms. */
+	setsockopt(k->c, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+	setsockopt(k->u, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 	pthread_mutex_lock(&g->tls_mu);
 	if (g->ca && net_ca_leaf(g->ca, k->name, &leaf, &lkey, &err) < 0)
 		leaf = NULL;
@@ -670,6 +689,7 @@ void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 			prefix = rule->fwd_prefix;
 			ufd = fwd_fd;
 		}
+		setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 		m.us = upstream_tls(&m, ufd, host, &why);
 		if (!m.us) {
 			answer(&m, 502, why, "Bad Gateway");

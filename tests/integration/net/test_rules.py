@@ -294,3 +294,4 @@ def test_sandbox_ca_is_name_constrained_and_key_stays_out(rules_run, secret):
     assert "CA:TRUE, pathlen:0" in r.out
     assert "ca.pem" in r.out and "ca-bundle.pem" in r.out
     assert r.out.strip().splitlines()[-1] == "0", r.out     # no key file in the sandbox
+
