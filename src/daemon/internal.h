@@ -125,6 +125,8 @@ void *dm_netwatch_main(void *arg); /* restarts dead gateways (a detached thread)
 char *dm_egress_log_path(struct daemon *d, const char *id);
 /* The sandbox CA's directory on the host (the gateway makes the CA there). */
 char *dm_ca_dir(struct daemon *d, const char *id);
+/* Forget a sandbox's CA (it ended). */
+void dm_ca_remove(struct daemon *d, const char *id);
 /* Has the sandbox a CA (a policy with per-request rules was applied)? */
 bool dm_sandbox_has_ca(struct daemon *d, const char *id);
 /* Put policy (compact JSON) in force for sandbox id (PID 1 pid): starts its gateway the

@@ -42,6 +42,20 @@ char *dm_ca_dir(struct daemon *d, const char *id)
 	return dir;
 }
 
+void dm_ca_remove(struct daemon *d, const char *id)
+{
+	static const char *const files[] = {"ca.key", "ca.pem", "ca.key.tmp", "ca.pem.tmp"};
+	char *dir = dm_ca_dir(d, id);
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		char *f = xasprintf("%s/%s", dir, files[i]);
+		unlink(f);
+		free(f);
+	}
+	rmdir(dir);
+	free(dir);
+}
+
 bool dm_sandbox_has_ca(struct daemon *d, const char *id)
 {
 	char *dir = dm_ca_dir(d, id), *pem = xasprintf("%s/ca.pem", dir);

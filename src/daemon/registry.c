@@ -162,6 +162,8 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status)
 {
 	int64_t now = dm_now_ms();
 
+	dm_ca_remove(d, s->id); /* the sandbox's CA key does not outlive it */
+
 	for (size_t i = 0; i < s->n_cmds; i++) {
 		struct dm_cmd *c = s->cmds[i];
 

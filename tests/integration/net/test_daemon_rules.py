@@ -127,3 +127,19 @@ def test_bad_rule_on_create_is_400(api):
     r = api.create({"allow": {"allowed.test": [{"transform": [{"headers": {"Host": "x"}}]}]}})
     assert r.status == 400, r
     assert "managed by the proxy" in r.json["error"]["message"], r.json
+
+
+def test_ca_key_is_host_only_0600_and_removed_at_stop(api, box, ldaemon, secret):
+    import os
+    import stat
+    sid = box(rules(secret))
+    d = ldaemon.state / "ca" / sid
+    assert (d / "ca.pem").exists(), list(d.parent.iterdir()) if d.parent.exists() else None
+    st = os.stat(d / "ca.key")
+    assert stat.S_IMODE(st.st_mode) == 0o600 and st.st_uid == 0
+    code, out, _ = api.run(sid, ["sh", "-c", "ls -a /etc/airlock; "
+                                 "grep -rl 'PRIVATE KEY' /etc /tmp /workspace /home 2>/dev/null;"
+                                 " true"])
+    assert "PRIVATE KEY" not in out and "ca.key" not in out, out
+    assert api.stop(sid).status == 200
+    assert wait_for(lambda: not d.exists(), timeout=5), list(d.iterdir())
