@@ -209,19 +209,27 @@ static void pace_output(struct dm_sbx *s, int64_t spent_ns)
 static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 			 const struct proto_msg *m)
 {
+	size_t len = m->data_len;
 	int64_t t0;
 	int r;
 
 	if (!c || m->stream < 1 || m->stream > 2)
 		return;
+	if (m->offset >= DM_OUTPUT_MAX) {
+		c->truncated = true;
+		return;
+	}
+	if (m->offset + len > DM_OUTPUT_MAX) {
+		len = (size_t)(DM_OUTPUT_MAX - m->offset);
+		c->truncated = true;
+	}
 	pthread_mutex_unlock(&d->mu);
 	t0 = mono_ns();
-	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, m->data_len,
-				NULL);
+	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, NULL);
 	pace_output(s, mono_ns() - t0);
 	pthread_mutex_lock(&d->mu);
-	if (r >= 0 && m->offset + m->data_len > c->stored[m->stream - 1])
-		c->stored[m->stream - 1] = m->offset + m->data_len;
+	if (r >= 0 && m->offset + len > c->stored[m->stream - 1])
+		c->stored[m->stream - 1] = m->offset + len;
 }
 
 /* One frame from the agent (d->mu held). */

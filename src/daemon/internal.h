@@ -28,6 +28,9 @@
 /* The most of the store's time one sandbox's command output may take, in percent
  * (agent_conn.c: the reader pauses after each append to keep to it). */
 #define DM_OUTPUT_STORE_SHARE 10
+/* Bytes of one stream of one command kept in the store; beyond it output is dropped and
+ * the command says output_truncated (the host's disk is not the sandbox's to fill). */
+#define DM_OUTPUT_MAX (64ull << 20)
 #define DM_OUTPUT_PAUSE_MIN_NS 2000000 /* shorter debts are carried over, not slept */
 
 struct dm_cmd {
@@ -42,6 +45,7 @@ struct dm_cmd {
 	uint64_t stored[2];      /* bytes persisted of stdout, stderr */
 	uint64_t deadline_ms;    /* command timeout (epoch ms), 0 none */
 	bool timed_out;          /* we killed it for its timeout */
+	bool truncated;          /* output beyond DM_OUTPUT_MAX was dropped */
 };
 
 struct dm_pending {

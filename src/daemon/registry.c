@@ -155,6 +155,7 @@ json_t *dm_cmd_json(const struct dm_cmd *c)
 	json_object_set_new(o, "exit_code", has_code ? json_integer(c->exit_code) : json_null());
 	json_object_set_new(o, "signal", done && c->signal ? json_integer(c->signal) : json_null());
 	json_object_set_new(o, "reason", done ? json_string(c->reason) : json_null());
+	json_object_set_new(o, "output_truncated", json_boolean(c->truncated));
 	return o;
 }
 
