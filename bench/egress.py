@@ -219,9 +219,14 @@ time.sleep(1.5)
 ctx = ssl.create_default_context(cafile=ca)
 ok, refused, errors, live = 0, 0, {}, []
 t0 = time.perf_counter()
+streak = 0          # failures in a row: the gateway stopped taking tunnels
+stopped = None
 for i in range(n):
+    if streak >= 20 or time.perf_counter() - t0 > 150:
+        stopped = "20 failures in a row" if streak >= 20 else "150 s set-up limit"
+        break
     try:
-        s = socket.create_connection(("100.96.0.1", 3128), timeout=10)
+        s = socket.create_connection(("100.96.0.1", 3128), timeout=5)
         s.sendall(b"CONNECT bench.test:443 HTTP/1.1\r\nHost: bench.test:443\r\n\r\n")
         h = b""
         while b"\r\n\r\n" not in h:
@@ -232,17 +237,21 @@ for i in range(n):
         t = ctx.wrap_socket(s, server_hostname="bench.test")
         live.append(t)
         ok += 1
+        streak = 0
     except (ConnectionRefusedError, ConnectionResetError, BrokenPipeError):
         refused += 1
         s.close()
     except OSError as e:
         k = type(e).__name__ + ":" + str(e)[:60]
         errors[k] = errors.get(k, 0) + 1
+        streak += 1
         if "Too many open files" in str(e):
+            stopped = "too many open files"
             break
 setup = time.perf_counter() - t0
-print("READY " + json.dumps({"attempted": n, "established": ok, "refused": refused,
-                             "errors": errors, "setup_s": setup}), flush=True)
+print("READY " + json.dumps({"attempted": i if stopped else n, "established": ok,
+                             "refused": refused, "errors": errors, "setup_s": setup,
+                             "stopped_early": stopped}), flush=True)
 time.sleep(hold)
 alive = 0
 for t in live:
@@ -495,8 +504,9 @@ def tunnels():
         out[str(n)] = rec
         print(f"    established {rec.get('established')}  refused {rec.get('refused')}  "
               f"errors {rec.get('errors')}  too_many_connections lines "
-              f"{rec['log_too_many_connections']} (+{rec['log_suppressed']} suppressed)  alive after 3 s {rec.get('alive_after_hold')}",
-              flush=True)
+              f"{rec['log_too_many_connections']} (+{rec['log_suppressed']} suppressed)  alive after 3 s {rec.get('alive_after_hold')}"
+              + (f"  (stopped early: {rec['stopped_early']} after {rec['attempted']} attempts)"
+                 if rec.get("stopped_early") else ""), flush=True)
         print(f"    gateway idle {ig}  with tunnels {lg}", flush=True)
     results["tunnels"] = out
 

@@ -559,6 +559,12 @@ def egress():
     for k, v in d.get("dns", {}).items():
         figure(f"egress.dns.{k}", f"egress: DNS answers/s, {k}", v["qps"], "q/s", "higher", cmd)
     for n, t in d.get("tunnels", {}).items():
+        if t.get("established") is None:
+            fail("egress", f"{n} idle tunnels: the client reported nothing (stderr: "
+                 f"{(t.get('stderr') or '').strip()[-200:]!r})")
+        elif t.get("stopped_early"):
+            fail("egress", f"{n} idle tunnels: the client stopped early ({t['stopped_early']}) "
+                 f"with {t['established']} established")
         figure(f"egress.tunnels.{n}", f"egress: idle tunnels held of {n}", t.get("established"),
                "", "higher", cmd, refused=t.get("refused"), alive=t.get("alive_after_hold"))
         if t.get("pss_kib_per_tunnel") is not None:
