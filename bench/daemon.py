@@ -96,6 +96,32 @@ def stats(xs):
             "p90_ms": q(0.9), "p99_ms": q(0.99), "mean_ms": statistics.fmean(xs), "n": len(xs)}
 
 
+def cpu_seconds(pid):
+    """utime+stime of pid, plus cutime+cstime (its reaped children), in seconds."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            st = f.read()
+    except OSError:
+        return 0.0
+    v = st[st.rindex(")") + 2:].split()
+    return sum(int(x) for x in v[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu():
+    """CPU seconds used so far: (daemon, its sandboxes' PID 1s with their reaped commands)."""
+    kids = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+            except OSError:
+                continue
+            if int(st[st.rindex(")") + 2:].split()[1]) == daemon.pid:
+                kids.append(int(d))
+    return cpu_seconds(daemon.pid), sum(cpu_seconds(k) for k in kids)
+
+
 def concurrent_case(main, n_clients, seconds, n_procs):
     """C clients, each with its own connection and sandbox, closed loop."""
     sbxs = [main.create() for _ in range(n_clients)]
@@ -139,6 +165,10 @@ def concurrent_case(main, n_clients, seconds, n_procs):
             os._exit(0)
         os.close(wfd)
         readers.append((pid, rfd))
+    time.sleep(max(0.0, start_at - time.time()))
+    srv0 = server_cpu()
+    time.sleep(max(0.0, end_at - time.time()))
+    srv1 = server_cpu()
     lat, errs, cpu = [], [], 0.0
     for pid, rfd in readers:
         with os.fdopen(rfd) as r:
@@ -157,7 +187,13 @@ def concurrent_case(main, n_clients, seconds, n_procs):
     res = stats(lat)
     res.update({"clients": n_clients, "client_processes": n_procs, "seconds": seconds,
                 "round_trips_per_s": len(lat) / seconds, "errors": len(errs),
-                "first_errors": errs[:5], "client_cpu_s": round(cpu, 3)})
+                "first_errors": errs[:5], "client_cpu_s": round(cpu, 3),
+                "daemon_cpu_s": round(srv1[0] - srv0[0], 3),
+                "sandbox_cpu_s": round(srv1[1] - srv0[1], 3)})
+    sv = res["daemon_cpu_s"] + res["sandbox_cpu_s"]
+    res["server_cpu_s"] = round(sv, 3)
+    res["server_cpu_ms_per_round_trip"] = sv * 1000 / len(lat) if lat else None
+    res["daemon_cpu_ms_per_round_trip"] = res["daemon_cpu_s"] * 1000 / len(lat) if lat else None
     return res
 
 
@@ -205,12 +241,16 @@ try:
 
     sbx = main.create()
     rt = []
+    c0 = server_cpu()
     for i in range(args.round_trips):
         t = time.perf_counter()
         main.run_true(sbx)
         rt.append((time.perf_counter() - t) * 1000)
+    c1 = server_cpu()
     main.stop(sbx)
     res["round_trip"] = stats(rt)
+    res["round_trip"]["daemon_cpu_ms_per_round_trip"] = (c1[0] - c0[0]) * 1000 / len(rt)
+    res["round_trip"]["sandbox_cpu_ms_per_round_trip"] = (c1[1] - c0[1]) * 1000 / len(rt)
 
     if args.concurrent > 0:
         res["concurrent"] = concurrent_case(main, args.concurrent, args.concurrent_seconds,
@@ -232,11 +272,18 @@ try:
               f"{v['min_ms']:>9.2f}{v['max_ms']:>9.2f}{v['n']:>7}")
     print(f"ratio create+run+stop / one-shot run: "
           f"{res['create_run_stop']['median_ms'] / res['oneshot_run']['median_ms']:.2f}x")
+    r = res["round_trip"]
+    print(f"one client: the daemon used {r['daemon_cpu_ms_per_round_trip']:.2f} ms CPU per "
+          f"round trip, the sandbox {r['sandbox_cpu_ms_per_round_trip']:.2f} ms")
     if "concurrent" in res:
         cc = res["concurrent"]
         print(f"concurrent: {cc['round_trips_per_s']:.0f} round trips/s over {cc['seconds']:.0f} s, "
               f"{cc['errors']} error(s), client CPU {cc['client_cpu_s']:.1f} s "
-              f"in {cc['client_processes']} process(es)")
+              f"in {cc['client_processes']} process(es); daemon + sandboxes used "
+              f"{cc['server_cpu_s']:.1f} CPU s = "
+              f"{cc['server_cpu_ms_per_round_trip'] or 0:.2f} ms per round trip, of which the "
+              f"daemon {cc['daemon_cpu_ms_per_round_trip'] or 0:.2f} ms "
+              f"(on {os.cpu_count()} CPUs)")
         for e in cc["first_errors"]:
             print(f"  error: {e}")
     ok = not res.get("concurrent", {}).get("errors")
