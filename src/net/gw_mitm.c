@@ -397,6 +397,44 @@ full:
 	return NULL;
 }
 
+/*
+ * A chunked request body: passed on as it came, byte for byte, while the strict decoder
+ * checks its framing; it ends exactly at the final CRLF. 0, -1 (I/O), or -2 (bad framing).
+ */
+static int copy_chunked(struct mitm *m, const struct net_http_req *req)
+{
+	struct gw_conn *k = m->k;
+	struct net_http_chunked ch = {.max_total = 0};
+	_cleanup_free_ char *buf = xzalloc(65536);
+	const char *in = k->buf + req->head_len;
+	size_t have = k->len - req->head_len;
+
+	for (;;) {
+		while (have > 0) {
+			size_t used = 0, dl = 0;
+			const char *data;
+			int r = net_http_chunked_step(&ch, in, have, &used, &data, &dl);
+
+			if (r == -1)
+				return -2;
+			if (used && ssl_write_all(m->us, in, used) < 0)
+				return -1;
+			k->out += used;
+			in += used;
+			have -= used;
+			if (r == 0)
+				return 0;
+		}
+		{
+			int n = SSL_read(m->cs, buf, 65536);
+			if (n <= 0)
+				return -1;
+			in = buf;
+			have = (size_t)n;
+		}
+	}
+}
+
 /* The request body: exactly Content-Length bytes from the sandbox to upstream. */
 static int copy_body(struct mitm *m, const struct net_http_req *req)
 {
@@ -648,10 +686,6 @@ void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 		answer(&m, 405, "trace_refused", "Method Not Allowed");
 		goto out;
 	}
-	if (req->chunked) {
-		answer(&m, 411, "chunked_request_body", "Length Required");
-		goto out;
-	}
 	rule = net_rules_match(rules, &(struct net_rule_req){
 					  .method = req->method.p, .method_len = req->method.len,
 					  .path = req->path.p, .path_len = req->path.len,
@@ -700,9 +734,20 @@ void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 			answer(&m, 431, "request_head_too_large", "Request Header Fields Too Large");
 			goto out;
 		}
-		if (ssl_write_all(m.us, head, hl) < 0 || copy_body(&m, req) < 0) {
+		if (ssl_write_all(m.us, head, hl) < 0) {
 			answer(&m, 502, "upstream_write_failed", "Bad Gateway");
 			goto out;
+		}
+		{
+			int br = req->chunked ? copy_chunked(&m, req) : copy_body(&m, req);
+			if (br == -2) { /* the upstream saw a cut body: it gets no more */
+				answer(&m, 400, "bad_chunked_body", "Bad Request");
+				goto out;
+			}
+			if (br < 0) {
+				answer(&m, 502, "upstream_write_failed", "Bad Gateway");
+				goto out;
+			}
 		}
 		k->out += hl;
 		if (relay_response(&m) < 0)
