@@ -246,6 +246,22 @@ def quant(xs, p):
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def probe(c, body, reps=20):
+    """Median ms of reps (create + stop) cycles over the API, and of reps one-shot
+    `airlock run -- /bin/true` (no daemon involved), alternated."""
+    cyc, one = [], []
+    for _ in range(reps):
+        t = time.perf_counter()
+        sid = json.loads(c.call("POST", "/v1/sandboxes", body))["sandbox"]["id"]
+        c.call("POST", f"/v1/sandboxes/{sid}/stop")
+        cyc.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        subprocess.run([args.airlock, "run", "--", "/bin/true"], check=True,
+                       stdin=subprocess.DEVNULL)
+        one.append((time.perf_counter() - t) * 1000)
+    return {"create_stop_ms": statistics.median(cyc), "oneshot_ms": statistics.median(one)}
+
+
 def main():
     n = args.n
     state = tempfile.mkdtemp(prefix="airlock-density-")
@@ -293,6 +309,7 @@ def main():
         w = json.loads(c.call("POST", "/v1/sandboxes", body))["sandbox"]["id"]
         c.call("POST", f"/v1/sandboxes/{w}/commands", {"cmd": "true", "wait": True})
         c.call("POST", f"/v1/sandboxes/{w}/stop")
+        res["probe_empty"] = probe(c, body)
         time.sleep(args.settle / 2)
         m0 = meminfo()
         s0 = slabinfo()
@@ -323,6 +340,9 @@ def main():
             rt.append((time.perf_counter() - t) * 1000)
         res["round_trip_ms_while_idle"] = {"median": statistics.median(rt),
                                            "p90": quant(rt, 0.9)}
+        # does a sandbox cost more to make when many exist? the one-shot run
+        # shares the kernel but not the daemon, so it tells the two apart
+        res["probe_full"] = probe(c, body)
 
         desc, table = descendants(daemon.pid)
         procs = {"agent": [], "gateway": [], "other": []}
@@ -421,6 +441,10 @@ def main():
                   f"{pc['daemon_side_kmem']:.0f}) + the sandbox's own cgroup "
                   f"{pc['sandbox_cgroups']:.0f} KiB (kmem {pc['sandbox_cgroups_kmem']:.0f}) = "
                   f"{res['per_sandbox_charged_total_kib']:.0f} KiB")
+        pe, pf = res["probe_empty"], res["probe_full"]
+        print(f"  with 0 / {n} sandboxes held: create+stop over the API {pe['create_stop_ms']:.1f} / "
+              f"{pf['create_stop_ms']:.1f} ms, one-shot `airlock run -- /bin/true` "
+              f"{pe['oneshot_ms']:.1f} / {pf['oneshot_ms']:.1f} ms (medians of 20)")
         print(f"  cross-checks: tmpfs used per sandbox root {res['tmpfs_used_bytes']['median']} B "
               f"(median); memory cgroups charged {cg['usage_bytes'] / 1024 / max(1, cg['cgroups']):.0f} "
               f"KiB each (kmem {cg['kmem_bytes'] / 1024 / max(1, cg['cgroups']):.0f} KiB) over "
