@@ -326,4 +326,5 @@ def test_chunked_request_body_passed_with_strict_framing(rules_run, world, net, 
     # a body whose framing breaks is cut there, and the sandbox gets 400.
     evs = [e for e in http_events(world) if e["path"] == "/chunked"]
     assert evs and "Transfer-Encoding: chunked" in headers_of(evs[0]), evs
+    assert evs[0]["body"] == "hello", evs[0]
     assert net.find(r.egress, layer="tls", verdict="deny", reason="bad_chunked_body")
