@@ -479,6 +479,17 @@ def daemon():
                v["p99_ms"], "ms", "lower", f"{cmd}  [{what}]", n=v["n"])
         figure("daemon.concurrent.rate", f"daemon: round trips/s, {v['clients']} concurrent",
                v["round_trips_per_s"], "/s", "higher", f"{cmd}  [{what}]")
+        if v.get("daemon_cpu_ms_per_round_trip") is not None:
+            figure("daemon.concurrent.daemon_cpu",
+                   f"daemon: its CPU per round trip, {v['clients']} concurrent",
+                   v["daemon_cpu_ms_per_round_trip"], "ms", "lower", f"{cmd}  [{what}]")
+    r = d.get("round_trip", {})
+    if r.get("daemon_cpu_ms_per_round_trip") is not None:
+        figure("daemon.round_trip.daemon_cpu", "daemon: its CPU per round trip, one client",
+               r["daemon_cpu_ms_per_round_trip"], "ms", "lower", f"{cmd}  [one client]")
+        figure("daemon.round_trip.sandbox_cpu",
+               "daemon: the sandbox's CPU per round trip, one client",
+               r["sandbox_cpu_ms_per_round_trip"], "ms", "lower", f"{cmd}  [one client]")
 
 
 # ---------------------------------------------------------------------------
@@ -518,6 +529,15 @@ def density():
     figure("density.create_ms", f"density: create latency with up to {n} held (median)",
            d["create_ms"]["median"], "ms", "lower", cmd, p99=d["create_ms"]["p99"],
            max=d["create_ms"]["max"], n=n)
+    for tag, pr in (("empty", d.get("probe_empty")), ("full", d.get("probe_full"))):
+        if pr:
+            held = 0 if tag == "empty" else n
+            figure(f"density.probe_{tag}.create_stop",
+                   f"density: create+stop over the API with {held} held", pr["create_stop_ms"],
+                   "ms", "lower", cmd, n=20)
+            figure(f"density.probe_{tag}.oneshot",
+                   f"density: one-shot airlock run with {held} held", pr["oneshot_ms"],
+                   "ms", "lower", cmd, n=20)
     cl = d.get("cleanup", {})
     if d.get("problems"):
         for p in d["problems"]:
