@@ -225,7 +225,7 @@ static int spawn(struct run *r, struct al_error **err)
 	al_closep(&r->in[0]);
 	al_closep(&r->out[1]);
 	al_closep(&r->errp[1]);
-	/* The sandbox end of its link moves in before the child configures it. */
+	/* The link is made (its sandbox end born in the sandbox) before the child configures it. */
 	if (r->gw && gw_client_attach(r->gw, r->pid, err) < 0)
 		return -1;
 	return jail_release_child(r->cg, r->pid, r->sync[0], err);

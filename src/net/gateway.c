@@ -281,6 +281,7 @@ static int listen_on(int type, int port, struct al_error **err)
 	if (fd < 0)
 		return al_error_set(err, errno, "socket");
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_IP, IP_FREEBIND, &one, sizeof(one)); /* gw0 comes at attach */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
 	    (type == SOCK_STREAM && listen(fd, 128) < 0)) {
 		int e = errno;
@@ -297,12 +298,10 @@ static int build_in_gw_ns(struct net_gateway *g, struct al_error **err)
 	struct in_addr gw;
 
 	inet_pton(AF_INET, NET_GW_ADDR, &gw);
-	if (nl < 0 || net_veth_create(nl, NET_GW_LINK, NET_SBX_LINK, err) < 0 ||
-	    net_addr_add4(nl, NET_GW_LINK, gw, NET_LINK_PREFIX, err) < 0)
-		return -1;
-	net_disable_ipv6(NET_GW_LINK);
-	net_disable_ipv6(NET_SBX_LINK);
-	if (net_link_up(nl, "lo", err) < 0 || net_link_up(nl, NET_GW_LINK, err) < 0 ||
+	/* The link itself is made at attach time, its sandbox end born in the sandbox; the
+	 * ruleset matches it by name, and the listeners bind its address ahead (IP_FREEBIND). */
+	(void)gw;
+	if (nl < 0 || net_link_up(nl, "lo", err) < 0 ||
 	    net_nft_apply(NET_GW_LINK, NET_GW_ADDR, NET_SBX_ADDR, NET_DNS_PORT, NET_PROXY_PORT,
 			  NET_TPROXY_PORT, err) < 0)
 		return -1;
@@ -380,7 +379,18 @@ int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct 
 	if (host_ns < 0 || setns(g->gw_ns, CLONE_NEWNET) < 0)
 		return al_error_set(err, errno, "enter the gateway netns");
 	nl = net_nl_open(err);
-	r = nl < 0 ? -1 : net_link_move_to_pid(nl, NET_SBX_LINK, pid, err);
+	{
+		struct in_addr gw;
+
+		inet_pton(AF_INET, NET_GW_ADDR, &gw);
+		r = nl < 0 ? -1 : net_veth_create_in(nl, NET_GW_LINK, NET_SBX_LINK, pid, err);
+		if (r == 0)
+			r = net_addr_add4(nl, NET_GW_LINK, gw, NET_LINK_PREFIX, err);
+		if (r == 0) {
+			net_disable_ipv6(NET_GW_LINK);
+			r = net_link_up(nl, NET_GW_LINK, err);
+		}
+	}
 	if (r == 0 && configure) {
 		/* A sandbox that is already running: configure its end from outside. */
 		snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);

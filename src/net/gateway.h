@@ -47,11 +47,12 @@ struct net_gateway_opts {
 	bool ca_ephemeral;          /* keep the CA key in memory only (one-shot runs) */
 };
 
-/* Single-threaded phase (before the sandbox is cloned): the gateway namespace, the link
- * (both ends, still in it), the ruleset and the listening sockets. */
+/* Single-threaded phase (before the sandbox is cloned): the gateway namespace, the ruleset
+ * and the listening sockets (bound ahead of the link's address with IP_FREEBIND). */
 int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **out,
 			struct al_error **err);
-/* Move the sandbox end of the link into the sandbox (its PID 1 is pid); with configure, also
+/* Make the link: gw0 here, eth0 created directly in the sandbox (its PID 1 is pid: no
+ * move, which would wait for RCU); with configure, also
  * give it its address and route from outside (a sandbox that is already running). */
 int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct al_error **err);
 /* Replace the policy (taken over) and cut the live flows it refuses; returns when done.

@@ -8,7 +8,8 @@
  *
  * Control channel (a socketpair, the gateway's fd 3): the gateway writes
  * "R\n" when ready or "E<errno> <message>\n"; the caller then sends the
- * sandbox's pid as text + "\n", the gateway moves the link and answers "A\n"
+ * sandbox's pid as text + "\n", the gateway makes the link (its sandbox end born
+ * in the sandbox's namespace) and answers "A\n"
  * or an E line; from then on it serves until the channel closes.
  */
 #ifndef AL_NET_GW_CLIENT_H

@@ -10,8 +10,10 @@
 /* All of these act in the network namespace of the calling thread. */
 int net_nl_open(struct al_error **err);
 int net_veth_create(int nl, const char *name, const char *peer, struct al_error **err);
-/* Move interface ifname into the network namespace of process pid. */
-int net_link_move_to_pid(int nl, const char *ifname, pid_t pid, struct al_error **err);
+/* The same with the peer created directly in the network namespace of process peer_pid
+ * (0: here). Cheaper than creating it here and moving it: a move waits for RCU. */
+int net_veth_create_in(int nl, const char *name, const char *peer, pid_t peer_pid,
+		       struct al_error **err);
 int net_link_up(int nl, const char *ifname, struct al_error **err);
 int net_addr_add4(int nl, const char *ifname, struct in_addr addr, int prefix,
 		  struct al_error **err);
