@@ -20,6 +20,7 @@
  * are cut, or "E<errno> message\n" -- and then the gateway is in deny-all.
  */
 #include "net/gateway.h"
+#include "net/gw.h"
 #include "net/policy.h"
 #include "common/error.h"
 
@@ -31,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -120,6 +122,28 @@ static void install_ca(struct net_gateway *g, pid_t pid, bool *done)
 		*done = true;
 	free(sys);
 	close(root);
+}
+
+/* Room for GW_MAX_CONNS spliced connections (the gateway is host root: it may raise its
+ * hard limit up to fs.nr_open). Best effort: with less, connections beyond the fd limit
+ * are refused and logged, nothing else breaks. */
+static void raise_nofile(void)
+{
+	struct rlimit rl = {.rlim_cur = GW_NOFILE, .rlim_max = GW_NOFILE};
+	unsigned long nr_open = 0;
+	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+
+	if (f) {
+		if (fscanf(f, "%lu", &nr_open) != 1)
+			nr_open = 0;
+		fclose(f);
+	}
+	if (nr_open && rl.rlim_max > nr_open)
+		rl.rlim_cur = rl.rlim_max = nr_open;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max; /* at least the soft limit up to the hard one */
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
 }
 
 static int control_listen(const char *path, struct al_error **err)
@@ -233,6 +257,7 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "--policy") == 0)
 			policy = argv[i + 1];

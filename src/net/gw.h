@@ -15,7 +15,9 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define GW_MAX_CONNS 4096    /* proxied connections at once per sandbox */
+#define GW_MAX_CONNS 16384   /* proxied connections at once per sandbox */
+/* File descriptors: a spliced connection holds 6 (two sockets, two pipes). */
+#define GW_NOFILE (GW_MAX_CONNS * 6 + 1024)
 #define GW_CONN_STACK (128 * 1024) /* a connection thread's stack (no big buffers on it) */
 #define GW_MAX_ADDRS 16      /* addresses kept from one resolution */
 #define GW_IO_TIMEOUT_MS 30000 /* a silent client or upstream, before the head is complete */
