@@ -352,6 +352,8 @@ def contenders(w):
 CWD = tmp / "cwd"
 CWD.mkdir()
 CLEAN_ENV = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+# A sanitizer build under test keeps the sanitizer settings it was given (scripts/test).
+CLEAN_ENV.update({k: v for k, v in os.environ.items() if k in ("ASAN_OPTIONS", "UBSAN_OPTIONS")})
 
 
 def preflight(name, argv):

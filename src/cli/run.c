@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* airlock run [flags] -- CMD [ARGS...] */
 #include "cli/cli.h"
+#include "common/cleanup.h"
 #include "common/parse.h"
 #include "common/xalloc.h"
 
@@ -371,12 +372,14 @@ static int build_policy(struct run_opts *o, char **out)
 	if (!lists)
 		return 0;
 	p = json_object();
-	json_object_set(p, "allow", o->allow ? o->allow : json_array());
+	/* The lists move into the document (their references with them). */
+	json_object_set_new(p, "allow", o->allow ? o->allow : json_array());
 	subnets = json_object();
 	if (o->allow_cidr)
-		json_object_set(subnets, "allow", o->allow_cidr);
+		json_object_set_new(subnets, "allow", o->allow_cidr);
 	if (o->deny_cidr)
-		json_object_set(subnets, "deny", o->deny_cidr);
+		json_object_set_new(subnets, "deny", o->deny_cidr);
+	o->allow = o->allow_cidr = o->deny_cidr = NULL;
 	json_object_set_new(p, "subnets", subnets);
 	*out = json_dumps(p, JSON_COMPACT);
 	json_decref(p);
@@ -413,7 +416,7 @@ int cli_run(int argc, char **argv)
 	struct al_error *err = NULL;
 	struct tty_state tty = {0};
 	sigset_t mask;
-	char *policy_json = NULL;
+	_cleanup_free_ char *policy_json = NULL;
 	int c, code, egress_fd = -1, json_fd = -1;
 
 	memset(&o, 0, sizeof(o));
