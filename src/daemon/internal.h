@@ -98,6 +98,9 @@ struct daemon {
 	size_t n_reserved;
 	uint64_t gen; /* bumped (under mu) with every broadcast of cv: lets waiters skip lost wakeups */
 	pthread_t timer, reaper;
+	pthread_mutex_t spawn_mu; /* one create at a time through the spawner (spawner.c) */
+	int spawner_fd;           /* its end of the channel, -1 when it must be forked again */
+	pid_t spawner_pid;
 };
 
 /* registry.c */
@@ -139,6 +142,9 @@ int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *pol
 		    struct al_error **err);
 
 /* spawner.c */
+/* The spawner process (spawner.c): forked while the daemon is small. */
+int dm_spawner_start(struct daemon *d, struct al_error **err);
+void dm_spawner_stop(struct daemon *d);
 int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
 	     struct al_error **err);
 

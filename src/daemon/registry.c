@@ -601,7 +601,8 @@ static void *reaper_main(void *arg)
 	struct daemon *d = arg;
 
 	while (!__atomic_load_n(&d->closing, __ATOMIC_RELAXED)) {
-		if (waitpid(-1, NULL, 0) < 0) {
+		/* __WALL: sandbox PID 1s are CLONE_PARENT children without an exit signal. */
+		if (waitpid(-1, NULL, __WALL) < 0) {
 			struct timespec ts = {0, 50 * 1000000};
 			nanosleep(&ts, NULL);
 		}
@@ -682,6 +683,8 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	char *db;
 	int r;
 
+	d->spawner_fd = -1;
+
 	d->opts = *o;
 	d->state_dir = xstrdup(o->state_dir);
 	d->agent_path = xstrdup(o->agent_path);
@@ -697,6 +700,11 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 		al_error_set(err, errno, "mkdir '%s'", d->sock_dir);
 		daemon_close(d);
 		return -1;
+	}
+	/* Before the store and every thread: the spawner's fork copies little. */
+	if (dm_spawner_start(d, err) < 0) {
+		al_error_free(*err); /* not fatal: the first create forks it again */
+		*err = NULL;
 	}
 	db = xasprintf("%s/airlock.db", d->state_dir);
 	r = store_open(db, &d->store, err);
@@ -730,6 +738,7 @@ void daemon_close(struct daemon *d)
 	pthread_mutex_unlock(&d->mu);
 	if (d->timer)
 		pthread_join(d->timer, NULL);
+	dm_spawner_stop(d);
 	/* Sandboxes keep running; their readers are detached threads that die with us. */
 	if (d->store)
 		store_close(d->store);

@@ -1,21 +1,44 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Starting a sandbox from the multi-threaded daemon: fork a single-threaded
- * spawner (glibc makes malloc safe after fork), which runs the jail's
- * spawn sequence and reports over a pipe. When it exits, the sandbox's PID 1
- * is reparented to us (we are a child subreaper).
+ * Starting sandboxes from the multi-threaded daemon.
+ *
+ * The jail's spawn sequence must run in a single-threaded process (its
+ * clone3 child goes on to malloc; glibc only makes that safe across fork()).
+ * A process forked per create would copy the daemon's whole address space --
+ * with 1,000 sandboxes, 1,000 threads and thousands of mappings, most of a
+ * create's time (bench/density). So one spawner process is forked when the
+ * daemon opens, while it is still small, and serves every create over a
+ * SOCK_SEQPACKET pair: one request (the sandbox's few settings) in, one
+ * report out, one at a time. Its clone3 uses CLONE_PARENT, so each sandbox's
+ * PID 1 is the daemon's child (reaped by its reaper thread with __WALL: such a
+ * child has no exit signal), as before. If
+ * the spawner dies it is forked again on the next create.
  */
 #include "daemon/internal.h"
 #include "jail/sandbox.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/syscalls.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+struct spawn_req {
+	uint64_t memory_bytes, disk_bytes;
+	double cpus;
+	uint32_t pids;
+	uint32_t host_base;
+	char id[DM_ID_LEN + 1];
+	char image[1024]; /* "" = the host runtime */
+	char workdir[1024];
+};
 
 struct spawn_report {
 	int32_t code; /* 0 ok, else errno */
@@ -24,35 +47,45 @@ struct spawn_report {
 	char msg[480];
 };
 
-int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
-	     struct al_error **err)
+/* The spawner process: serve requests until the daemon closes its end. */
+static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_path,
+						   const char *sock_dir)
 {
-	struct spawn_report rep = {0};
-	int p[2];
-	pid_t child;
+	struct spawn_req q;
 	ssize_t n;
-	char sock[4096];
 
-	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, s->id);
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return al_error_set(err, errno, "pipe2");
-	child = fork();
-	if (child < 0) {
-		close(p[0]), close(p[1]);
-		return al_error_set(err, errno, "fork spawner");
-	}
-	if (child == 0) {
-		struct jail_sandbox_spec spec = {
-			.cfg = cfg,
-			.agent_path = d->agent_path,
-			.agent_sock = sock,
-			.cgroup_name = s->id,
-			.host_base = s->host_base,
-		};
+	/* No PR_SET_PDEATHSIG: it fires when the forking *thread* ends. The channel's EOF
+	 * (the daemon closed it, or died) is what ends the spawner. */
+	prctl(PR_SET_NAME, "airlockd-spawn");
+	signal(SIGPIPE, SIG_IGN);
+	while ((n = recv(fd, &q, sizeof(q), 0)) == (ssize_t)sizeof(q)) {
+		struct spawn_report rep = {0};
+		struct al_config cfg;
 		struct jail_sandbox_info info = {0};
 		struct al_error *e = NULL;
+		char sock[4096];
+		struct jail_sandbox_spec spec = {
+			.cfg = &cfg,
+			.agent_path = agent_path,
+			.agent_sock = sock,
+			.cgroup_name = q.id,
+			.host_base = q.host_base,
+			.parent_is_ours = true,
+		};
 
-		close(p[0]);
+		q.id[sizeof(q.id) - 1] = q.image[sizeof(q.image) - 1] = '\0';
+		q.workdir[sizeof(q.workdir) - 1] = '\0';
+		al_config_init(&cfg);
+		cfg.image = q.image[0] ? q.image : NULL;
+		cfg.workdir = q.workdir;
+		cfg.cpus = q.cpus;
+		cfg.timeout_ms = 0; /* the daemon's timer owns the lifetime */
+		cfg.pids = q.pids;
+		if (q.memory_bytes)
+			cfg.memory_bytes = q.memory_bytes;
+		if (q.disk_bytes)
+			cfg.disk_bytes = q.disk_bytes;
+		snprintf(sock, sizeof(sock), "%s/%s.sock", sock_dir, q.id);
 		if (jail_sandbox_spawn(&spec, &info, &e) < 0) {
 			rep.code = e ? e->code : EIO;
 			snprintf(rep.msg, sizeof(rep.msg), "%s", e && e->msg ? e->msg : "spawn");
@@ -60,17 +93,105 @@ int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
 			rep.pid = info.pid;
 			rep.start_time = info.start_time;
 		}
-		(void)!write(p[1], &rep, sizeof(rep));
-		_exit(0);
+		al_error_free(e);
+		if (send(fd, &rep, sizeof(rep), MSG_NOSIGNAL) != (ssize_t)sizeof(rep))
+			break;
+		/* A failed set-up's PID 1 was our parent's child: nothing of it to reap here. */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
 	}
-	close(p[1]);
+	_exit(0);
+}
+
+/* Fork the spawner (under spawn_mu, or before any thread exists). */
+static int spawner_fork(struct daemon *d, struct al_error **err)
+{
+	int sp[2];
+	pid_t pid;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return al_error_set(err, errno, "socketpair (spawner)");
+	pid = fork();
+	if (pid < 0) {
+		close(sp[0]);
+		close(sp[1]);
+		return al_error_set(err, errno, "fork the sandbox spawner");
+	}
+	if (pid == 0) {
+		int fd = sp[1];
+
+		/* Nothing of the daemon's but the channel: no store, no listeners. */
+		if (fd != 3 && (dup2(fd, 3) < 0 || close(fd) < 0))
+			_exit(127);
+		sys_close_range(4, ~0U, 0);
+		spawner_main(3, d->agent_path, d->sock_dir);
+	}
+	close(sp[1]);
+	d->spawner_fd = sp[0];
+	d->spawner_pid = pid;
+	return 0;
+}
+
+int dm_spawner_start(struct daemon *d, struct al_error **err)
+{
+	pthread_mutex_init(&d->spawn_mu, NULL);
+	d->spawner_fd = -1;
+	return spawner_fork(d, err);
+}
+
+void dm_spawner_stop(struct daemon *d)
+{
+	if (d->spawner_fd >= 0)
+		close(d->spawner_fd); /* EOF: it exits */
+	d->spawner_fd = -1;
+}
+
+/* One request and its report; -1 when the spawner is gone. */
+static int spawner_call(struct daemon *d, const struct spawn_req *q, struct spawn_report *rep)
+{
+	ssize_t n;
+
+	if (send(d->spawner_fd, q, sizeof(*q), MSG_NOSIGNAL) != (ssize_t)sizeof(*q))
+		return -1;
 	do
-		n = read(p[0], &rep, sizeof(rep));
+		n = recv(d->spawner_fd, rep, sizeof(*rep), 0);
 	while (n < 0 && errno == EINTR);
-	close(p[0]);
-	waitpid(child, NULL, 0); /* may already be reaped by the reaper thread: fine */
-	if (n != (ssize_t)sizeof(rep))
-		return al_error_set(err, EIO, "the sandbox spawner died");
+	return n == (ssize_t)sizeof(*rep) ? 0 : -1;
+}
+
+int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
+	     struct al_error **err)
+{
+	struct spawn_req q = {
+		.memory_bytes = cfg->memory_bytes,
+		.disk_bytes = cfg->disk_bytes,
+		.cpus = cfg->cpus,
+		.pids = cfg->pids,
+		.host_base = s->host_base,
+	};
+	struct spawn_report rep = {0};
+	int r = -1;
+
+	if ((cfg->image && strlen(cfg->image) >= sizeof(q.image)) ||
+	    strlen(cfg->workdir ? cfg->workdir : "") >= sizeof(q.workdir))
+		return al_error_msg(err, ENAMETOOLONG, "image or workdir path too long");
+	snprintf(q.id, sizeof(q.id), "%s", s->id);
+	snprintf(q.image, sizeof(q.image), "%s", cfg->image ? cfg->image : "");
+	snprintf(q.workdir, sizeof(q.workdir), "%s", cfg->workdir ? cfg->workdir : "/workspace");
+	pthread_mutex_lock(&d->spawn_mu);
+	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
+		if (d->spawner_fd < 0 && spawner_fork(d, err) < 0)
+			break;
+		r = spawner_call(d, &q, &rep);
+		if (r < 0) { /* it died (or was killed): a new one, once */
+			close(d->spawner_fd);
+			d->spawner_fd = -1;
+		}
+	}
+	pthread_mutex_unlock(&d->spawn_mu);
+	if (r < 0)
+		return *err ? -1 : al_error_set(err, EIO, "the sandbox spawner died");
+	rep.msg[sizeof(rep.msg) - 1] = '\0';
 	if (rep.code)
 		return al_error_from(err, rep.code, rep.msg);
 	s->pid = rep.pid;

@@ -29,6 +29,7 @@ struct jail_ctx {
 	struct winsize winsz; /* initial PTY size */
 	bool net_link;        /* the sandbox has a link to its gateway (eth0) */
 	const char *ca_pem;   /* the sandbox CA to trust (TLS termination), or NULL */
+	bool clone_parent;    /* PID 1 is our parent's child, not ours (CLONE_PARENT) */
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */

@@ -61,14 +61,13 @@ static int drive_setup(int sync_fd, pid_t pid, int pidfd, uid_t base, struct al_
 		if (fd >= 0)
 			close(fd);
 		if (r == 0) {
-			siginfo_t si = {0};
+			struct pollfd pf = {.fd = pidfd, .events = POLLIN};
 
-			/* EOF: close-on-exec fired and the agent runs -- unless PID 1 died. */
-			if (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-			    si.si_pid != 0)
+			/* EOF: close-on-exec fired and the agent runs -- unless PID 1 died (its
+			 * pidfd is readable; this works whoever its parent is, see CLONE_PARENT). */
+			if (poll(&pf, 1, 0) == 1)
 				return al_error_msg(err, ECHILD,
-						    "the sandbox's PID 1 died during set-up (status %d)",
-						    si.si_status);
+						    "the sandbox's PID 1 died during set-up");
 			return 0;
 		}
 		if (r < 0)
@@ -98,6 +97,7 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 		.agent_sock = spec->agent_sock,
 		.agent_fd = -1,
 		.listen_fd = -1,
+		.clone_parent = spec->parent_is_ours,
 	};
 	struct jail_cgroup *cg = NULL;
 	int sync[2] = {-1, -1}, pidfd = -1, r;

@@ -4,6 +4,7 @@
 #define AL_JAIL_SANDBOX_H
 
 #include <airlock/airlock.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -13,6 +14,7 @@ struct jail_sandbox_spec {
 	const char *agent_sock;      /* host path for the agent's listening socket */
 	const char *cgroup_name;     /* e.g. the sandbox id; created under airlock/ */
 	uid_t host_base;             /* first host id of the sandbox's 65536-id range */
+	bool parent_is_ours;         /* PID 1 becomes a child of our parent (CLONE_PARENT) */
 };
 
 struct jail_sandbox_info {

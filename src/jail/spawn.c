@@ -22,6 +22,10 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 	int cgfd = jail_cgroup_clone_fd(cg);
 	pid_t pid;
 
+	if (ctx->clone_parent) { /* clone3 wants no exit signal then: reap with __WALL */
+		args.flags |= CLONE_PARENT;
+		args.exit_signal = 0;
+	}
 	if (cgfd >= 0) {
 		args.flags |= CLONE_INTO_CGROUP;
 		args.cgroup = (uint64_t)cgfd;
