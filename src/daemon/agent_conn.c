@@ -86,7 +86,7 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 	ts.tv_sec += 10;
 	pthread_mutex_lock(&d->mu);
 	while (!p->done && r == 0 && s->agent_fd >= 0)
-		r = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+		r = pthread_cond_timedwait(&s->cv, &d->mu, &ts);
 	if (!p->done)
 		r = al_error_msg(err, r ? ETIMEDOUT : ESRCH, "no answer from the sandbox's agent");
 	else if (p->err)
@@ -266,8 +266,8 @@ static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m
 	default:
 		break;
 	}
-	d->gen++;
-	pthread_cond_broadcast(&d->cv);
+	s->gen++;
+	pthread_cond_broadcast(&s->cv); /* only this sandbox's waiters wake */
 }
 
 static void *reader_main(void *arg)
@@ -328,7 +328,8 @@ bad:
 		pthread_mutex_lock(&d->mu);
 		dm_sbx_ended(d, s, "failed");
 	}
-	pthread_cond_broadcast(&d->cv);
+	s->gen++;
+	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&d->mu);
 	free(buf);
 	return NULL;

@@ -217,7 +217,8 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 			store_command_finish(d->store, c->id, c->finished_ms, -1, 0, c->reason,
 					     NULL);
 		}
-		pthread_cond_broadcast(&d->cv);
+		s->gen++;
+		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "starting the command");
 	}
@@ -267,7 +268,7 @@ int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char 
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
 	while (c && timeout_ms && !c->reason && r == 0)
-		r = pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+		r = pthread_cond_timedwait(&c->sbx->cv, &d->mu, &ts);
 	if (c && timeout_ms && !c->reason)
 		r = al_error_msg(err, ETIMEDOUT, "command '%s' still running", c->id);
 	else if (c)
@@ -416,7 +417,7 @@ int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *
 		/* Read whether it finished first: output stored before EXIT is then all visible. */
 		pthread_mutex_lock(&d->mu);
 		done = l->c->reason != NULL;
-		gen = d->gen;
+		gen = l->c->sbx->gen;
 		pthread_mutex_unlock(&d->mu);
 		store_output_each(d->store, l->id, 0, l->seq, take_chunk, l, NULL);
 		if (l->pend)
@@ -424,8 +425,8 @@ int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *
 		if (done)
 			return 0;
 		pthread_mutex_lock(&d->mu);
-		while (d->gen == gen && !l->c->reason) {
-			if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT) {
+		while (l->c->sbx->gen == gen && !l->c->reason) {
+			if (pthread_cond_timedwait(&l->c->sbx->cv, &d->mu, &ts) == ETIMEDOUT) {
 				pthread_mutex_unlock(&d->mu);
 				return -ETIMEDOUT;
 			}

@@ -83,6 +83,8 @@ struct dm_sbx {
 
 	struct dm_cmd **cmds;
 	size_t n_cmds;
+	pthread_cond_t cv;       /* this sandbox's events (under d->mu): replies, output, exits */
+	uint64_t gen;            /* bumped with every broadcast of cv: waiters skip lost wakeups */
 };
 
 struct daemon {
@@ -96,7 +98,6 @@ struct daemon {
 	bool closing;
 	uid_t reserved[64];  /* uid ranges of creates in flight (not yet in sbxs) */
 	size_t n_reserved;
-	uint64_t gen; /* bumped (under mu) with every broadcast of cv: lets waiters skip lost wakeups */
 	pthread_t timer, reaper;
 	pthread_mutex_t spawn_mu; /* one create at a time through the spawner (spawner.c) */
 	int spawner_fd;           /* its end of the channel, -1 when it must be forked again */

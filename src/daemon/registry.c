@@ -181,8 +181,8 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status)
 		s->stopped_ms = now;
 		store_sandbox_set_status(d->store, s->id, status, now, NULL);
 	}
-	d->gen++;
-	pthread_cond_broadcast(&d->cv);
+	s->gen++;
+	pthread_cond_broadcast(&s->cv);
 }
 
 /* --- sandboxes ------------------------------------------------------------- */
@@ -271,6 +271,8 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct dm_create *c)
 {
 	struct dm_sbx *s = xzalloc(sizeof(*s));
+
+	pthread_cond_init(&s->cv, NULL);
 	char *pol;
 
 	dm_new_id("sbx_", s->id);
@@ -635,6 +637,8 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 {
 	struct daemon *d = ctx;
 	struct dm_sbx *s = xzalloc(sizeof(*s));
+
+	pthread_cond_init(&s->cv, NULL);
 	json_t *cfg = json_loads(r->config_json ? r->config_json : "{}", 0, NULL), *env;
 	uint64_t st = 0;
 	size_t i;
