@@ -69,7 +69,7 @@ def test_abuse2_injected_header_reaches_upstream_not_sandbox(rules_run, world, n
     assert e and e[0]["name"] == "allowed.test", r.egress
 
 
-def test_abuse2_trust_is_automatic_for_curl_python_node(rules_run, world, secret):
+def test_abuse2_trust_is_automatic_for_curl_python_node_git(rules_run, world, secret):
     """SSL_CERT_FILE & co. point at the bundle with the sandbox CA: no flags needed."""
     script = (
         "curl -sS -o /dev/null -w 'curl=%{http_code}\\n' https://allowed.test/c; "
@@ -77,13 +77,18 @@ def test_abuse2_trust_is_automatic_for_curl_python_node(rules_run, world, secret
         "print('py=%d' % u.urlopen('https://allowed.test/p').status)\"; "
         "node -e \"require('https').get('https://allowed.test/n',"
         "{agent:new (require('https').Agent)()},r=>{console.log('node='+r.statusCode)})"
-        ".on('error',e=>console.log('node-err '+e.message))\" 2>&1 || true")
+        ".on('error',e=>console.log('node-err '+e.message))\" 2>&1 || true; "
+        # git over HTTPS (through HTTPS_PROXY): TLS must verify; the world is no git
+        # server, so git then complains about the protocol, not the certificate
+        "git ls-remote https://allowed.test/r.git 2>&1 | head -3; true")
     r = rules_run({"allowed.test": [inject(secret)]}, script, timeout=60)
     assert "curl=200" in r.out and "py=200" in r.out, (r.out, r.err)
     # node's https ignores HTTPS_PROXY: it goes transparently, and trusts the CA as well
     assert "node=200" in r.out or "node-err" not in r.out, r.out
     paths = [e["path"] for e in http_events(world)]
     assert "/c" in paths and "/p" in paths, paths
+    assert "certificate" not in r.out.lower(), r.out
+    assert [p for p in paths if p.startswith("/r.git/info/refs")], paths
 
 
 # ---- ABUSE-3: a reflecting endpoint does not hand the key over ----
