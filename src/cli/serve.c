@@ -33,6 +33,9 @@ void cli_serve_usage(FILE *out)
 	      "  --agent PATH        the airlock-agent binary (default: next to airlock)\n"
 	      "  --upstream-netns NS, --upstream-dns IP[:PORT]\n"
 	      "                      where sandbox gateways dial out from / the resolver they ask\n"
+	      "  --pool N            keep N fresh sandboxes started ahead of need (default 0);\n"
+	      "                      a create that fits them (host runtime, default disk and\n"
+	      "                      workdir) takes one; the sandbox shows \"warm\": true\n"
 	      "  --upstream-ca FILE  CA certificates for upstreams of TLS-terminated domains\n"
 	      "                      (default: the system's)\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
@@ -91,6 +94,7 @@ int cli_serve(int argc, char **argv)
 		{"upstream-netns", required_argument, NULL, 'n'},
 		{"upstream-dns", required_argument, NULL, 'u'},
 		{"upstream-ca", required_argument, NULL, 'c'},
+		{"pool", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -113,6 +117,17 @@ int cli_serve(int argc, char **argv)
 		case 'n': dopt.upstream_netns = optarg; break;
 		case 'u': dopt.upstream_dns = optarg; break;
 		case 'c': dopt.upstream_ca = optarg; break;
+		case 'p': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+			if (!*optarg || *end || n > DM_POOL_LIMIT) {
+				fprintf(stderr, "airlock: serve: --pool '%s': 0 to %d\n", optarg,
+					DM_POOL_LIMIT);
+				return AL_EXIT_USAGE;
+			}
+			dopt.pool = (unsigned)n;
+			break;
+		}
 		case 'h': cli_serve_usage(stdout); return 0;
 		default:
 			fprintf(stderr, "airlock: serve: bad option '%s'\n", argv[optind - 1]);

@@ -26,6 +26,8 @@ struct daemon_opts {
 	uint64_t default_timeout_ms;
 	const char *upstream_netns; /* where sandbox gateways dial out from (NULL: the host) */
 	const char *upstream_dns;   /* the resolver they ask (NULL: the host's) */
+	unsigned pool;              /* fresh sandboxes kept ready for creates (0: none) */
+#define DM_POOL_LIMIT 64
 	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
 };
 

@@ -85,6 +85,7 @@ struct dm_sbx {
 	size_t n_cmds;
 	pthread_cond_t cv;       /* this sandbox's events (under d->mu): replies, output, exits */
 	uint64_t gen;            /* bumped with every broadcast of cv: waiters skip lost wakeups */
+	bool warm;               /* taken from the warm pool (started before its create) */
 };
 
 struct daemon {
@@ -100,6 +101,8 @@ struct daemon {
 	size_t n_reserved;
 	pthread_t timer, reaper;
 	pthread_mutex_t spawn_mu; /* one create at a time through the spawner (spawner.c) */
+	pthread_cond_t pool_cv;   /* a pooled sandbox was taken (pool.c refills) */
+	uint64_t pool_taken, pool_missed; /* creates served warm / cold while a pool is kept */
 	int spawner_fd;           /* its end of the channel, -1 when it must be forked again */
 	pid_t spawner_pid;
 };
@@ -143,6 +146,19 @@ int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *pol
 		    struct al_error **err);
 
 /* spawner.c */
+/*
+ * The warm pool (pool.c): with opts.pool > 0, that many fresh sandboxes are kept
+ * running under the team "" (no token has it: the API cannot see them). A create
+ * that fits them (host runtime, default disk and workdir) takes one: its team,
+ * times, limits, env and policy are set then; nothing ran in it before.
+ */
+#define DM_POOL_MAX DM_POOL_LIMIT
+#define DM_POOL_TEAM ""
+void *dm_pool_main(void *arg);
+bool dm_pool_fits(const struct dm_create *c);
+/* The pooled sandboxes ready now (under d->mu). */
+size_t dm_pool_ready(struct daemon *d);
+
 /* The spawner process (spawner.c): forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);
 void dm_spawner_stop(struct daemon *d);

@@ -88,6 +88,7 @@ static json_t *sbx_json(const struct dm_sbx *s)
 			    pol ? net_policy_redact_json(pol) : json_string("deny-all"));
 	json_decref(pol);
 	json_object_set_new(o, "policy_generation", json_integer(s->policy_gen));
+	json_object_set_new(o, "warm", json_boolean(s->warm));
 	json_decref(c);
 	return o;
 }
@@ -305,6 +306,78 @@ static void add_sbx(struct daemon *d, struct dm_sbx *s)
 static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final);
 static int check_policy(json_t *policy, char **canon, struct al_error **err);
 
+/*
+ * Take a pooled sandbox for this create: 1 if taken (*out_id set), 0 if none was ready
+ * (or it could not be fitted: create one cold), -1 on an error the caller reports.
+ */
+static int pool_take(struct daemon *d, const char *team, const struct dm_create *c,
+		     const char *canon, char **out_id, struct al_error **err)
+{
+	struct al_config cfg;
+	struct store_sandbox row;
+	struct dm_sbx *s = NULL;
+	char *pol;
+
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < d->n_sbxs && !s; i++)
+		if (d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0 &&
+		    d->sbxs[i]->n_cmds == 0)
+			s = d->sbxs[i];
+	if (!s) {
+		d->pool_missed++;
+		pthread_mutex_unlock(&d->mu);
+		return 0;
+	}
+	/* Claimed under the lock: from here on it is this team's, created now. */
+	free(s->team);
+	s->team = xstrdup(team);
+	s->created_ms = dm_now_ms();
+	s->timeout_ms = c->timeout_ms ? c->timeout_ms : d->opts.default_timeout_ms;
+	s->expires_ms = s->created_ms + (int64_t)s->timeout_ms;
+	for (char **e = s->env; e && *e; e++)
+		free(*e);
+	free(s->env);
+	s->env = xzalloc((c->n_env + 1) * sizeof(char *));
+	for (size_t i = 0; i < c->n_env; i++)
+		s->env[i] = xstrdup(c->env[i]);
+	free(s->config_json);
+	s->config_json = make_config(c, s->timeout_ms, s->workdir);
+	pol = c->network_policy ? json_dumps(c->network_policy, JSON_COMPACT | JSON_ENCODE_ANY)
+				: NULL;
+	free(s->policy_json);
+	s->policy_json = pol ? pol : xstrdup("\"deny-all\"");
+	s->policy_gen = 1;
+	s->gw_quiet_until = dm_now_ms() + 15000;
+	d->pool_taken++;
+	s->warm = true;
+	to_store(s, &row);
+	pthread_cond_broadcast(&d->pool_cv); /* refill */
+	pthread_mutex_unlock(&d->mu);
+	/* The limits it was started with become the ones asked for. */
+	al_config_init(&cfg);
+	cfg.cpus = c->vcpus;
+	cfg.pids = 1024;
+	cfg.memory_bytes = c->memory_bytes ? c->memory_bytes : cfg.memory_bytes;
+	if (jail_sandbox_set_limits(s->id, &cfg, err) < 0 ||
+	    store_sandbox_put(d->store, &row, err) < 0) {
+		pthread_mutex_lock(&d->mu);
+		stop_locked_sbx(d, s, "failed");
+		pthread_mutex_unlock(&d->mu);
+		return -1;
+	}
+	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, err) < 0) {
+		pthread_mutex_lock(&d->mu);
+		stop_locked_sbx(d, s, "failed");
+		pthread_mutex_unlock(&d->mu);
+		return al_error_wrap(err, "sandbox network");
+	}
+	pthread_mutex_lock(&d->mu);
+	s->gw_quiet_until = 0;
+	pthread_mutex_unlock(&d->mu);
+	*out_id = xstrdup(s->id);
+	return 1;
+}
+
 int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c,
 		      char **out_id, struct al_error **err)
 {
@@ -317,6 +390,14 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	if (validate_create(c, err) < 0 ||
 	    (c->network_policy && check_policy(c->network_policy, &canon, err) < 0))
 		return -1;
+	if (d->opts.pool && team[0] && dm_pool_fits(c)) {
+		int r = pool_take(d, team, c, canon, out_id, err);
+
+		if (r != 0) {
+			free(canon);
+			return r > 0 ? 0 : -1;
+		}
+	}
 	s = new_sbx(d, team, c);
 	al_config_init(&cfg);
 	cfg.image = c->image;
@@ -670,8 +751,9 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 		store_output_size(d->store, s->cmds[i]->id, 2, &s->cmds[i]->stored[1], NULL);
 	}
 	add_sbx(d, s);
-	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed. */
-	if (jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
+	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed.
+	 * A pooled sandbox of an earlier run is not reused: it is stopped. */
+	if (s->team[0] && jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
 	    dm_agent_connect(d, s, NULL) == 0)
 		return 0;
 	jail_sandbox_kill(s->pid, s->start_time, s->id);
@@ -723,6 +805,14 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	pthread_create(&d->reaper, NULL, reaper_main, d);
 	pthread_detach(d->reaper);
 	pthread_create(&d->timer, NULL, timer_main, d);
+	pthread_cond_init(&d->pool_cv, NULL);
+	if (d->opts.pool) {
+		pthread_t w;
+		if (d->opts.pool > DM_POOL_MAX)
+			d->opts.pool = DM_POOL_MAX;
+		if (pthread_create(&w, NULL, dm_pool_main, d) == 0)
+			pthread_detach(w);
+	}
 	{
 		pthread_t w;
 		if (pthread_create(&w, NULL, dm_netwatch_main, d) == 0)
@@ -743,6 +833,12 @@ void daemon_close(struct daemon *d)
 	if (d->timer)
 		pthread_join(d->timer, NULL);
 	dm_spawner_stop(d);
+	/* Pooled sandboxes were never handed out: they end with us. */
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		if (d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0)
+			stop_locked_sbx(d, d->sbxs[i], "stopped");
+	pthread_mutex_unlock(&d->mu);
 	/* Sandboxes keep running; their readers are detached threads that die with us. */
 	if (d->store)
 		store_close(d->store);

@@ -93,10 +93,36 @@ static int mkdir_ok(const char *path, struct al_error **err)
 	return 0;
 }
 
+/*
+ * memory, pids, cpu on v2. A fresh cgroup has no limits, so only the set ones are written
+ * (the one-shot path stays as short as it was); otherwise "max" lifts an old limit.
+ */
+static int limits_v2(struct jail_cgroup *cg, const struct al_config *cfg, bool fresh,
+		     struct al_error **err)
+{
+	char val[64];
+
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)cfg->memory_bytes);
+	if ((cfg->memory_bytes || !fresh) &&
+	    write_at(cg->dir[0], "memory.max", cfg->memory_bytes ? val : "max", err) < 0)
+		return -1;
+	if (cfg->memory_bytes)
+		write_at(cg->dir[0], "memory.swap.max", "0", NULL);
+	snprintf(val, sizeof(val), "%u", cfg->pids);
+	if ((cfg->pids || !fresh) &&
+	    write_at(cg->dir[0], "pids.max", cfg->pids ? val : "max", err) < 0)
+		return -1;
+	snprintf(val, sizeof(val), "%llu 100000", (unsigned long long)(cfg->cpus * 100000));
+	if ((cfg->cpus > 0 || !fresh) &&
+	    write_at(cg->dir[0], "cpu.max", cfg->cpus > 0 ? val : "max 100000", err) < 0)
+		return -1;
+	return 0;
+}
+
 static int setup_v2(struct jail_cgroup *cg, const char *root, const char *name,
 		    const struct al_config *cfg, struct al_error **err)
 {
-	char parent[PATH_MAX], val[64];
+	char parent[PATH_MAX];
 
 	snprintf(parent, sizeof(parent), "%s/airlock", root);
 	if (mkdir_ok(parent, err) < 0)
@@ -107,32 +133,49 @@ static int setup_v2(struct jail_cgroup *cg, const char *root, const char *name,
 	cg->dir[0] = xasprintf("%s/%s", parent, name);
 	if (mkdir(cg->dir[0], 0755) < 0)
 		return al_error_set(err, errno, "mkdir '%s'", cg->dir[0]);
-	if (cfg->memory_bytes) {
-		snprintf(val, sizeof(val), "%llu", (unsigned long long)cfg->memory_bytes);
-		if (write_at(cg->dir[0], "memory.max", val, err) < 0)
-			return -1;
-		write_at(cg->dir[0], "memory.swap.max", "0", NULL);
-	}
-	if (cfg->pids) {
-		snprintf(val, sizeof(val), "%u", cfg->pids);
-		if (write_at(cg->dir[0], "pids.max", val, err) < 0)
-			return -1;
-	}
-	if (cfg->cpus > 0) {
-		snprintf(val, sizeof(val), "%llu 100000", (unsigned long long)(cfg->cpus * 100000));
-		if (write_at(cg->dir[0], "cpu.max", val, err) < 0)
-			return -1;
-	}
+	if (limits_v2(cg, cfg, true, err) < 0)
+		return -1;
 	cg->v2_fd = open(cg->dir[0], O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (cg->v2_fd < 0)
 		return al_error_set(err, errno, "open '%s'", cg->dir[0]);
 	return 0;
 }
 
+/* memory, pids, cpu on v1 (fresh: as limits_v2). */
+static int limits_v1(struct jail_cgroup *cg, const struct al_config *cfg, bool fresh,
+		     struct al_error **err)
+{
+	char val[64];
+
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)cfg->memory_bytes);
+	if (!cfg->memory_bytes)
+		strcpy(val, "-1");
+	if (cfg->memory_bytes || !fresh) {
+		/* With swap accounting, memory+swap gets the same cap: no escape to swap. The
+		 * memsw limit may never be below the memory one: when an old limit moves,
+		 * memsw is written on both sides of it (one of the two may fail: fine). */
+		if (!fresh)
+			write_at(cg->dir[V1_MEMORY], "memory.memsw.limit_in_bytes", val, NULL);
+		if (write_at(cg->dir[V1_MEMORY], "memory.limit_in_bytes", val, err) < 0)
+			return -1;
+		write_at(cg->dir[V1_MEMORY], "memory.memsw.limit_in_bytes", val, NULL);
+	}
+	snprintf(val, sizeof(val), "%u", cfg->pids);
+	if ((cfg->pids || !fresh) &&
+	    write_at(cg->dir[V1_PIDS], "pids.max", cfg->pids ? val : "max", err) < 0)
+		return -1;
+	snprintf(val, sizeof(val), "%llu", (unsigned long long)(cfg->cpus * 100000));
+	if ((cfg->cpus > 0 || !fresh) &&
+	    (write_at(cg->dir[V1_CPU], "cpu.cfs_period_us", "100000", err) < 0 ||
+	     write_at(cg->dir[V1_CPU], "cpu.cfs_quota_us", cfg->cpus > 0 ? val : "-1", err) < 0))
+		return -1;
+	return 0;
+}
+
 static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
 		    const struct al_config *cfg, struct al_error **err)
 {
-	char path[PATH_MAX], val[64];
+	char path[PATH_MAX];
 	int i;
 
 	for (i = 0; i < V1_N; i++) {
@@ -147,25 +190,7 @@ static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
 			return al_error_set(err, e, "mkdir '%s/%s'", path, name);
 		}
 	}
-	if (cfg->memory_bytes) {
-		snprintf(val, sizeof(val), "%llu", (unsigned long long)cfg->memory_bytes);
-		if (write_at(cg->dir[V1_MEMORY], "memory.limit_in_bytes", val, err) < 0)
-			return -1;
-		/* With swap accounting, memory+swap gets the same cap: no escape to swap. */
-		write_at(cg->dir[V1_MEMORY], "memory.memsw.limit_in_bytes", val, NULL);
-	}
-	if (cfg->pids) {
-		snprintf(val, sizeof(val), "%u", cfg->pids);
-		if (write_at(cg->dir[V1_PIDS], "pids.max", val, err) < 0)
-			return -1;
-	}
-	if (cfg->cpus > 0) {
-		snprintf(val, sizeof(val), "%llu", (unsigned long long)(cfg->cpus * 100000));
-		if (write_at(cg->dir[V1_CPU], "cpu.cfs_period_us", "100000", err) < 0 ||
-		    write_at(cg->dir[V1_CPU], "cpu.cfs_quota_us", val, err) < 0)
-			return -1;
-	}
-	return 0;
+	return limits_v1(cg, cfg, true, err);
 }
 
 /*
@@ -243,6 +268,15 @@ struct jail_cgroup *jail_cgroup_open(const char *name)
 		cg->dir[i] = cg->v2 ? xasprintf("%s/airlock/%s", root, name)
 				    : xasprintf("%s/%s/airlock/%s", root, v1_controllers[i], name);
 	return cg;
+}
+
+int jail_cgroup_set_limits(const char *name, const struct al_config *cfg, struct al_error **err)
+{
+	struct jail_cgroup *cg = jail_cgroup_open(name);
+	int r = cg->v2 ? limits_v2(cg, cfg, false, err) : limits_v1(cg, cfg, false, err);
+
+	jail_cgroup_forget(cg);
+	return r < 0 ? al_error_wrap(err, "cgroup limits") : 0;
 }
 
 void jail_cgroup_forget(struct jail_cgroup *cg)

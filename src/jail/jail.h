@@ -105,6 +105,8 @@ void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *o
 void jail_cgroup_kill(struct jail_cgroup *cg);
 /* A handle on an existing cgroup (a daemon sandbox's), without writing limits. */
 struct jail_cgroup *jail_cgroup_open(const char *name);
+/* Set (or lift) the memory, pids and CPU limits of an existing sandbox's cgroup. */
+int jail_cgroup_set_limits(const char *name, const struct al_config *cfg, struct al_error **err);
 /* Frees the handle, leaving the cgroup in place. */
 void jail_cgroup_forget(struct jail_cgroup *cg);
 /* Removes the cgroup (after its processes are gone) and frees cg. */

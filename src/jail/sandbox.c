@@ -172,3 +172,9 @@ void jail_sandbox_stats(const char *cgroup_name, uint64_t *peak, uint64_t *oom_k
 	jail_cgroup_stats(cg, peak, oom_kills);
 	jail_cgroup_forget(cg);
 }
+
+int jail_sandbox_set_limits(const char *cgroup_name, const struct al_config *cfg,
+			    struct al_error **err)
+{
+	return jail_cgroup_set_limits(cgroup_name, cfg, err);
+}

@@ -30,6 +30,9 @@ int jail_proc_start_time(pid_t pid, uint64_t *out);
 /* Stop a sandbox: SIGKILL to PID 1 (after checking it is still the same process) takes the
  * whole pid namespace; then remove its cgroup. Safe to call for one already gone. */
 int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name);
+/* Set the memory, pids and CPU limits of a live sandbox (a warm one being handed out). */
+int jail_sandbox_set_limits(const char *cgroup_name, const struct al_config *cfg,
+			    struct al_error **err);
 /* Peak memory and OOM kills of a live sandbox's cgroup (0 if unknown). */
 void jail_sandbox_stats(const char *cgroup_name, uint64_t *peak, uint64_t *oom_kills);
 

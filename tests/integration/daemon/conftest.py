@@ -399,6 +399,7 @@ class Daemon:
         self.port = port
         self.proc = None
         self.starts = 0
+        self.extra_args = []
         self.tokens.write_text("# test tokens\n" + "".join(
             f"{tok} team{team}\n" for team, tok in TOKENS.items()))
         os.chmod(self.tokens, 0o600)
@@ -411,7 +412,8 @@ class Daemon:
         log.flush()
         self.proc = subprocess.Popen(
             [self.binary, "serve", "--state-dir", str(self.state_dir),
-             "--listen", f"127.0.0.1:{self.port}", "--tokens", str(self.tokens)],
+             "--listen", f"127.0.0.1:{self.port}", "--tokens", str(self.tokens),
+             *self.extra_args],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
             start_new_session=True)
         log.close()

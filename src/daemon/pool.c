@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The warm pool: sandboxes started ahead of need (internal.h, "The warm pool").
+ * A thread keeps opts.pool of them ready through the ordinary create path,
+ * under the team DM_POOL_TEAM, which no API token has; dm_sandbox_create
+ * hands one out (registry.c, pool_take). They are never shown, never run a
+ * command before being taken, and a daemon that restarts stops any it finds
+ * rather than reuse them.
+ */
+#include "daemon/internal.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* A pooled sandbox is recycled after this long unused (its clock started at spawn). */
+#define POOL_IDLE_MS (60ull * 60 * 1000)
+
+bool dm_pool_fits(const struct dm_create *c)
+{
+	return !c->image && !c->disk_bytes &&
+	       (!c->workdir || strcmp(c->workdir, "/workspace") == 0);
+}
+
+size_t dm_pool_ready(struct daemon *d)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		n += d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0;
+	return n;
+}
+
+void *dm_pool_main(void *arg)
+{
+	struct daemon *d = arg;
+	struct dm_create c = {.timeout_ms = POOL_IDLE_MS};
+
+	pthread_mutex_lock(&d->mu);
+	while (!d->closing) {
+		struct timespec ts;
+
+		if (dm_pool_ready(d) < d->opts.pool) {
+			struct al_error *err = NULL;
+			char *id = NULL;
+
+			pthread_mutex_unlock(&d->mu);
+			if (dm_sandbox_create(d, DM_POOL_TEAM, &c, &id, &err) < 0) {
+				fprintf(stderr, "airlockd: pool: %s\n",
+					err && err->msg ? err->msg : "create failed");
+				al_error_free(err);
+				nanosleep(&(struct timespec){.tv_sec = 1}, NULL); /* no busy retry */
+			}
+			free(id);
+			pthread_mutex_lock(&d->mu);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&d->pool_cv, &d->mu, &ts);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
