@@ -32,6 +32,9 @@ ap.add_argument("--concurrent-seconds", type=float, default=10.0)
 ap.add_argument("--client-procs", type=int, default=4,
                 help="client processes the concurrent clients are spread over")
 ap.add_argument("--out", help="JSON file (default bench/results/daemon-<date>.json)")
+ap.add_argument("--pool", type=int, default=0,
+                help="airlock serve --pool N: creates take pre-started sandboxes when one "
+                     "is ready; warm and cold cycles are reported apart")
 args = ap.parse_args()
 
 TOKEN = "bench-token"
@@ -45,6 +48,8 @@ port = s.getsockname()[1]
 s.close()
 serve_cmd = [args.airlock, "serve", "--state-dir", state, "--listen", f"127.0.0.1:{port}",
              "--tokens", os.path.join(state, "tokens")]
+if args.pool:
+    serve_cmd += ["--pool", str(args.pool)]
 print("  $ " + " ".join(serve_cmd), flush=True)
 daemon_log = open(os.path.join(state, "daemon.log"), "wb")
 daemon = subprocess.Popen(serve_cmd, stderr=daemon_log, stdin=subprocess.DEVNULL)
@@ -70,7 +75,9 @@ class Client:
         return data
 
     def create(self):
-        return json.loads(self.call("POST", "/v1/sandboxes", {}))["sandbox"]["id"]
+        s = json.loads(self.call("POST", "/v1/sandboxes", {}))["sandbox"]
+        self.last_warm = bool(s.get("warm"))
+        return s["id"]
 
     def run_true(self, sbx):
         out = self.call("POST", f"/v1/sandboxes/{sbx}/commands", {"cmd": "true", "wait": True})
@@ -225,19 +232,26 @@ try:
         raise RuntimeError("airlockd did not answer /v1/health")
     main = Client()
 
-    cycle, oneshot = [], []
+    cycle, oneshot, warm, cold = [], [], [], []
+    if args.pool:
+        time.sleep(1.0)  # let the pool fill before the first cycle
     for i in range(args.runs):
         t = time.perf_counter()
         sbx = main.create()
         main.run_true(sbx)
         main.stop(sbx)
         cycle.append((time.perf_counter() - t) * 1000)
+        (warm if main.last_warm else cold).append(cycle[-1])
         t = time.perf_counter()
         subprocess.run([args.airlock, "run", "--", "/bin/true"], check=True,
                        stdin=subprocess.DEVNULL)
         oneshot.append((time.perf_counter() - t) * 1000)
     res["create_run_stop"] = stats(cycle)
     res["oneshot_run"] = stats(oneshot)
+    if args.pool:
+        res["pool"] = args.pool
+        res["create_run_stop_warm"] = stats(warm)
+        res["create_run_stop_cold"] = stats(cold)
 
     sbx = main.create()
     rt = []
@@ -260,6 +274,8 @@ try:
     print(f"{'figure':<44}{'median':>9}{'p90':>9}{'p99':>9}{'min':>9}{'max':>9}{'n':>7}   (ms)")
     rows = [("create_run_stop", "create + run true + stop (HTTP)"),
             ("round_trip", "command round trip (live sandbox)"),
+            *([("create_run_stop_warm", f"  of which warm (pool {args.pool})"),
+               ("create_run_stop_cold", "  of which cold (pool empty)")] if args.pool else []),
             ("oneshot_run", "airlock run -- /bin/true (spawned)")]
     if "concurrent" in res:
         rows.append(("concurrent", f"round trip, {args.concurrent} concurrent clients"))

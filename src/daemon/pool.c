@@ -18,6 +18,9 @@
 
 /* A pooled sandbox is recycled after this long unused (its clock started at spawn). */
 #define POOL_IDLE_MS (60ull * 60 * 1000)
+/* A refill waits this long after a take: the new owner's first commands (the usual next
+ * step) do not share the CPU with the next sandbox's set-up. */
+#define POOL_REFILL_DELAY_MS 20
 
 bool dm_pool_fits(const struct dm_create *c)
 {
@@ -48,6 +51,7 @@ void *dm_pool_main(void *arg)
 			char *id = NULL;
 
 			pthread_mutex_unlock(&d->mu);
+			nanosleep(&(struct timespec){.tv_nsec = POOL_REFILL_DELAY_MS * 1000000L}, NULL);
 			if (dm_sandbox_create(d, DM_POOL_TEAM, &c, &id, &err) < 0) {
 				fprintf(stderr, "airlockd: pool: %s\n",
 					err && err->msg ? err->msg : "create failed");
