@@ -485,6 +485,22 @@ def daemon():
             figure("daemon.concurrent.daemon_cpu",
                    f"daemon: its CPU per round trip, {v['clients']} concurrent",
                    v["daemon_cpu_ms_per_round_trip"], "ms", "lower", f"{cmd}  [{what}]")
+    # The same cycle with a warm pool (airlock serve --pool 4): warm and cold apart.
+    out_w = tmp / "daemon-pool.json"
+    argv_w = [HERE / "daemon", "--runs", D_RUNS, "--round-trips", 20, "--concurrent", 0,
+              "--pool", 4, "--out", out_w]
+    run_tool("daemon (pool)", argv_w)
+    if out_w.exists():
+        w = json.loads(out_w.read_text())
+        doc["sections"]["daemon_pool"] = w
+        cmd_w = shown(argv_w[:-2]).replace(str(HERE), "bench")
+        for key, label in [("create_run_stop_warm", "daemon: create+run+stop, warm (pool 4)"),
+                           ("create_run_stop_cold", "daemon: create+run+stop, cold (pool empty)")]:
+            v = w.get(key)
+            if v and v.get("n"):
+                figure(f"daemon.{key}", label, v["median_ms"], "ms", "lower",
+                       f"{cmd_w}  [{api}]", min=v["min_ms"], max=v["max_ms"],
+                       p90=v["p90_ms"], p99=v["p99_ms"], n=v["n"])
     r = d.get("round_trip", {})
     if r.get("daemon_cpu_ms_per_round_trip") is not None:
         figure("daemon.round_trip.daemon_cpu", "daemon: its CPU per round trip, one client",
@@ -627,6 +643,9 @@ def targets():
     v = val("daemon.create_run_stop")
     target("daemon_cycle", "daemon create+run+stop median <= 5 ms", v, 5.0, lambda v, l: v <= l,
            f"{v:.2f} ms" if v else "-")
+    v = val("daemon.create_run_stop_warm")
+    target("daemon_cycle_warm", "daemon create+run+stop median <= 5 ms, warm (pool)", v, 5.0,
+           lambda v, l: v <= l, f"{v:.2f} ms" if v else "-")
     v = val("daemon.round_trip")
     target("daemon_rt", "daemon round trip median <= 1 ms", v, 1.0, lambda v, l: v <= l,
            f"{v:.2f} ms" if v else "-")

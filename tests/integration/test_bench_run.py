@@ -13,7 +13,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "bench" / "run"
 TARGET_IDS = {"oneshot_vs_bwrap", "oneshot_vs_floor", "allow_vs_deny", "throughput_vs_bwrap",
-              "daemon_cycle", "daemon_rt", "daemon_p99", "density"}
+              "daemon_cycle", "daemon_cycle_warm", "daemon_rt", "daemon_p99", "density"}
 
 
 @pytest.fixture(scope="module")
