@@ -148,8 +148,9 @@ int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *pol
 /* spawner.c */
 /*
  * The warm pool (pool.c): with opts.pool > 0, that many fresh sandboxes are kept
- * running under the team "" (no token has it: the API cannot see them). A create
- * that fits them (host runtime, default disk and workdir) takes one: its team,
+ * running under the team "" (no token has it: the API cannot see them), for each of
+ * the native and the Vercel workdir. A create that fits them (host runtime,
+ * default disk, one of those workdirs) takes one: its team,
  * times, limits, env and policy are set then; nothing ran in it before.
  */
 #define DM_POOL_MAX DM_POOL_LIMIT
@@ -157,7 +158,7 @@ int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *pol
 void *dm_pool_main(void *arg);
 bool dm_pool_fits(const struct dm_create *c);
 /* The pooled sandboxes ready now (under d->mu). */
-size_t dm_pool_ready(struct daemon *d);
+size_t dm_pool_ready(struct daemon *d, const char *workdir);
 
 /* The spawner process (spawner.c): forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);

@@ -8,6 +8,7 @@
  * rather than reuse them.
  */
 #include "daemon/internal.h"
+#include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
 
@@ -22,18 +23,27 @@
  * step) do not share the CPU with the next sandbox's set-up. */
 #define POOL_REFILL_DELAY_MS 20
 
+/* The workdirs a pool is kept for (the agent's Landlock rules are fixed at its start): the
+ * native default and the Vercel API's. Each gets opts.pool sandboxes. */
+static const char *const pool_workdirs[] = {"/workspace", "/vercel/sandbox"};
+
 bool dm_pool_fits(const struct dm_create *c)
 {
-	return !c->image && !c->disk_bytes &&
-	       (!c->workdir || strcmp(c->workdir, "/workspace") == 0);
+	if (c->image || c->disk_bytes)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(pool_workdirs); i++)
+		if (!c->workdir || strcmp(c->workdir, pool_workdirs[i]) == 0)
+			return true;
+	return false;
 }
 
-size_t dm_pool_ready(struct daemon *d)
+size_t dm_pool_ready(struct daemon *d, const char *workdir)
 {
 	size_t n = 0;
 
 	for (size_t i = 0; i < d->n_sbxs; i++)
-		n += d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0;
+		n += d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0 &&
+		     strcmp(d->sbxs[i]->workdir, workdir) == 0;
 	return n;
 }
 
@@ -45,13 +55,18 @@ void *dm_pool_main(void *arg)
 	pthread_mutex_lock(&d->mu);
 	while (!d->closing) {
 		struct timespec ts;
+		const char *need = NULL;
 
-		if (dm_pool_ready(d) < d->opts.pool) {
+		for (size_t i = 0; i < ARRAY_SIZE(pool_workdirs) && !need; i++)
+			if (dm_pool_ready(d, pool_workdirs[i]) < d->opts.pool)
+				need = pool_workdirs[i];
+		if (need) {
 			struct al_error *err = NULL;
 			char *id = NULL;
 
 			pthread_mutex_unlock(&d->mu);
 			nanosleep(&(struct timespec){.tv_nsec = POOL_REFILL_DELAY_MS * 1000000L}, NULL);
+			c.workdir = need;
 			if (dm_sandbox_create(d, DM_POOL_TEAM, &c, &id, &err) < 0) {
 				fprintf(stderr, "airlockd: pool: %s\n",
 					err && err->msg ? err->msg : "create failed");

@@ -321,7 +321,8 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	pthread_mutex_lock(&d->mu);
 	for (size_t i = 0; i < d->n_sbxs && !s; i++)
 		if (d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0 &&
-		    d->sbxs[i]->n_cmds == 0)
+		    d->sbxs[i]->n_cmds == 0 &&
+		    strcmp(d->sbxs[i]->workdir, c->workdir ? c->workdir : "/workspace") == 0)
 			s = d->sbxs[i];
 	if (!s) {
 		d->pool_missed++;

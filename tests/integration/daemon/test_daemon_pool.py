@@ -18,6 +18,7 @@ from .conftest import (AIRLOCK_BIN, CGROUP_CTRLS, TOKENS, Api, Daemon, agent_pid
                        cgroup_dir, cgroup_exists, free_port, wait_for)
 
 POOL = 2
+KINDS = 2   # one pool for the native workdir and one for the Vercel API's
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def pooled_ids(d, running_only=True):
 
 
 def wait_pool_full(d):
-    assert wait_for(lambda: len(pooled_ids(d)) >= POOL, timeout=20), pooled_ids(d)
+    assert wait_for(lambda: len(pooled_ids(d)) >= POOL * KINDS, timeout=20), pooled_ids(d)
 
 
 def sh(api, sid, script):
@@ -78,7 +79,7 @@ def test_create_takes_a_pooled_sandbox_with_its_limits(pool_daemon):
         with open(cgroup_dir(s["id"], "cpu") + "/cpu.cfs_quota_us") as f:
             assert int(f.read()) == 100000
         # the pool refills
-        assert wait_for(lambda: len(pooled_ids(pool_daemon)) >= POOL, timeout=20)
+        assert wait_for(lambda: len(pooled_ids(pool_daemon)) >= POOL * KINDS, timeout=20)
     finally:
         api.stop(s["id"])
 
@@ -132,9 +133,24 @@ def test_a_create_that_does_not_fit_is_cold(pool_daemon):
     s = api.create_ok(resources={"disk": "256M"})
     try:
         assert s["warm"] is False, s
-        assert len(pooled_ids(pool_daemon)) >= POOL   # the pool was left alone
+        assert len(pooled_ids(pool_daemon)) >= POOL * KINDS   # the pool was left alone
     finally:
         api.stop(s["id"])
+
+
+def test_vercel_create_is_warm_too(pool_daemon):
+    api = Api(pool_daemon.port, TOKENS["A"])
+    wait_pool_full(pool_daemon)
+    r = api.request("POST", "/v3/sandboxes", body={"timeout": 60000})
+    assert r.status == 200, r
+    sid = r.json["session"]["id"]
+    try:
+        s = api.sandbox(sid)
+        assert s["warm"] is True and s["workdir"] == "/vercel/sandbox", s
+        out = sh(api, sid, "pwd; touch /vercel/sandbox/ok && echo written")
+        assert "written" in out, out
+    finally:
+        api.stop(sid)
 
 
 def test_restart_does_not_reuse_pooled_sandboxes(pool_daemon):
