@@ -25,6 +25,10 @@
 #include "common/error.h"
 
 #include <errno.h>
+#include <sys/ptrace.h>
+#include <sys/mount.h>
+#include <sched.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <poll.h>
 #include <signal.h>
@@ -243,6 +247,46 @@ static int serve_daemon_mode(struct net_gateway *g, pid_t pid, const char *ctl_p
 	return 0;
 }
 
+/*
+ * airlock-gateway --check-seccomp: install the gateway's filter, try what it must refuse
+ * and what it must still allow, and print one "name result" line each (the test suite's
+ * proof that the filter as built does its job; tests/integration/net/test_gw_seccomp.py).
+ */
+static void *thread_ok(void *arg)
+{
+	return arg;
+}
+
+static int check_seccomp(void)
+{
+	struct al_error *err = NULL;
+	char *const argv[] = {"/bin/true", NULL};
+	int nsfd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	int mntfd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	pthread_t t;
+
+	if (gw_seccomp_install(&err) < 0) {
+		printf("install %s\n", err->msg);
+		return 1;
+	}
+#define TRY(name, call) printf("%s %s\n", name, (call) < 0 ? strerror(errno) : "allowed")
+	TRY("execve", execve("/bin/true", argv, NULL));
+	TRY("unshare", unshare(CLONE_NEWUSER));
+	TRY("clone_newuser", syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+	TRY("clone3", syscall(SYS_clone3, NULL, 0));
+	TRY("mount", mount("none", "/mnt", "tmpfs", 0, NULL));
+	TRY("ptrace", ptrace(PTRACE_TRACEME, 0, 0, 0));
+	TRY("bpf", syscall(SYS_bpf, 0, NULL, 0));
+	TRY("setns_mnt", setns(mntfd, CLONE_NEWNS));
+	TRY("setns_net", setns(nsfd, CLONE_NEWNET));
+	TRY("setuid", setuid(0));
+	TRY("io_uring_setup", syscall(SYS_io_uring_setup, 1, NULL));
+	printf("thread %s\n", pthread_create(&t, NULL, thread_ok, NULL) == 0 &&
+				       pthread_join(t, NULL) == 0 ? "allowed" : "failed");
+#undef TRY
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct net_gateway_opts o = {.log_fd = -1};
@@ -257,6 +301,8 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	signal(SIGPIPE, SIG_IGN);
+	if (argc == 2 && strcmp(argv[1], "--check-seccomp") == 0)
+		return check_seccomp();
 	raise_nofile();
 	for (int i = 1; i + 1 < argc; i += 2) {
 		if (strcmp(argv[i], "--policy") == 0)
@@ -308,7 +354,7 @@ int main(int argc, char **argv)
 			return fail(err);
 		}
 		if (net_gateway_attach(g, attach_pid, true, &err) < 0 ||
-		    net_gateway_start(g, &err) < 0)
+		    gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
 			return fail(err);
 		set_resolver(attach_pid);
 		return serve_daemon_mode(g, attach_pid, ctl_path);
@@ -319,7 +365,8 @@ int main(int argc, char **argv)
 		return 0; /* the caller gave up */
 	line[n] = '\0';
 	pid = (pid_t)atoi(line);
-	if (pid <= 0 || net_gateway_attach(g, pid, false, &err) < 0 || net_gateway_start(g, &err) < 0)
+	if (pid <= 0 || net_gateway_attach(g, pid, false, &err) < 0 ||
+	    gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
 		return fail(err);
 	dprintf(CTL, "A\n");
 	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). */

@@ -137,6 +137,9 @@ int gw_tls_ensure(struct net_gateway *g, const struct net_policy *p, struct al_e
 void gw_tls_policy_changed(struct net_gateway *g);
 void gw_tls_free(struct net_gateway *g);
 
+/* gw_seccomp.c: the gateway's own filter, installed once set-up is done. */
+int gw_seccomp_install(struct al_error **err);
+
 /* gw_dns.c */
 void *gw_dns_udp_main(void *arg);
 void *gw_dns_tcp_main(void *arg);
