@@ -22,6 +22,7 @@
 #include "net/gateway.h"
 #include "net/gw.h"
 #include "net/policy.h"
+#include "common/cleanup.h"
 #include "common/error.h"
 
 #include <errno.h>
@@ -261,8 +262,8 @@ static int check_seccomp(void)
 {
 	struct al_error *err = NULL;
 	char *const argv[] = {"/bin/true", NULL};
-	int nsfd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
-	int mntfd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int nsfd = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int mntfd = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
 	pthread_t t;
 
 	if (gw_seccomp_install(&err) < 0) {
