@@ -29,9 +29,11 @@ def test_running_gateways_carry_the_filter():
     p = subprocess.Popen([os.environ.get("AIRLOCK_BIN", str(BIN / "airlock")), "run",
                           "--allow", "allowed.test", "--", "sleep", "2"])
     try:
+        # The filter goes on once the gateway is set up (after the link is made): a
+        # gateway seen earlier is still setting up, so look until it is serving.
         status = None
         deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and status is None:
+        while time.monotonic() < deadline:
             for d in os.listdir("/proc"):
                 if not d.isdigit():
                     continue
@@ -39,14 +41,16 @@ def test_running_gateways_carry_the_filter():
                     with open(f"/proc/{d}/comm") as f:
                         if f.read().strip() != "airlock-gateway":
                             continue
-                    with open(f"/proc/{d}/status") as f:
-                        text = f.read()
                     with open(f"/proc/{d}/stat") as f:
                         ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    with open(f"/proc/{d}/status") as f:
+                        text = f.read()
                 except OSError:
                     continue
                 if ppid == p.pid:
                     status = text
+            if status and "Seccomp:\t2" in status:
+                break
             time.sleep(0.05)
         assert status, "no gateway found for the run"
         fields = dict(l.split(":", 1) for l in status.splitlines() if ":" in l)
