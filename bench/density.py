@@ -142,6 +142,14 @@ def rollup(pid):
     return m
 
 
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def kind(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -478,6 +486,9 @@ def main():
         res["stop_seconds"] = time.perf_counter() - t
         time.sleep(1.0)
         left_desc, table = descendants(daemon.pid)
+        # the daemon's own spawner (forked at start, lives as long as the daemon) is not a
+        # sandbox's leftover
+        left_desc = [p for p in left_desc if comm(p) != "airlockd-spawn"]
         daemon.terminate()
         try:
             daemon.wait(timeout=20)
