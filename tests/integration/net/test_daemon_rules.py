@@ -114,9 +114,11 @@ def test_update_cuts_a_live_terminated_flow(api, box, world, secret):
     assert wait_for(lambda: api.read_file(sid, "/workspace/flow.out").status == 200, timeout=5)
     out = api.read_file(sid, "/workspace/flow.out").data.decode()
     assert out.startswith("END") and float(out.split()[1]) < 5, out
-    log = api.egress(sid)
-    assert [e for e in log if e.get("layer") == "tls" and e.get("reason") == "policy_changed"
-            and e.get("name") == "allowed.test"], log
+    # the cut connection's thread writes its line as it winds down, just after the cut
+    def cut_logged():
+        return [e for e in api.egress(sid) if e.get("layer") == "tls" and
+                e.get("reason") == "policy_changed" and e.get("name") == "allowed.test"]
+    assert wait_for(cut_logged, timeout=5), api.egress(sid)
     # the new secret is in force for the next request
     code, out, err = api.run(sid, CURL + ["https://allowed.test/api/after"])
     evs = [e for e in world.events("allowed", "http") if e["path"] == "/api/after"]
