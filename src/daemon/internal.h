@@ -134,7 +134,7 @@ bool dm_policy_is_deny_all(const char *json);
 bool dm_gateway_running(struct daemon *d, const char *id);
 void *dm_netwatch_main(void *arg); /* restarts dead gateways (a detached thread) */
 char *dm_egress_log_path(struct daemon *d, const char *id);
-/* The sandbox CA's directory on the host (the gateway makes the CA there). */
+/* The sandbox CA's directory on the host, STATE/ca/<id> (the gateway makes the CA there). */
 char *dm_ca_dir(struct daemon *d, const char *id);
 /* Forget a sandbox's CA (it ended). */
 void dm_ca_remove(struct daemon *d, const char *id);

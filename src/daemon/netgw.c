@@ -35,11 +35,7 @@ static char *gw_ctl_path(struct daemon *d, const char *id)
 
 char *dm_ca_dir(struct daemon *d, const char *id)
 {
-	char *top = xasprintf("%s/ca", d->state_dir), *dir = xasprintf("%s/%s", top, id);
-
-	mkdir(top, 0700);
-	free(top);
-	return dir;
+	return xasprintf("%s/ca/%s", d->state_dir, id);
 }
 
 void dm_ca_remove(struct daemon *d, const char *id)
@@ -169,7 +165,7 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 	char *bin = slash ? (*slash = '\0', xasprintf("%s/airlock-gateway", gw))
 			  : xstrdup("airlock-gateway");
 	char *ctl = gw_ctl_path(d, id), *log = dm_egress_log_path(d, id), *egress_dir;
-	char *ca_dir = dm_ca_dir(d, id);
+	char *ca_dir = dm_ca_dir(d, id), *ca_top = xasprintf("%s/ca", d->state_dir);
 	char pidbuf[16], genbuf[24], line[1024];
 	const char *argv[24];
 	int p[2], a = 0, r;
@@ -178,6 +174,8 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 	egress_dir = xasprintf("%s/egress", d->state_dir);
 	mkdir(egress_dir, 0700);
 	free(egress_dir);
+	mkdir(ca_top, 0700); /* the gateway makes STATE/ca/<id> in it when rules first come */
+	free(ca_top);
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
 	snprintf(genbuf, sizeof(genbuf), "%lld", (long long)gen);
 	argv[a++] = "airlock-gateway";
@@ -225,6 +223,7 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 	free(bin);
 	free(ctl);
 	free(log);
+	free(ca_dir);
 	return r;
 }
 

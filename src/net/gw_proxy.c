@@ -499,19 +499,19 @@ static void log_allow(struct gw_conn *k, const char *reason)
 /* A name with per-request rules is terminated here instead of spliced; true if it was. */
 static bool maybe_terminate(struct gw_conn *k)
 {
-	struct net_rules rules = {0};
+	struct net_policy *held = NULL;
 	const struct net_rules *r;
 
 	pthread_rwlock_rdlock(&k->g->policy_lock);
 	r = net_policy_rules_for(k->g->policy, k->name);
-	if (r)
-		net_rules_copy(&rules, r); /* the policy may change under the connection */
+	if (r) /* the policy may be replaced under the connection: keep this one alive */
+		held = net_policy_ref(k->g->policy);
 	pthread_rwlock_unlock(&k->g->policy_lock);
-	if (!rules.n)
+	if (!r)
 		return false;
 	__atomic_store_n(&k->terminated, true, __ATOMIC_SEQ_CST);
-	gw_mitm_serve(k, &rules);
-	net_rules_clear(&rules);
+	gw_mitm_serve(k, r);
+	net_policy_free(held);
 	return true;
 }
 

@@ -146,12 +146,19 @@ struct net_policy *net_policy_new(enum net_policy_mode mode)
 	struct net_policy *p = xzalloc(sizeof(*p));
 
 	p->mode = mode;
+	p->refs = 1;
+	return p;
+}
+
+struct net_policy *net_policy_ref(struct net_policy *p)
+{
+	__atomic_add_fetch(&p->refs, 1, __ATOMIC_RELAXED);
 	return p;
 }
 
 void net_policy_free(struct net_policy *p)
 {
-	if (!p)
+	if (!p || __atomic_sub_fetch(&p->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	for (size_t i = 0; i < p->n_domains; i++)
 		net_rules_clear(&p->domains[i].rules);

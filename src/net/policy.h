@@ -49,6 +49,7 @@ struct net_policy {
 	enum net_policy_mode mode;
 	/* Set by the owner (daemon/gateway) on every change; never part of the JSON. */
 	uint64_t generation;
+	unsigned refs;		   /* net_policy_ref / net_policy_free */
 	/* NET_POLICY_LIST only (empty otherwise). */
 	struct net_pattern *domains;
 	size_t n_domains;
@@ -61,6 +62,9 @@ struct net_policy {
 
 /* A new policy of the given mode with no entries (generation 0). Never NULL. */
 struct net_policy *net_policy_new(enum net_policy_mode mode);
+/* One more reference (a terminated connection keeps its rules while the gateway's policy
+ * is replaced); net_policy_free drops one, and the last one frees. */
+struct net_policy *net_policy_ref(struct net_policy *p);
 void net_policy_free(struct net_policy *p);
 static inline void net_policy_freep(struct net_policy **p)
 {

@@ -588,17 +588,6 @@ json_t *net_rules_to_json(const struct net_rules *r, bool redact)
 	return a;
 }
 
-void net_rules_copy(struct net_rules *dst, const struct net_rules *src)
-{
-	json_t *j = net_rules_to_json(src, false);
-	struct al_error *err = NULL;
-
-	memset(dst, 0, sizeof(*dst));
-	if (net_rules_parse(j, "rules", dst, &err) < 0) /* cannot fail: it parsed once */
-		al_error_free(err);
-	json_decref(j);
-}
-
 bool net_rules_equal(const struct net_rules *a, const struct net_rules *b)
 {
 	json_t *x = net_rules_to_json(a, false), *y = net_rules_to_json(b, false);

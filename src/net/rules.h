@@ -84,8 +84,6 @@ struct net_rules {
 /* Parse one domain's rule array; what names it in messages ("allow['x']"). */
 int net_rules_parse(json_t *arr, const char *what, struct net_rules *out, struct al_error **err);
 void net_rules_clear(struct net_rules *r);
-/* A deep copy (regexes recompiled). */
-void net_rules_copy(struct net_rules *dst, const struct net_rules *src);
 /* The array back; secret (transform) values as "<redacted>" when redact. */
 json_t *net_rules_to_json(const struct net_rules *r, bool redact);
 bool net_rules_equal(const struct net_rules *a, const struct net_rules *b);
