@@ -16,6 +16,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <string.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -156,6 +157,11 @@ int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *pol
 #define DM_POOL_MAX DM_POOL_LIMIT
 #define DM_POOL_TEAM ""
 void *dm_pool_main(void *arg);
+/* A running sandbox of the pool, not yet handed out (under d->mu). */
+static inline bool dm_sbx_pooled(const struct dm_sbx *s)
+{
+	return s->team[0] == '\0' && strcmp(s->status, "running") == 0;
+}
 bool dm_pool_fits(const struct dm_create *c);
 /* The pooled sandboxes ready now (under d->mu). */
 size_t dm_pool_ready(struct daemon *d, const char *workdir);

@@ -42,8 +42,7 @@ size_t dm_pool_ready(struct daemon *d, const char *workdir)
 	size_t n = 0;
 
 	for (size_t i = 0; i < d->n_sbxs; i++)
-		n += d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0 &&
-		     strcmp(d->sbxs[i]->workdir, workdir) == 0;
+		n += dm_sbx_pooled(d->sbxs[i]) && strcmp(d->sbxs[i]->workdir, workdir) == 0;
 	return n;
 }
 

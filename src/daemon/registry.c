@@ -269,29 +269,56 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 	return 0;
 }
 
+/* What a create gives a sandbox: owner, times, env, config, policy (a new one, or a pooled
+ * one being handed out; s->workdir is set). Frees what a pooled one had. */
+static void assign_create(struct daemon *d, struct dm_sbx *s, const char *team,
+			  const struct dm_create *c)
+{
+	char *pol = c->network_policy ? json_dumps(c->network_policy,
+						   JSON_COMPACT | JSON_ENCODE_ANY)
+				      : NULL;
+
+	free(s->team);
+	s->team = xstrdup(team);
+	s->created_ms = dm_now_ms();
+	s->timeout_ms = c->timeout_ms ? c->timeout_ms : d->opts.default_timeout_ms;
+	s->expires_ms = s->created_ms + (int64_t)s->timeout_ms;
+	for (char **e = s->env; e && *e; e++)
+		free(*e);
+	free(s->env);
+	s->env = xzalloc((c->n_env + 1) * sizeof(char *));
+	for (size_t i = 0; i < c->n_env; i++)
+		s->env[i] = xstrdup(c->env[i]);
+	free(s->config_json);
+	s->config_json = make_config(c, s->timeout_ms, s->workdir);
+	free(s->policy_json);
+	s->policy_json = pol ? pol : xstrdup("\"deny-all\"");
+	s->policy_gen = 1;
+	s->gw_quiet_until = dm_now_ms() + 15000; /* create starts it itself */
+}
+
+/* The limits a create asks for, as the jail takes them. */
+static void create_limits(const struct dm_create *c, struct al_config *cfg)
+{
+	al_config_init(cfg);
+	cfg->cpus = c->vcpus;
+	cfg->timeout_ms = 0; /* the daemon's timer owns the lifetime */
+	cfg->pids = 1024;
+	if (c->memory_bytes)
+		cfg->memory_bytes = c->memory_bytes;
+	if (c->disk_bytes)
+		cfg->disk_bytes = c->disk_bytes;
+}
+
 static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct dm_create *c)
 {
 	struct dm_sbx *s = xzalloc(sizeof(*s));
 
 	pthread_cond_init(&s->cv, NULL);
-	char *pol;
-
 	dm_new_id("sbx_", s->id);
-	s->team = xstrdup(team);
 	s->status = xstrdup("running");
-	s->created_ms = dm_now_ms();
-	s->timeout_ms = c->timeout_ms ? c->timeout_ms : d->opts.default_timeout_ms;
-	s->expires_ms = s->created_ms + (int64_t)s->timeout_ms;
 	s->workdir = xstrdup(c->workdir ? c->workdir : "/workspace");
-	s->env = xzalloc((c->n_env + 1) * sizeof(char *));
-	for (size_t i = 0; i < c->n_env; i++)
-		s->env[i] = xstrdup(c->env[i]);
-	s->config_json = make_config(c, s->timeout_ms, s->workdir);
-	pol = c->network_policy ? json_dumps(c->network_policy, JSON_COMPACT | JSON_ENCODE_ANY)
-				: NULL;
-	s->policy_json = pol ? pol : xstrdup("\"deny-all\"");
-	s->policy_gen = 1;
-	s->gw_quiet_until = dm_now_ms() + 15000; /* create starts it itself */
+	assign_create(d, s, team, c);
 	s->agent_fd = -1;
 	pthread_mutex_init(&s->send_mu, NULL);
 	return s;
@@ -316,12 +343,10 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	struct al_config cfg;
 	struct store_sandbox row;
 	struct dm_sbx *s = NULL;
-	char *pol;
 
 	pthread_mutex_lock(&d->mu);
 	for (size_t i = 0; i < d->n_sbxs && !s; i++)
-		if (d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0 &&
-		    d->sbxs[i]->n_cmds == 0 &&
+		if (dm_sbx_pooled(d->sbxs[i]) && d->sbxs[i]->n_cmds == 0 &&
 		    strcmp(d->sbxs[i]->workdir, c->workdir ? c->workdir : "/workspace") == 0)
 			s = d->sbxs[i];
 	if (!s) {
@@ -330,35 +355,14 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 		return 0;
 	}
 	/* Claimed under the lock: from here on it is this team's, created now. */
-	free(s->team);
-	s->team = xstrdup(team);
-	s->created_ms = dm_now_ms();
-	s->timeout_ms = c->timeout_ms ? c->timeout_ms : d->opts.default_timeout_ms;
-	s->expires_ms = s->created_ms + (int64_t)s->timeout_ms;
-	for (char **e = s->env; e && *e; e++)
-		free(*e);
-	free(s->env);
-	s->env = xzalloc((c->n_env + 1) * sizeof(char *));
-	for (size_t i = 0; i < c->n_env; i++)
-		s->env[i] = xstrdup(c->env[i]);
-	free(s->config_json);
-	s->config_json = make_config(c, s->timeout_ms, s->workdir);
-	pol = c->network_policy ? json_dumps(c->network_policy, JSON_COMPACT | JSON_ENCODE_ANY)
-				: NULL;
-	free(s->policy_json);
-	s->policy_json = pol ? pol : xstrdup("\"deny-all\"");
-	s->policy_gen = 1;
-	s->gw_quiet_until = dm_now_ms() + 15000;
+	assign_create(d, s, team, c);
 	d->pool_taken++;
 	s->warm = true;
 	to_store(s, &row);
 	pthread_cond_broadcast(&d->pool_cv); /* refill */
 	pthread_mutex_unlock(&d->mu);
 	/* The limits it was started with become the ones asked for. */
-	al_config_init(&cfg);
-	cfg.cpus = c->vcpus;
-	cfg.pids = 1024;
-	cfg.memory_bytes = c->memory_bytes ? c->memory_bytes : cfg.memory_bytes;
+	create_limits(c, &cfg);
 	if (jail_sandbox_set_limits(s->id, &cfg, err) < 0 ||
 	    store_sandbox_put(d->store, &row, err) < 0) {
 		pthread_mutex_lock(&d->mu);
@@ -400,16 +404,9 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 		}
 	}
 	s = new_sbx(d, team, c);
-	al_config_init(&cfg);
+	create_limits(c, &cfg);
 	cfg.image = c->image;
 	cfg.workdir = s->workdir;
-	cfg.cpus = c->vcpus;
-	cfg.timeout_ms = 0; /* the daemon's timer owns the lifetime */
-	cfg.pids = 1024;
-	if (c->memory_bytes)
-		cfg.memory_bytes = c->memory_bytes;
-	if (c->disk_bytes)
-		cfg.disk_bytes = c->disk_bytes;
 
 	pthread_mutex_lock(&d->mu);
 	s->host_base = alloc_host_base(d);
@@ -837,7 +834,7 @@ void daemon_close(struct daemon *d)
 	/* Pooled sandboxes were never handed out: they end with us. */
 	pthread_mutex_lock(&d->mu);
 	for (size_t i = 0; i < d->n_sbxs; i++)
-		if (d->sbxs[i]->team[0] == '\0' && strcmp(d->sbxs[i]->status, "running") == 0)
+		if (dm_sbx_pooled(d->sbxs[i]))
 			stop_locked_sbx(d, d->sbxs[i], "stopped");
 	pthread_mutex_unlock(&d->mu);
 	/* Sandboxes keep running; their readers are detached threads that die with us. */
