@@ -129,22 +129,12 @@ static const char etc_resolv_gw[] = "# airlock: the sandbox's egress gateway\nna
 static int build_ca(int root_fd, const char *ca_pem, struct al_error **err)
 {
 	_cleanup_free_ char *bundle = NULL;
-	size_t n = 0, pl;
-	FILE *f;
 
 	if (mkdirat(root_fd, "etc/airlock", 0755) < 0)
 		return al_error_set(err, errno, "mkdir '/etc/airlock'");
 	if (!ca_pem)
 		return 0; /* a daemon's gateway may install one later */
-	pl = strlen(ca_pem);
-	bundle = xzalloc((4u << 20) + pl + 2);
-	if ((f = fopen(NET_HOST_CA_BUNDLE, "re"))) {
-		n = fread(bundle, 1, 4u << 20, f);
-		fclose(f);
-	}
-	if (n && bundle[n - 1] != '\n')
-		bundle[n++] = '\n';
-	memcpy(bundle + n, ca_pem, pl);
+	bundle = net_ca_bundle(ca_pem);
 	if (write_file(root_fd, NET_CA_CERT_PATH + 1, ca_pem, err) < 0 ||
 	    write_file(root_fd, NET_CA_BUNDLE_PATH + 1, bundle, err) < 0)
 		return -1;

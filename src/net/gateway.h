@@ -31,6 +31,8 @@
 #define NET_CA_CERT_PATH "/etc/airlock/ca.pem"
 #define NET_CA_BUNDLE_PATH "/etc/airlock/ca-bundle.pem"
 #define NET_HOST_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+/* The host's CAs, then ca_pem: what NET_CA_BUNDLE_PATH holds. A heap string (ca_bundle.c). */
+char *net_ca_bundle(const char *ca_pem);
 
 struct net_policy;
 struct net_gateway;

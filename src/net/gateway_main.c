@@ -83,8 +83,7 @@ static void set_resolver(pid_t pid)
 }
 
 /* Write one file into the running sandbox's /etc/airlock (created by its rootfs). */
-static int put_in_sandbox(int root, const char *rel, const char *a, size_t an, const char *b,
-			  size_t bn)
+static int put_in_sandbox(int root, const char *rel, const char *data)
 {
 	struct open_how how = {.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 			       .mode = 0644,
@@ -94,7 +93,7 @@ static int put_in_sandbox(int root, const char *rel, const char *a, size_t an, c
 
 	if (fd < 0)
 		return -1;
-	if ((an && write(fd, a, an) != (ssize_t)an) || (bn && write(fd, b, bn) != (ssize_t)bn))
+	if (write(fd, data, strlen(data)) != (ssize_t)strlen(data))
 		r = -1;
 	close(fd);
 	return r;
@@ -104,9 +103,7 @@ static int put_in_sandbox(int root, const char *rel, const char *a, size_t an, c
 static void install_ca(struct net_gateway *g, pid_t pid, bool *done)
 {
 	const char *pem = net_gateway_ca_pem(g);
-	char path[64], *sys = NULL;
-	size_t sys_len = 0;
-	FILE *f;
+	char path[64], *bundle;
 	int root;
 
 	if (*done || !pem)
@@ -115,17 +112,12 @@ static void install_ca(struct net_gateway *g, pid_t pid, bool *done)
 	root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return;
-	f = fopen(NET_HOST_CA_BUNDLE, "re");
-	if (f) {
-		sys = malloc(4 << 20);
-		sys_len = sys ? fread(sys, 1, 4 << 20, f) : 0;
-		fclose(f);
-	}
+	bundle = net_ca_bundle(pem);
 	/* The bundle first, so a command that sees ca.pem also finds the bundle. */
-	if (put_in_sandbox(root, NET_CA_BUNDLE_PATH + 1, sys, sys_len, pem, strlen(pem)) == 0 &&
-	    put_in_sandbox(root, NET_CA_CERT_PATH + 1, pem, strlen(pem), NULL, 0) == 0)
+	if (put_in_sandbox(root, NET_CA_BUNDLE_PATH + 1, bundle) == 0 &&
+	    put_in_sandbox(root, NET_CA_CERT_PATH + 1, pem) == 0)
 		*done = true;
-	free(sys);
+	free(bundle);
 	close(root);
 }
 
