@@ -353,26 +353,6 @@ int net_policy_add_cidr(struct net_policy *p, bool deny, const char *cidr, size_
 	return 0;
 }
 
-static const char *policy_json_type(const json_t *j)
-{
-	switch (json_typeof(j)) {
-	case JSON_OBJECT:
-		return "an object";
-	case JSON_ARRAY:
-		return "an array";
-	case JSON_STRING:
-		return "a string";
-	case JSON_INTEGER:
-	case JSON_REAL:
-		return "a number";
-	case JSON_TRUE:
-	case JSON_FALSE:
-		return "a boolean";
-	default:
-		return "null";
-	}
-}
-
 enum policy_list { POLICY_DOMAINS, POLICY_ALLOW_CIDRS, POLICY_DENY_CIDRS };
 
 static int policy_add(struct net_policy *p, enum policy_list kind, const char *s, size_t len,
@@ -393,7 +373,7 @@ static int policy_strings(struct net_policy *p, json_t *arr, enum policy_list ki
 
 	if (!json_is_array(arr))
 		return al_error_msg(err, EINVAL, "%s must be an array of strings, not %s", what,
-				    policy_json_type(arr));
+				    net_json_type(arr));
 	if (json_array_size(arr) > max)
 		return al_error_msg(err, EINVAL, "%s has %zu entries (at most %zu)", what,
 				    json_array_size(arr), max);
@@ -401,7 +381,7 @@ static int policy_strings(struct net_policy *p, json_t *arr, enum policy_list ki
 	{
 		if (!json_is_string(v))
 			return al_error_msg(err, EINVAL, "%s[%zu] must be a string, not %s", what,
-					    i, policy_json_type(v));
+					    i, net_json_type(v));
 		if (policy_add(p, kind, json_string_value(v), json_string_length(v), err) < 0)
 			return al_error_wrap(err, "%s[%zu]", what, i);
 	}
@@ -475,7 +455,7 @@ static int policy_mode_of(json_t *v, const char *what, bool custom_ok, enum net_
 
 	if (!json_is_string(v))
 		return al_error_msg(err, EINVAL, "%s must be a string, not %s", what,
-				    policy_json_type(v));
+				    net_json_type(v));
 	if (!strcmp(s, "allow-all"))
 		*mode = NET_POLICY_ALLOW_ALL;
 	else if (!strcmp(s, "deny-all"))
@@ -497,7 +477,7 @@ static int policy_subnets(struct net_policy *p, json_t *subnets, struct al_error
 
 	if (!json_is_object(subnets))
 		return al_error_msg(err, EINVAL, "subnets must be an object, not %s",
-				    policy_json_type(subnets));
+				    net_json_type(subnets));
 	if (policy_keys(subnets, "subnets", keys, "allow, deny", err) < 0)
 		return -EINVAL;
 	v = json_object_get(subnets, "allow");
@@ -525,7 +505,7 @@ static int policy_parse_object(json_t *j, struct net_policy **out, struct al_err
 		return al_error_msg(err, EINVAL,
 				    "allow must be an array of domains or an object of domain: "
 				    "rules, not %s",
-				    policy_json_type(allow));
+				    net_json_type(allow));
 	} else if (allow && policy_strings(p, allow, POLICY_DOMAINS, "allow", err) < 0) {
 		return -EINVAL;
 	}
@@ -552,7 +532,7 @@ int net_policy_parse(json_t *j, struct net_policy **out, struct al_error **err)
 	if (!json_is_object(j))
 		return al_error_msg(
 		    err, EINVAL, "policy must be \"allow-all\", \"deny-all\" or an object, not %s",
-		    policy_json_type(j));
+		    net_json_type(j));
 	m = json_object_get(j, "mode");
 	if (!m)
 		return policy_parse_object(j, out, err);

@@ -19,13 +19,13 @@
 #define RE_MATCH_LIMIT 100000 /* backtracking steps for one match */
 #define RE_DEPTH_LIMIT 1000
 
-static const char *jtype(json_t *j)
+const char *net_json_type(const json_t *j)
 {
 	switch (json_typeof(j)) {
 	case JSON_OBJECT: return "an object";
 	case JSON_ARRAY: return "an array";
 	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
+	case JSON_INTEGER:
 	case JSON_REAL: return "a number";
 	case JSON_TRUE:
 	case JSON_FALSE: return "a boolean";
@@ -129,7 +129,7 @@ static int matcher_parse(json_t *j, const char *what, struct net_matcher *m, str
 	int found = 0;
 
 	if (!json_is_object(j))
-		return al_error_msg(err, EINVAL, "%s must be an object, not %s", what, jtype(j));
+		return al_error_msg(err, EINVAL, "%s must be an object, not %s", what, net_json_type(j));
 	if (only_keys(j, what, keys, err) < 0)
 		return -EINVAL;
 	for (size_t i = 0; i < 3; i++) {
@@ -138,7 +138,7 @@ static int matcher_parse(json_t *j, const char *what, struct net_matcher *m, str
 			continue;
 		if (!json_is_string(v))
 			return al_error_msg(err, EINVAL, "%s.%s must be a string, not %s", what,
-					    keys[i], jtype(v));
+					    keys[i], net_json_type(v));
 		if (strlen(json_string_value(v)) != json_string_length(v))
 			return al_error_msg(err, EINVAL, "%s.%s contains a NUL byte", what, keys[i]);
 		if (kinds[i] == NET_MATCH_REGEX && json_string_length(v) > NET_RULE_MAX_REGEX)
@@ -163,7 +163,7 @@ static int kvs_parse(json_t *arr, const char *what, bool lower_key, struct net_k
 	size_t i;
 
 	if (!json_is_array(arr))
-		return al_error_msg(err, EINVAL, "%s must be an array, not %s", what, jtype(arr));
+		return al_error_msg(err, EINVAL, "%s must be an array, not %s", what, net_json_type(arr));
 	if (json_array_size(arr) > NET_RULE_MAX_ITEMS)
 		return al_error_msg(err, EINVAL, "%s has more than %d entries", what,
 				    NET_RULE_MAX_ITEMS);
@@ -176,7 +176,7 @@ static int kvs_parse(json_t *arr, const char *what, bool lower_key, struct net_k
 		*n = i + 1;
 		snprintf(sub, sizeof(sub), "%s[%zu]", what, i);
 		if (!json_is_object(e))
-			return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, jtype(e));
+			return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, net_json_type(e));
 		if (only_keys(e, sub, keys, err) < 0)
 			return -EINVAL;
 		k = json_object_get(e, "key");
@@ -204,7 +204,7 @@ static int match_parse(json_t *m, const char *what, struct net_rule *r, struct a
 
 	if (!json_is_object(m))
 		return al_error_msg(err, EINVAL, "%s.match must be an object, not %s", what,
-				    jtype(m));
+				    net_json_type(m));
 	snprintf(sub, sizeof(sub), "%s.match", what);
 	if (only_keys(m, sub, keys, err) < 0)
 		return -EINVAL;
@@ -260,7 +260,7 @@ static int headers_parse(json_t *obj, const char *what, bool response, struct ne
 
 	if (!json_is_object(obj))
 		return al_error_msg(err, EINVAL, "%s must be an object of name: value, not %s",
-				    what, jtype(obj));
+				    what, net_json_type(obj));
 	if (*n + json_object_size(obj) > NET_RULE_MAX_ITEMS)
 		return al_error_msg(err, EINVAL, "%s: more than %d headers", what,
 				    NET_RULE_MAX_ITEMS);
@@ -278,7 +278,7 @@ static int headers_parse(json_t *obj, const char *what, bool response, struct ne
 				return al_error_msg(err, EINVAL, "%s: duplicate header '%s'", what, k);
 		if (!json_is_string(v))
 			return al_error_msg(err, EINVAL, "%s['%s'] must be a string, not %s", what, k,
-					    jtype(v));
+					    net_json_type(v));
 		if (!is_field_value(json_string_value(v), json_string_length(v)) ||
 		    json_string_length(v) > 8192)
 			return al_error_msg(err, EINVAL, "%s['%s']: the value has control characters, "
@@ -305,7 +305,7 @@ static int transform_parse(json_t *t, const char *what, struct net_rule *r, stru
 
 		snprintf(sub, sizeof(sub), "%s.transform[%zu]", what, i);
 		if (!json_is_object(e))
-			return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, jtype(e));
+			return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, net_json_type(e));
 		if (only_keys(e, sub, keys, err) < 0)
 			return -EINVAL;
 		if (!(h = json_object_get(e, "headers")))
@@ -353,7 +353,7 @@ static int response_parse(json_t *o, const char *what, struct net_rule *r, struc
 
 	snprintf(sub, sizeof(sub), "%s.response", what);
 	if (!json_is_object(o))
-		return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, jtype(o));
+		return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, net_json_type(o));
 	if (only_keys(o, sub, keys, err) < 0)
 		return -EINVAL;
 	v = json_object_get(o, "statusCode");
@@ -491,7 +491,7 @@ static int rule_parse(json_t *j, const char *what, struct net_rule *r, struct al
 	json_t *m, *t, *resp, *fwd;
 
 	if (!json_is_object(j))
-		return al_error_msg(err, EINVAL, "%s must be an object, not %s", what, jtype(j));
+		return al_error_msg(err, EINVAL, "%s must be an object, not %s", what, net_json_type(j));
 	if (only_keys(j, what, keys, err) < 0)
 		return -EINVAL;
 	t = json_object_get(j, "transform");
@@ -523,7 +523,7 @@ int net_rules_parse(json_t *arr, const char *what, struct net_rules *out, struct
 
 	if (!json_is_array(arr))
 		return al_error_msg(err, EINVAL, "%s must be an array of rules, not %s", what,
-				    jtype(arr));
+				    net_json_type(arr));
 	if (json_array_size(arr) > NET_RULES_MAX)
 		return al_error_msg(err, EINVAL, "%s has %zu rules (at most %d)", what,
 				    json_array_size(arr), NET_RULES_MAX);

@@ -101,6 +101,9 @@ struct net_rule_req {
 /* The first rule whose match holds, or NULL. */
 const struct net_rule *net_rules_match(const struct net_rules *r, const struct net_rule_req *q);
 
+/* "an object", "a string", "a number", ... for messages (policy.c uses it too). */
+const char *net_json_type(const json_t *j);
+
 /* Is name a header a transform or a response may not set? (hop-by-hop and framing) */
 bool net_rule_header_forbidden(const char *name, bool response);
 
