@@ -9,6 +9,9 @@
  * --ca-dir: where the sandbox's CA lives (made there when a policy first has
  * per-request rules; its certificate is DIR/ca.pem for the caller to install).
  *
+ *   airlock-gateway --check-seccomp
+ * installs the gateway's own seccomp filter and reports what it refuses and allows.
+ *
  * Daemon mode (a sandbox that is already running, airlockd's):
  *   airlock-gateway --policy JSON --sandbox ID --attach-pid PID --generation N
  *                   --control-socket PATH --log-file PATH [--upstream-...]
