@@ -92,6 +92,9 @@ struct al_config {
 	 * gets one link to its own egress gateway (docs/network.md).
 	 */
 	const char *net_policy_json;
+	/* Set when net_policy_json surely has no per-request rules (so the sandbox needs no CA
+	 * from the gateway, which can then start while the sandbox is built). false is safe. */
+	bool net_policy_no_rules;
 	const char *upstream_netns; /* where the gateway's upstream sockets live (NULL: host) */
 	const char *upstream_dns;   /* "IP[:PORT]" the gateway asks (NULL: host resolv.conf) */
 	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */

@@ -15,6 +15,8 @@
  */
 #include "agent/agent.h"
 #include "common/cleanup.h"
+#include "common/error.h"
+#include "jail/jail.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -225,6 +227,27 @@ static void reap(struct agent *a)
 	}
 }
 
+/*
+ * What every command would otherwise do for itself before exec, done once (a command
+ * then costs about 170 fewer system calls): nothing ignored that exec would pass on,
+ * the bounding set cut to what a root command may keep, the Landlock ruleset built.
+ * On failure each command does it all itself, and reports what failed.
+ */
+static void prepare_commands(struct agent *a)
+{
+	struct al_error *err = NULL;
+
+	a->landlock_fd = -1;
+	for (int i = 1; i < NSIG; i++)
+		signal(i, SIG_DFL);
+	if (jail_bset_limit(&err) < 0 || jail_landlock_build(a->workdir, &a->landlock_fd, &err) < 0) {
+		al_error_free(err);
+		al_closep(&a->landlock_fd);
+		return;
+	}
+	a->prepared = true;
+}
+
 static int setup(struct agent *a)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
@@ -232,6 +255,7 @@ static int setup(struct agent *a)
 
 	/* Our memory holds every command's environment: nobody inside may read it. */
 	prctl(PR_SET_DUMPABLE, 0);
+	prepare_commands(a);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGPIPE);

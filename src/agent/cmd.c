@@ -3,6 +3,7 @@
 #include "agent/agent.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/syscalls.h"
 #include "jail/jail.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -83,12 +85,14 @@ static char **collect(const struct proto_msg *m, bool env)
 	return v;
 }
 
-/* In the forked child: become the command. */
-__attribute__((noreturn)) static void child(struct agent *a, const struct proto_msg *m,
-					    int stdio[3], int report_w)
+/* The shim's fds: the command's stdio at 0..2, its exec-error pipe, the Landlock ruleset. */
+enum { SHIM_FD_REPORT = 3, SHIM_FD_LANDLOCK = 4 };
+
+/* In the shim's child: become the command. */
+__attribute__((noreturn)) static void child(struct agent *a, const struct proto_msg *m)
 {
 	struct al_config cfg;
-	struct jail_ctx ctx = {.cfg = &cfg, .stdio = {stdio[0], stdio[1], stdio[2]}};
+	struct jail_ctx ctx = {.cfg = &cfg, .stdio = {0, 1, 2}};
 	char *cwd = m->cwd ? dup_field(m->cwd, m->cwd_len) : NULL;
 
 	memset(&cfg, 0, sizeof(cfg));
@@ -97,27 +101,50 @@ __attribute__((noreturn)) static void child(struct agent *a, const struct proto_
 	ctx.envp = collect(m, true);
 	ctx.uid = m->uid;
 	ctx.cwd = cwd ? cwd : a->workdir;
-	jail_exec_workload(&ctx, -1, report_w);
+	ctx.signals_clean = ctx.bset_ready = ctx.landlock_ready = a->prepared;
+	ctx.landlock_fd = a->landlock_fd >= 0 ? SHIM_FD_LANDLOCK : -1;
+	jail_exec_workload(&ctx, -1, SHIM_FD_REPORT);
 }
 
-/* Close every fd but those in keep[] (the shim must not hold the agent's pipes and sockets:
- * another command would never see EOF on its stdin). */
-static void close_all_but(const int *keep, size_t n)
+struct child_args {
+	struct agent *a;
+	const struct proto_msg *m;
+};
+
+static int child_entry(void *arg)
 {
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *de;
+	struct child_args *ca = arg;
 
-	while (d && (de = readdir(d))) {
-		int fd = atoi(de->d_name);
-		bool k = de->d_name[0] == '.' || fd == dirfd(d) || fd < 3;
+	child(ca->a, ca->m); /* unblocks its signals itself */
+}
 
-		for (size_t i = 0; i < n && !k; i++)
-			k = keep[i] == fd;
-		if (!k)
-			close(fd);
-	}
-	if (d)
-		closedir(d);
+/* Start the command's process sharing the shim's memory until it execs (CLONE_VM |
+ * CLONE_VFORK, as posix_spawn does): no copy of the address space to make and tear down.
+ * The shim waits meanwhile; what the child allocates stays allocated in the shim, which is
+ * harmless. */
+static pid_t start_child(struct child_args *ca)
+{
+	/* On our own stack: a heap block this size would be an mmap, and its munmap a TLB
+	 * shootdown on every CPU. */
+	char stack[64 * 1024] __attribute__((aligned(16)));
+
+	return clone(child_entry, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, ca);
+}
+
+/* Keep only keep[0..n) open, renumbered 0..n-1 (the shim must not hold the agent's pipes
+ * and sockets: another command would never see EOF on its stdin). A keep[i] < 0 leaves
+ * slot i closed. */
+static int keep_only(const int *keep, int n)
+{
+	int tmp[8];
+
+	for (int i = 0; i < n; i++) /* first above every slot, so no dup2 below clobbers one */
+		if (keep[i] >= 0 && (tmp[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, 64)) < 0)
+			return -1;
+	for (int i = 0; i < n; i++)
+		if (keep[i] >= 0 ? dup2(tmp[i], i) != i : (close(i), 0))
+			return -1;
+	return sys_close_range((unsigned)n, ~0U, 0);
 }
 
 /* Is pid a live (not zombie) descendant of root (following parents in /proc)? */
@@ -183,23 +210,21 @@ static void kill_tree(pid_t shim)
 __attribute__((noreturn)) static void shim(struct agent *a, const struct proto_msg *m, int stdio[3],
 					   int report_w)
 {
-	int keep[4] = {stdio[0], stdio[1], stdio[2], report_w};
+	int keep[5] = {stdio[0], stdio[1], stdio[2], report_w, a->landlock_fd};
 	struct rlimit core = {0, 0};
 	siginfo_t si;
 	sigset_t all;
 	pid_t cmd, self = getpid();
 	int st = 0;
 
-	close_all_but(keep, 4);
+	if (keep_only(keep, 5) < 0)
+		_exit(AL_EXIT_SETUP);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	setrlimit(RLIMIT_CORE, &core);
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
-	cmd = fork();
-	if (cmd == 0)
-		child(a, m, stdio, report_w); /* unblocks its signals itself */
-	for (int i = 0; i < 4; i++)
-		close(keep[i]);
+	cmd = start_child(&(struct child_args){a, m});
+	sys_close_range(0, ~0U, 0);
 	if (cmd < 0)
 		_exit(AL_EXIT_SETUP);
 	for (;;) {

@@ -337,6 +337,22 @@ static void report(const struct run_opts *o, const struct al_result *res)
 	}
 }
 
+/* Surely no per-request rules (docs/network-policy.md: the record form's non-empty
+ * arrays)? Unparsable is "not sure": the gateway will say what is wrong. */
+static bool policy_without_rules(const char *doc)
+{
+	json_t *p = json_loads(doc, JSON_DECODE_ANY, NULL), *allow, *v;
+	const char *k;
+	bool none = p != NULL;
+
+	allow = json_is_object(p) ? json_object_get(p, "allow") : NULL;
+	if (json_is_object(allow))
+		json_object_foreach(allow, k, v)
+			none = none && !(json_is_array(v) && json_array_size(v) > 0);
+	json_decref(p);
+	return none;
+}
+
 /* The one policy document the flags describe (NULL: deny-all); -1 on a usage error. */
 static int build_policy(struct run_opts *o, char **out)
 {
@@ -434,6 +450,7 @@ int cli_run(int argc, char **argv)
 	if (build_policy(&o, &policy_json) < 0)
 		return AL_EXIT_USAGE;
 	o.cfg.net_policy_json = policy_json;
+	o.cfg.net_policy_no_rules = policy_json && policy_without_rules(policy_json);
 	if (o.egress_log) {
 		egress_fd = open(o.egress_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (egress_fd < 0)

@@ -19,7 +19,6 @@
 #include "jail/jail.h"
 #include "common/error.h"
 #include "common/xalloc.h"
-#include "net/gateway.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -34,17 +33,9 @@
 
 extern char **environ;
 
-static int wait_go(int sync_fd, struct al_error **err)
+static int wait_go(struct jail_ctx *ctx, struct al_error **err)
 {
-	struct jail_msg m;
-	int fd = -1, r;
-
-	r = jail_msg_recv(sync_fd, &m, &fd);
-	if (fd >= 0)
-		close(fd);
-	if (r <= 0 || m.type != JMSG_GO)
-		return al_error_set(err, r < 0 ? -r : EPIPE, "waiting for the parent");
-	return 0;
+	return jail_wait_msg(ctx, JMSG_GO, err);
 }
 
 /*
@@ -110,7 +101,7 @@ void jail_child_main(struct jail_ctx *ctx)
 	setsid();
 	/* C3. Wait until the parent has put us in our cgroups (v1), so that the cgroup
 	 *     namespace below is rooted at the sandbox's own cgroup. */
-	if (wait_go(ctx->sync_fd, &err) < 0)
+	if (wait_go(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 	if (unshare(CLONE_NEWCGROUP) < 0) {
 		al_error_set(&err, errno, "unshare(CLONE_NEWCGROUP)");
@@ -122,7 +113,7 @@ void jail_child_main(struct jail_ctx *ctx)
 		al_error_set(&err, errno, "sethostname");
 		jail_child_fail(ctx->sync_fd, err);
 	}
-	if (jail_loopback_up(&err) < 0 || (ctx->net_link && net_sandbox_link_setup(&err) < 0))
+	if (jail_loopback_up(&err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 
 	/* C4b. Daemon sandboxes: the agent binary and its listening socket were opened by the
@@ -140,7 +131,7 @@ void jail_child_main(struct jail_ctx *ctx)
 		al_error_set(&err, errno, "unshare(CLONE_NEWUSER)");
 		jail_child_fail(ctx->sync_fd, err);
 	}
-	if (jail_msg_send(ctx->sync_fd, &m, -1) < 0 || wait_go(ctx->sync_fd, &err) < 0) {
+	if (jail_msg_send(ctx->sync_fd, &m, -1) < 0 || wait_go(ctx, &err) < 0) {
 		if (!err)
 			al_error_set(&err, EPIPE, "sending IDMAP");
 		jail_child_fail(ctx->sync_fd, err);

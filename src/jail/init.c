@@ -52,12 +52,12 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	struct al_error *err = NULL;
 	struct rlimit core = {0, 0};
 	sigset_t none;
-	int i, e;
+	int i, e, ll_fd = ctx->landlock_ready ? ctx->landlock_fd : -1;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (i = 1; i < NSIG; i++)
-		signal(i, SIG_DFL);
+	for (i = 1; !ctx->signals_clean && i < NSIG; i++)
+		signal(i, SIG_DFL); /* exec resets caught signals, not ignored ones */
 	setsid();
 	if (tty_slave >= 0) {
 		ioctl(tty_slave, TIOCSCTTY, 0);
@@ -67,11 +67,15 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 		for (i = 0; i < 3; i++)
 			dup2(ctx->stdio[i], i);
 	}
-	/* Only stdio and the exec-error pipe (close-on-exec) survive. */
-	if (dup3(exec_pipe, 3, O_CLOEXEC) < 0)
+	/* Only stdio and the exec-error pipe (close-on-exec) survive, and until Landlock is
+	 * applied a ruleset built ahead (close-on-exec too). */
+	if (exec_pipe == 3 ? fcntl(3, F_SETFD, FD_CLOEXEC) < 0 : dup3(exec_pipe, 3, O_CLOEXEC) < 0)
 		_exit(AL_EXIT_SETUP);
-	sys_close_range(4, ~0U, 0);
 	exec_pipe = 3;
+	if (ll_fd >= 0 && ll_fd != 4 && dup3(ll_fd, 4, O_CLOEXEC) < 0)
+		_exit(AL_EXIT_SETUP);
+	ll_fd = ll_fd >= 0 ? 4 : -1;
+	sys_close_range(ll_fd >= 0 ? 5 : 4, ~0U, 0);
 	setrlimit(RLIMIT_CORE, &core);
 	umask(022);
 	if (ctx->cwd && chdir(ctx->cwd) < 0) {
@@ -84,7 +88,9 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	}
 
 	if (jail_drop_privileges(ctx, &err) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-	    jail_landlock_apply(ctx, &err) < 0 || jail_seccomp_install(&err) < 0) {
+	    (ctx->landlock_ready ? jail_landlock_restrict(ll_fd, &err)
+				 : jail_landlock_apply(ctx, &err)) < 0 ||
+	    jail_seccomp_install(&err) < 0) {
 		/* A set-up failure, not the command's: reported as a negative errno. */
 		struct jail_exec_report rep = {.err = -(err ? err->code : errno)};
 
@@ -135,6 +141,10 @@ void jail_init_main(struct jail_ctx *ctx)
 		al_error_set(&err, errno, "signalfd/pipe in init");
 		jail_child_fail(ctx->sync_fd, err);
 	}
+	/* The gateway, started alongside the sandbox, makes and configures eth0 from outside
+	 * while we were set up: the workload starts once it is there. */
+	if (jail_wait_link(ctx, &err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
 	wl = fork();
 	if (wl < 0) {
 		al_error_set(&err, errno, "fork the workload");

@@ -28,6 +28,7 @@ struct jail_ctx {
 	int stdio[3];        /* child's ends of the stdio pipes (-1 in tty mode: the PTY is used) */
 	struct winsize winsz; /* initial PTY size */
 	bool net_link;        /* the sandbox has a link to its gateway (eth0) */
+	bool link_ready;      /* JMSG_LINK came: the gateway made and configured eth0 */
 	const char *ca_pem;   /* the sandbox CA to trust (TLS termination), or NULL */
 	bool clone_parent;    /* PID 1 is our parent's child, not ours (CLONE_PARENT) */
 
@@ -40,6 +41,11 @@ struct jail_ctx {
 	/* Heap copies made by PID 1 before it wipes its inherited argv area (child.c). */
 	char **argv;            /* NULL: cfg->argv */
 	const char *workdir;    /* NULL: cfg->workdir */
+	/* Work done once ahead by a long-lived parent (the agent), not per workload: */
+	bool bset_ready;        /* the bounding set already holds at most the --root caps */
+	bool landlock_ready;    /* landlock_fd is the built ruleset (-1: no Landlock here) */
+	int landlock_fd;        /* not 0..3: they become stdio and the exec-error pipe */
+	bool signals_clean;     /* no signal is ignored: skip resetting dispositions */
 };
 
 /* The monotonic clock in milliseconds (timeouts, durations). */
@@ -62,6 +68,10 @@ int jail_write_idmaps(pid_t pid, uid_t base, struct al_error **err);
 
 /* child.c: the ordered set-up inside the clone; never returns. */
 __attribute__((noreturn)) void jail_child_main(struct jail_ctx *ctx);
+/* msg.c: wait for the parent's message `want` (a JMSG_LINK on the way is noted in ctx). */
+int jail_wait_msg(struct jail_ctx *ctx, uint32_t want, struct al_error **err);
+/* msg.c: with a network link, wait for JMSG_LINK (unless it came already). */
+int jail_wait_link(struct jail_ctx *ctx, struct al_error **err);
 
 /* rootfs.c: build the sandbox's root under a fresh tmpfs and pivot into it. */
 int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err);
@@ -88,7 +98,14 @@ __attribute__((noreturn)) void jail_init_main(struct jail_ctx *ctx);
 
 /* security.c: the last steps before exec, in the workload process. */
 int jail_drop_privileges(const struct jail_ctx *ctx, struct al_error **err);
+/* Drop from the bounding set every capability that not even a --root workload keeps. */
+int jail_bset_limit(struct al_error **err);
+/* Build the Landlock ruleset (writes under wd and the writable places); *fd_out is -1
+ * when the kernel has no Landlock. */
+int jail_landlock_build(const char *wd, int *fd_out, struct al_error **err);
 int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err);
+/* Apply a built ruleset (-1: none, a no-op). */
+int jail_landlock_restrict(int ruleset, struct al_error **err);
 int jail_seccomp_install(struct al_error **err);
 
 /* netns.c */
@@ -119,6 +136,8 @@ enum jail_msg_type {
 	JMSG_ERROR,   /* child -> parent: set-up failed (code, text) */
 	JMSG_PTY,     /* child -> parent: the PTY master travels as SCM_RIGHTS */
 	JMSG_EXIT,    /* child -> parent: the workload ended (status, exec_errno) */
+	JMSG_LINK,    /* parent -> child: the network link is made; may come before the
+		       * GO that answers IDMAP */
 };
 
 struct jail_msg {

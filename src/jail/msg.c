@@ -80,3 +80,32 @@ void jail_child_fail(int sync_fd, struct al_error *err)
 	jail_msg_send(sync_fd, &m, -1);
 	_exit(AL_EXIT_SETUP);
 }
+
+/* Wait for the parent's message `want`; a JMSG_LINK on the way is noted. */
+int jail_wait_msg(struct jail_ctx *ctx, uint32_t want, struct al_error **err)
+{
+	for (;;) {
+		struct jail_msg m;
+		int fd = -1, r = jail_msg_recv(ctx->sync_fd, &m, &fd);
+
+		if (fd >= 0)
+			close(fd);
+		if (r > 0 && m.type == JMSG_LINK && want != JMSG_LINK) {
+			ctx->link_ready = true;
+			continue;
+		}
+		if (r <= 0 || m.type != want)
+			return al_error_set(err, r < 0 ? -r : EPIPE, "waiting for the parent");
+		return 0;
+	}
+}
+
+int jail_wait_link(struct jail_ctx *ctx, struct al_error **err)
+{
+	if (!ctx->net_link || ctx->link_ready)
+		return 0;
+	if (jail_wait_msg(ctx, JMSG_LINK, err) < 0)
+		return -1;
+	ctx->link_ready = true;
+	return 0;
+}

@@ -196,6 +196,30 @@ static void handle_msg(struct relay *rl)
 		close(fd);
 }
 
+/* The gateway answered: once the link is made the workload may start (JMSG_LINK). */
+static void handle_gateway(struct relay *rl)
+{
+	struct al_error *err = NULL;
+	int r = gw_client_step(rl->gw, &err);
+
+	if (r == 0 && gw_client_ca_pem(rl->gw) && !rl->sandbox_has_ca)
+		r = al_error_msg(&err, EPROTO, "the network policy has per-request rules but the "
+					       "sandbox was built without their CA");
+	if (r == 0)
+		return;
+	if (r > 0) {
+		jail_msg_send(rl->sync_fd, &(struct jail_msg){.type = JMSG_LINK}, -1);
+	} else {
+		free(rl->setup_error);
+		rl->setup_error = xstrdup(err->msg);
+		rl->setup_code = err->code;
+		rl->policy_refused = gw_client_policy_refused(rl->gw);
+		al_error_free(err);
+		kill_sandbox(rl, AL_REASON_SETUP_FAILED);
+	}
+	rl->gw = NULL; /* linked, or failed: nothing more to follow */
+}
+
 static void handle_signal(struct relay *rl)
 {
 	struct signalfd_siginfo si;
@@ -225,7 +249,10 @@ static void reap_init(struct relay *rl)
 	rl->init_status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
 }
 
-enum { PF_SYNC, PF_PID, PF_OUT, PF_ERR, PF_PTY, PF_IN_R, PF_IN_W, PF_SIG, PF_QOUT, PF_QERR, PF_N };
+enum {
+	PF_SYNC, PF_PID, PF_OUT, PF_ERR, PF_PTY, PF_IN_R, PF_IN_W, PF_SIG, PF_QOUT, PF_QERR, PF_GW,
+	PF_N
+};
 
 static bool queued(const struct relay *rl)
 {
@@ -262,6 +289,8 @@ void relay_loop(struct relay *rl)
 			p[PF_IN_W] = (struct pollfd){.fd = rl->pty_fd >= 0 ? rl->pty_fd : rl->in_fd,
 						    .events = POLLOUT};
 		p[PF_SIG] = (struct pollfd){.fd = rl->io->signal_fd, .events = POLLIN};
+		if (rl->gw)
+			p[PF_GW] = (struct pollfd){.fd = gw_client_fd(rl->gw), .events = POLLIN};
 		for (i = 0; i < 2; i++)
 			if (rl->q[i].fd >= 0 && rl->q[i].off < rl->q[i].len)
 				p[PF_QOUT + i] = (struct pollfd){.fd = rl->q[i].fd, .events = POLLOUT};
@@ -296,6 +325,8 @@ void relay_loop(struct relay *rl)
 			pump_stdin_write(rl);
 		if (p[PF_SIG].revents)
 			handle_signal(rl);
+		if (p[PF_GW].revents && rl->gw)
+			handle_gateway(rl);
 		for (i = 0; i < 2; i++)
 			if (p[PF_QOUT + i].revents && rl->q[i].fd >= 0)
 				flush_queue(rl, i);

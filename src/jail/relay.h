@@ -4,6 +4,7 @@
 #define AL_JAIL_RELAY_H
 
 #include "jail/jail.h"
+#include "net/gw_client.h"
 
 struct relay {
 	const struct al_config *cfg;
@@ -36,6 +37,11 @@ struct relay {
 	enum al_reason killed_for; /* TIMEOUT or INTERRUPTED once we killed it */
 	bool killed;
 	uint64_t oom_kills;
+
+	/* With a network link: the gateway's control channel until the link is made */
+	struct gw_client *gw;
+	bool sandbox_has_ca;  /* the sandbox was built with the gateway's CA */
+	bool policy_refused;  /* the gateway refused the policy (the caller's mistake) */
 };
 
 void relay_init(struct relay *rl, const struct al_config *cfg, const struct al_io *io,

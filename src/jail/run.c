@@ -225,10 +225,11 @@ static int spawn(struct run *r, struct al_error **err)
 	al_closep(&r->in[0]);
 	al_closep(&r->out[1]);
 	al_closep(&r->errp[1]);
-	/* The link is made (its sandbox end born in the sandbox) before the child configures it. */
-	if (r->gw && gw_client_attach(r->gw, r->pid, err) < 0)
+	if (jail_release_child(r->cg, r->pid, r->sync[0], err) < 0)
 		return -1;
-	return jail_release_child(r->cg, r->pid, r->sync[0], err);
+	/* The gateway, started before the clone, makes the link while the child builds its
+	 * root; the relay follows it and sends JMSG_LINK, which the workload waits for. */
+	return r->gw ? gw_client_send_pid(r->gw, r->pid, err) : 0;
 }
 
 static void set_setup_failed(struct al_result *res, struct al_error *e, const char *fallback)
@@ -262,8 +263,11 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 		ioctl(io->tty_fd, TIOCGWINSZ, &r.ctx.winsz);
 	snprintf(name, sizeof(name), "run-%d-%lld", (int)getpid(), (long long)(t0 * 1000));
 
-	if (with_net && gw_client_start(cfg, cfg->sandbox_id ? cfg->sandbox_id : name,
-					io->egress_log_fd, &r.gw, &setup) < 0) {
+	/* The gateway starts now and gets ready while the sandbox is built, unless the policy
+	 * may have per-request rules: then the sandbox needs its CA, made at start. */
+	if (with_net && (gw_client_start(cfg, cfg->sandbox_id ? cfg->sandbox_id : name,
+					 io->egress_log_fd, &r.gw, &setup) < 0 ||
+			 (!cfg->net_policy_no_rules && gw_client_ready(r.gw, &setup) < 0))) {
 		if (setup->code == EINVAL) { /* the policy is invalid: the caller's mistake */
 			*err = TAKE_PTR(setup);
 			run_cleanup(&r);
@@ -294,6 +298,8 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	rl.cg = r.cg;
 	rl.host_base = r.ctx.host_base;
 	rl.deadline_ms = cfg->timeout_ms ? t0 + (double)cfg->timeout_ms : 0;
+	rl.gw = r.gw;
+	rl.sandbox_has_ca = r.ctx.ca_pem != NULL;
 	r.out[0] = r.errp[0] = r.in[1] = -1; /* the relay owns them now */
 	relay_loop(&rl);
 	r.pidfd = rl.pidfd; /* reaped (or -1 after reaping) */
@@ -302,5 +308,10 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	relay_finish(&rl);
 	run_cleanup(&r);
 	res->duration_ms = jail_now_ms() - t0;
+	if (rl.policy_refused) { /* an invalid policy is the caller's mistake, as above */
+		al_error_msg(err, EINVAL, "%s", res->error ? res->error : "invalid network policy");
+		al_result_release(res);
+		return -1;
+	}
 	return 0;
 }

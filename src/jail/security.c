@@ -54,28 +54,41 @@ static bool kept(int cap, bool root)
 	return false;
 }
 
+int jail_bset_limit(struct al_error **err)
+{
+	int last = last_cap();
+
+	for (int cap = 0; cap <= last; cap++)
+		if (!kept(cap, true) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return al_error_set(err, errno, "PR_CAPBSET_DROP %d", cap);
+	return 0;
+}
+
 int jail_drop_privileges(const struct jail_ctx *ctx, struct al_error **err)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
 	struct __user_cap_data_struct data[2];
 	bool root = ctx->uid == 0;
-	int cap, last = last_cap();
 	uid_t id = ctx->uid;
+	size_t i;
 
-	for (cap = 0; cap <= last; cap++)
-		if (!kept(cap, root) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			return al_error_set(err, errno, "PR_CAPBSET_DROP %d", cap);
+	/* The bounding set: at most root_caps (once, ahead, when ctx->bset_ready), and empty
+	 * for the sandbox user. */
+	if (!ctx->bset_ready && jail_bset_limit(err) < 0)
+		return -1;
+	for (i = 0; !root && i < ARRAY_SIZE(root_caps); i++)
+		if (prctl(PR_CAPBSET_DROP, root_caps[i], 0, 0, 0) < 0 && errno != EINVAL)
+			return al_error_set(err, errno, "PR_CAPBSET_DROP %d", root_caps[i]);
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return al_error_set(err, errno, "PR_CAP_AMBIENT_CLEAR_ALL");
 	if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0)
 		return al_error_set(err, errno, "setresuid(%u)", (unsigned)id);
 	/* Effective, permitted, inheritable: exactly the kept set (empty for uid 1000). */
 	memset(data, 0, sizeof(data));
-	for (cap = 0; root && cap <= last && cap < 64; cap++)
-		if (kept(cap, root)) {
-			data[cap / 32].effective |= 1u << (cap % 32);
-			data[cap / 32].permitted |= 1u << (cap % 32);
-		}
+	for (i = 0; root && i < ARRAY_SIZE(root_caps); i++) {
+		data[root_caps[i] / 32].effective |= 1u << (root_caps[i] % 32);
+		data[root_caps[i] / 32].permitted |= 1u << (root_caps[i] % 32);
+	}
 	if (syscall(SYS_capset, &hdr, data) < 0)
 		return al_error_set(err, errno, "capset");
 	return 0;
@@ -116,7 +129,7 @@ static int add_path(int ruleset, const char *path, uint64_t access, struct al_er
 	return 0;
 }
 
-int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
+int jail_landlock_build(const char *wd, int *fd_out, struct al_error **err)
 {
 	static const char *const writable[] = {"/workspace", "/tmp", JAIL_HOME, "/dev/shm"};
 	static const char *const devices[] = {"/dev/null", "/dev/zero",    "/dev/full",
@@ -124,12 +137,12 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
 					      "/dev/pts"};
 	struct al_landlock_ruleset_attr attr = {0};
 	_cleanup_close_ int rs = -1;
-	const char *wd = ctx->workdir ? ctx->workdir : ctx->cfg->workdir;
 	uint64_t all, read_exec, dev;
 	size_t size = sizeof(attr);
 	int abi;
 	size_t i;
 
+	*fd_out = -1;
 	abi = sys_landlock_create_ruleset(NULL, 0, AL_LANDLOCK_CREATE_RULESET_VERSION);
 	if (abi < 0) {
 		if (errno == ENOSYS || errno == EOPNOTSUPP)
@@ -144,7 +157,7 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
 		attr.scoped = AL_LL_SCOPE_ABSTRACT_UNIX_SOCKET | AL_LL_SCOPE_SIGNAL;
 	else
 		size = offsetof(struct al_landlock_ruleset_attr, scoped);
-	rs = sys_landlock_create_ruleset(&attr, size, 0);
+	rs = sys_landlock_create_ruleset(&attr, size, 0); /* always close-on-exec */
 	if (rs < 0)
 		return al_error_set(err, errno, "landlock_create_ruleset");
 	if (add_path(rs, "/", read_exec, err) < 0)
@@ -157,9 +170,26 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
 	for (i = 0; i < ARRAY_SIZE(devices); i++)
 		if (add_path(rs, devices[i], dev, err) < 0)
 			return -1;
-	if (sys_landlock_restrict_self(rs, 0) < 0)
+	*fd_out = TAKE_FD(rs);
+	return 0;
+}
+
+int jail_landlock_restrict(int ruleset, struct al_error **err)
+{
+	if (ruleset < 0)
+		return 0; /* no Landlock on this kernel */
+	if (sys_landlock_restrict_self(ruleset, 0) < 0)
 		return al_error_set(err, errno, "landlock_restrict_self");
 	return 0;
+}
+
+int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
+{
+	_cleanup_close_ int rs = -1;
+
+	if (jail_landlock_build(ctx->workdir ? ctx->workdir : ctx->cfg->workdir, &rs, err) < 0)
+		return -1;
+	return jail_landlock_restrict(rs, err);
 }
 
 int jail_seccomp_install(struct al_error **err)

@@ -369,7 +369,7 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	return r < 0 ? al_error_wrap(err, "network gateway") : 0;
 }
 
-int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct al_error **err)
+int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err)
 {
 	_cleanup_close_ int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	_cleanup_close_ int nl = -1, sbx_ns = -1;
@@ -391,8 +391,9 @@ int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct 
 			r = net_link_up(nl, NET_GW_LINK, err);
 		}
 	}
-	if (r == 0 && configure) {
-		/* A sandbox that is already running: configure its end from outside. */
+	if (r == 0) {
+		/* Configure its end from outside: the sandbox need not wait for the link
+		 * before it builds its root, only before its workload starts. */
 		snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
 		sbx_ns = open(path, O_RDONLY | O_CLOEXEC);
 		if (sbx_ns < 0 || setns(sbx_ns, CLONE_NEWNET) < 0)

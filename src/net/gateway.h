@@ -54,9 +54,9 @@ struct net_gateway_opts {
 int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **out,
 			struct al_error **err);
 /* Make the link: gw0 here, eth0 created directly in the sandbox (its PID 1 is pid: no
- * move, which would wait for RCU); with configure, also
- * give it its address and route from outside (a sandbox that is already running). */
-int net_gateway_attach(struct net_gateway *g, pid_t pid, bool configure, struct al_error **err);
+ * move, which would wait for RCU), and give eth0 its address and route from outside
+ * (the sandbox may be running, or building its root meanwhile). */
+int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err);
 /* Replace the policy (taken over) and cut the live flows it refuses; returns when done.
  * Fails (policy freed, nothing changed) only when its rules need a CA that cannot be made. */
 int net_gateway_set_policy(struct net_gateway *g, struct net_policy *p, struct al_error **err);
@@ -67,7 +67,7 @@ int net_gateway_start(struct net_gateway *g, struct al_error **err);
 /* Stop serving, close every connection, free. Safe on a gateway never started. */
 void net_gateway_stop(struct net_gateway *g);
 
-/* In the sandbox child (host root, in its network namespace): configure eth0. */
+/* In the sandbox's network namespace: configure eth0. */
 int net_sandbox_link_setup(struct al_error **err);
 
 #endif

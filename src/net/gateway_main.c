@@ -349,7 +349,7 @@ int main(int argc, char **argv)
 			al_error_msg(&err, EINVAL, "--attach-pid needs --control-socket");
 			return fail(err);
 		}
-		if (net_gateway_attach(g, attach_pid, true, &err) < 0 ||
+		if (net_gateway_attach(g, attach_pid, &err) < 0 ||
 		    gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
 			return fail(err);
 		set_resolver(attach_pid);
@@ -361,10 +361,14 @@ int main(int argc, char **argv)
 		return 0; /* the caller gave up */
 	line[n] = '\0';
 	pid = (pid_t)atoi(line);
-	if (pid <= 0 || net_gateway_attach(g, pid, false, &err) < 0 ||
-	    gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
+	if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0)
 		return fail(err);
+	/* The link is there: the sandbox may start its workload. What it sends meanwhile waits
+	 * in the listeners' queues (they are bound and listening) for the threads started now.
+	 * If this fails, the gateway exits and nothing flows. */
 	dprintf(CTL, "A\n");
+	if (gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
+		return fail(err);
 	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). */
 	for (;;) {
 		struct pollfd pf = {.fd = CTL, .events = POLLIN};

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,10 @@ struct gw_client {
 	int ctl;
 	char ca_dir[64];  /* a private directory for the sandbox CA's certificate ("" if none) */
 	char *ca_pem;     /* the certificate, when the policy has per-request rules */
+	enum { GW_STARTING, GW_READY, GW_LINKED } state;
+	bool policy_refused; /* its "E" came at start with EINVAL */
+	char line[1024];  /* the control line being read */
+	size_t len;
 };
 
 /* After "R": the gateway made a CA (the policy has rules) -- keep its certificate. */
@@ -52,35 +57,76 @@ const char *gw_client_ca_pem(const struct gw_client *c)
 	return c ? c->ca_pem : NULL;
 }
 
-/* Read one control line (with a deadline); returns 0 on "R"/"A", <0 with err on "E". */
-static int read_reply(struct gw_client *c, const char *what, struct al_error **err)
+/* One whole control line: "R" and "A" move the state on, "E<errno> <text>" is an error. */
+static int handle_line(struct gw_client *c, const char *line, struct al_error **err)
 {
-	char line[1024];
-	size_t n = 0;
+	if (line[0] == 'E') {
+		const char *sp = strchr(line, ' ');
+		int code = atoi(line + 1);
 
-	while (n < sizeof(line) - 1) {
+		c->policy_refused = c->state == GW_STARTING && code == EINVAL;
+		return al_error_from(err, code > 0 ? code : EIO, sp ? sp + 1 : line + 1);
+	}
+	if (c->state == GW_STARTING && line[0] == 'R') {
+		c->state = GW_READY;
+		if (c->ca_dir[0])
+			read_ca(c);
+		return 0;
+	}
+	if (c->state == GW_READY && line[0] == 'A') {
+		c->state = GW_LINKED;
+		return 0;
+	}
+	return al_error_msg(err, EPROTO, "the network gateway said '%.100s'", line);
+}
+
+int gw_client_step(struct gw_client *c, struct al_error **err)
+{
+	char buf[256];
+	ssize_t n = recv(c->ctl, buf, sizeof(buf), MSG_DONTWAIT);
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return c->state == GW_LINKED;
+	if (n <= 0)
+		return al_error_msg(err, EPIPE, "the network gateway exited (%s)",
+				    c->state == GW_STARTING ? "start" : "attach");
+	for (ssize_t i = 0; i < n; i++) {
+		if (buf[i] != '\n') {
+			if (c->len < sizeof(c->line) - 1)
+				c->line[c->len++] = buf[i];
+			continue;
+		}
+		c->line[c->len] = '\0';
+		c->len = 0;
+		if (handle_line(c, c->line, err) < 0)
+			return -1;
+	}
+	return c->state == GW_LINKED;
+}
+
+/* Step until the state is at least `want` (10 s at most). */
+static int wait_state(struct gw_client *c, int want, const char *what, struct al_error **err)
+{
+	while ((int)c->state < want) {
 		struct pollfd p = {.fd = c->ctl, .events = POLLIN};
-		ssize_t r;
 
 		if (poll(&p, 1, 10000) <= 0)
 			return al_error_msg(err, ETIMEDOUT, "the network gateway did not answer (%s)",
 					    what);
-		r = read(c->ctl, line + n, 1);
-		if (r <= 0)
-			return al_error_msg(err, EPIPE, "the network gateway exited (%s)", what);
-		if (line[n] == '\n')
-			break;
-		n++;
+		if (gw_client_step(c, err) < 0)
+			return -1;
 	}
-	line[n] = '\0';
-	if (line[0] == 'R' || line[0] == 'A')
-		return 0;
-	if (line[0] == 'E') {
-		char *sp = strchr(line, ' ');
-		int code = atoi(line + 1);
-		return al_error_from(err, code > 0 ? code : EIO, sp ? sp + 1 : line + 1);
-	}
-	return al_error_msg(err, EPROTO, "the network gateway said '%.100s'", line);
+	return 0;
+}
+
+int gw_client_fd(const struct gw_client *c)
+{
+	return c->ctl;
+}
+
+bool gw_client_policy_refused(const struct gw_client *c)
+{
+	return c && c->policy_refused;
 }
 
 static char *sibling(const char *name)
@@ -158,18 +204,26 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 		return al_error_set(err, errno, "fork the network gateway");
 	}
 	free(path);
-	if (read_reply(c, "start", err) < 0)
-		return -1;
-	if (c->ca_dir[0])
-		read_ca(c);
+	return 0;
+}
+
+int gw_client_ready(struct gw_client *c, struct al_error **err)
+{
+	return wait_state(c, GW_READY, "start", err);
+}
+
+int gw_client_send_pid(struct gw_client *c, pid_t pid, struct al_error **err)
+{
+	if (dprintf(c->ctl, "%d\n", (int)pid) < 0)
+		return al_error_set(err, errno, "talk to the network gateway");
 	return 0;
 }
 
 int gw_client_attach(struct gw_client *c, pid_t pid, struct al_error **err)
 {
-	if (dprintf(c->ctl, "%d\n", (int)pid) < 0)
-		return al_error_set(err, errno, "talk to the network gateway");
-	return read_reply(c, "attach", err);
+	if (gw_client_send_pid(c, pid, err) < 0)
+		return -1;
+	return wait_state(c, GW_LINKED, "attach", err);
 }
 
 void gw_client_stop(struct gw_client *c)

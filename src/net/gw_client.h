@@ -9,22 +9,42 @@
  * Control channel (a socketpair, the gateway's fd 3): the gateway writes
  * "R\n" when ready or "E<errno> <message>\n"; the caller then sends the
  * sandbox's pid as text + "\n", the gateway makes the link (its sandbox end born
- * in the sandbox's namespace) and answers "A\n"
+ * in the sandbox's namespace, configured from outside) and answers "A\n"
  * or an E line; from then on it serves until the channel closes.
+ *
+ * The gateway starts while the sandbox is being built: gw_client_start() does
+ * not wait; gw_client_ready() does (before the clone only when the sandbox needs
+ * the CA the gateway makes). The sandbox's pid can be sent as soon as it exists;
+ * gw_client_step() then follows the replies from an event loop (the relay), or
+ * gw_client_attach() sends and waits.
  */
 #ifndef AL_NET_GW_CLIENT_H
 #define AL_NET_GW_CLIENT_H
 
 #include <airlock/airlock.h>
+#include <stdbool.h>
 #include <sys/types.h>
 
 struct gw_client;
 
-/* Spawn and wait until ready. An invalid policy is EINVAL with the gateway's message. */
+/* Spawn; does not wait. */
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
 		    struct gw_client **out, struct al_error **err);
+/* Wait until ready (once; later calls return 0). An invalid policy is EINVAL with the
+ * gateway's message. */
+int gw_client_ready(struct gw_client *c, struct al_error **err);
+/* Link sandbox pid and wait until it is linked. */
 int gw_client_attach(struct gw_client *c, pid_t pid, struct al_error **err);
-/* The sandbox CA's certificate (PEM) when the policy has per-request rules, else NULL. */
+/* Link sandbox pid; do not wait. */
+int gw_client_send_pid(struct gw_client *c, pid_t pid, struct al_error **err);
+/* The control channel, to poll for reading; then gw_client_step(): 1 once the link is made,
+ * 0 while not yet, -1 with err (the gateway failed, or exited). */
+int gw_client_fd(const struct gw_client *c);
+int gw_client_step(struct gw_client *c, struct al_error **err);
+/* Did the gateway refuse the policy itself (the caller's mistake, not a set-up failure)? */
+bool gw_client_policy_refused(const struct gw_client *c);
+/* The sandbox CA's certificate (PEM) when the policy has per-request rules, else NULL
+ * (known once ready). */
 const char *gw_client_ca_pem(const struct gw_client *c);
 /* Close the channel, wait for the gateway to exit, free. NULL is fine. */
 void gw_client_stop(struct gw_client *c);
