@@ -118,19 +118,6 @@ static int child_entry(void *arg)
 	child(ca->a, ca->m); /* unblocks its signals itself */
 }
 
-/* Start the command's process sharing the shim's memory until it execs (CLONE_VM |
- * CLONE_VFORK, as posix_spawn does): no copy of the address space to make and tear down.
- * The shim waits meanwhile; what the child allocates stays allocated in the shim, which is
- * harmless. */
-static pid_t start_child(struct child_args *ca)
-{
-	/* On our own stack: a heap block this size would be an mmap, and its munmap a TLB
-	 * shootdown on every CPU. */
-	char stack[64 * 1024] __attribute__((aligned(16)));
-
-	return clone(child_entry, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, ca);
-}
-
 /* Keep only keep[0..n) open, renumbered 0..n-1 (the shim must not hold the agent's pipes
  * and sockets: another command would never see EOF on its stdin). A keep[i] < 0 leaves
  * slot i closed. */
@@ -223,7 +210,7 @@ __attribute__((noreturn)) static void shim(struct agent *a, const struct proto_m
 	setrlimit(RLIMIT_CORE, &core);
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
-	cmd = start_child(&(struct child_args){a, m});
+	cmd = jail_clone_vfork(child_entry, &(struct child_args){a, m});
 	sys_close_range(0, ~0U, 0);
 	if (cmd < 0)
 		_exit(AL_EXIT_SETUP);

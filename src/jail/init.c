@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -112,6 +113,29 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	_exit(e == ENOENT ? AL_EXIT_NOTFOUND : AL_EXIT_NOEXEC);
 }
 
+pid_t jail_clone_vfork(int (*fn)(void *), void *arg)
+{
+	/* On our own stack: a heap block this size would be an mmap, and its munmap a TLB
+	 * shootdown on every CPU. We are suspended until the child execs or exits. */
+	char stack[64 * 1024] __attribute__((aligned(16)));
+
+	return clone(fn, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
+}
+
+struct workload_args {
+	const struct jail_ctx *ctx;
+	int slave;
+	int *pipefd;
+};
+
+static int workload_entry(void *arg)
+{
+	struct workload_args *w = arg;
+
+	close(w->pipefd[0]); /* our own fd table (no CLONE_FILES) */
+	jail_exec_workload(w->ctx, w->slave, w->pipefd[1]);
+}
+
 void jail_init_main(struct jail_ctx *ctx)
 {
 	struct al_error *err = NULL;
@@ -145,14 +169,10 @@ void jail_init_main(struct jail_ctx *ctx)
 	 * while we were set up: the workload starts once it is there. */
 	if (jail_wait_link(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
-	wl = fork();
+	wl = jail_clone_vfork(workload_entry, &(struct workload_args){ctx, slave, pipefd});
 	if (wl < 0) {
-		al_error_set(&err, errno, "fork the workload");
+		al_error_set(&err, errno, "start the workload");
 		jail_child_fail(ctx->sync_fd, err);
-	}
-	if (wl == 0) {
-		close(pipefd[0]);
-		jail_exec_workload(ctx, slave, pipefd[1]);
 	}
 	close(pipefd[1]);
 	if (slave >= 0)

@@ -93,6 +93,11 @@ __attribute__((noreturn)) void jail_agent_exec(struct jail_ctx *ctx);
 __attribute__((noreturn)) void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave,
 						  int exec_pipe);
 
+/* init.c: start fn(arg) in a child that shares our memory until it execs or exits
+ * (CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of the address space to make and
+ * tear down); we wait meanwhile. What the child allocates stays allocated here. */
+pid_t jail_clone_vfork(int (*fn)(void *), void *arg);
+
 /* init.c: PID 1 of the sandbox: start the workload, wait, report; never returns. */
 __attribute__((noreturn)) void jail_init_main(struct jail_ctx *ctx);
 
