@@ -69,11 +69,15 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 			dup2(ctx->stdio[i], i);
 	}
 	/* Only stdio and the exec-error pipe (close-on-exec) survive, and until Landlock is
-	 * applied a ruleset built ahead (close-on-exec too). */
+	 * applied a ruleset built ahead. That one is shared with every later command: the
+	 * workload must never hold it (landlock_add_rule on it would widen the next
+	 * command's rights), so it is closed right after use and close-on-exec until then,
+	 * whatever flags it arrived with. */
 	if (exec_pipe == 3 ? fcntl(3, F_SETFD, FD_CLOEXEC) < 0 : dup3(exec_pipe, 3, O_CLOEXEC) < 0)
 		_exit(AL_EXIT_SETUP);
 	exec_pipe = 3;
-	if (ll_fd >= 0 && ll_fd != 4 && dup3(ll_fd, 4, O_CLOEXEC) < 0)
+	if (ll_fd >= 0 && (ll_fd == 4 ? fcntl(4, F_SETFD, FD_CLOEXEC) < 0
+				      : dup3(ll_fd, 4, O_CLOEXEC) < 0))
 		_exit(AL_EXIT_SETUP);
 	ll_fd = ll_fd >= 0 ? 4 : -1;
 	sys_close_range(ll_fd >= 0 ? 5 : 4, ~0U, 0);
@@ -91,7 +95,7 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	if (jail_drop_privileges(ctx, &err) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    (ctx->landlock_ready ? jail_landlock_restrict(ll_fd, &err)
 				 : jail_landlock_apply(ctx, &err)) < 0 ||
-	    jail_seccomp_install(&err) < 0) {
+	    (ll_fd >= 0 && close(ll_fd) < 0) || jail_seccomp_install(&err) < 0) {
 		/* A set-up failure, not the command's: reported as a negative errno. */
 		struct jail_exec_report rep = {.err = -(err ? err->code : errno)};
 

@@ -38,3 +38,20 @@ def test_getaddrinfo_through_gateway(run_net, net, world):
     assert "denied.test" not in world.dns_queries()
     assert net.find(r.egress, layer="dns", verdict="allow", name="allowed.test")
     assert net.find(r.egress, layer="dns", verdict="deny", name="denied.test")
+
+
+def test_workload_starts_only_once_the_link_is_made(run_net, net):
+    """`airlock run` starts the gateway beside the sandbox's own set-up: the gateway makes
+    and configures eth0 from outside while the sandbox builds its root, and PID 1 waits
+    for the parent's JMSG_LINK before it starts the workload. So the very first thing a
+    workload does (a shell's first command, a millisecond in) already finds its address
+    and default route, and its first request goes through. Repeated: a race would show."""
+    for i in range(8):
+        r = run_net(ALLOW + ["--", "/bin/sh", "-c",
+                             f"cat /proc/net/route; {net.CURL} https://allowed.test/first{i}"])
+        assert r.returncode == 0, (i, r.out, r.err)
+        routes = [ln.split() for ln in r.out.splitlines() if ln.startswith("eth0")]
+        # default (00000000) via 100.96.0.1 (01006064, little-endian) on eth0
+        assert any(f[1] == "00000000" and f[2] == "01006064" for f in routes), (i, r.out)
+        assert "HTTPCODE=200" in r.out, (i, r.out, r.err)
+        assert net.find(r.egress, verdict="allow", name="allowed.test"), (i, r.egress)
