@@ -168,6 +168,10 @@ int main(int argc, char **argv)
 	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
 	if (rc < 0)
 		die("badarch", rc);
+	/* A binary tree over syscall numbers instead of one comparison after another. */
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+	if (rc < 0)
+		die("optimize", rc);
 	add_rules(ctx);
 
 	tmp = tmpfile();
