@@ -214,9 +214,15 @@ int gw_client_ready(struct gw_client *c, struct al_error **err)
 
 int gw_client_send_pid(struct gw_client *c, pid_t pid, struct al_error **err)
 {
-	if (dprintf(c->ctl, "%d\n", (int)pid) < 0)
-		return al_error_set(err, errno, "talk to the network gateway");
-	return 0;
+	char line[24];
+	int n = snprintf(line, sizeof(line), "%d\n", (int)pid);
+
+	if (send(c->ctl, line, (size_t)n, MSG_NOSIGNAL) == n)
+		return 0;
+	/* The gateway is gone: its last words (an "E" line) say why better than EPIPE. */
+	if (gw_client_step(c, err) < 0)
+		return -1;
+	return al_error_set(err, errno ? errno : EPIPE, "talk to the network gateway");
 }
 
 int gw_client_attach(struct gw_client *c, pid_t pid, struct al_error **err)

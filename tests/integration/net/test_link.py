@@ -55,3 +55,19 @@ def test_workload_starts_only_once_the_link_is_made(run_net, net):
         assert any(f[1] == "00000000" and f[2] == "01006064" for f in routes), (i, r.out)
         assert "HTTPCODE=200" in r.out, (i, r.out, r.err)
         assert net.find(r.egress, verdict="allow", name="allowed.test"), (i, r.egress)
+
+
+def test_missing_gateway_is_a_clear_setup_error(tmp_path):
+    """The gateway starts beside the sandbox, so its failure is seen late; airlock still
+    reports the gateway's own words (and no workload runs), not a broken pipe."""
+    import shutil
+    import subprocess
+    from conftest import AIRLOCK_BIN
+    lone = tmp_path / "airlock"
+    shutil.copy(AIRLOCK_BIN, lone)  # no airlock-gateway next to it
+    r = subprocess.run([str(lone), "run", "--allow", "allowed.test", "--", "/bin/echo",
+                        "workload-ran"], capture_output=True, timeout=30)
+    assert r.returncode == 125, (r.returncode, r.stderr)
+    assert b"cannot run" in r.stderr and b"airlock-gateway" in r.stderr, r.stderr
+    assert b"Broken pipe" not in r.stderr, r.stderr
+    assert b"workload-ran" not in r.stdout, r.stdout
