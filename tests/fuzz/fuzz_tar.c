@@ -158,6 +158,16 @@ static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *w)
 	return 0;
 }
 
+/* The scratch tree of this process, removed when libFuzzer exits (-max_total_time, -runs);
+ * a crash leaves it for inspection. */
+static char scratch[64];
+
+static void remove_scratch(void)
+{
+	if (scratch[0])
+		nftw(scratch, rm_one, 16, FTW_PHYS | FTW_DEPTH);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -167,8 +177,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct al_error *err = NULL;
 	int r;
 
-	if (f.root_fd < 0)
+	if (f.root_fd < 0) {
 		setup(&f);
+		snprintf(scratch, sizeof(scratch), "%s", f.base);
+		atexit(remove_scratch);
+	}
 	r = files_write_tar(f.root_fd, "/workspace", "/workspace/x", getuid(), data, size, &lim,
 			    &err);
 	if ((r < 0) != (err != NULL) || (err && (err->code <= 0 || !err->msg)))
