@@ -103,6 +103,8 @@ struct daemon {
 	pthread_t timer, reaper;
 	pthread_mutex_t spawn_mu; /* one create at a time through the spawner (spawner.c) */
 	pthread_cond_t pool_cv;   /* a pooled sandbox was taken (pool.c refills) */
+	pthread_t pool_thread;    /* joined at close: a create it has in flight must land */
+	bool pool_running;
 	uint64_t pool_taken, pool_missed; /* creates served warm / cold while a pool is kept */
 	int spawner_fd;           /* its end of the channel, -1 when it must be forked again */
 	pid_t spawner_pid;

@@ -66,6 +66,10 @@ void *dm_pool_main(void *arg)
 			pthread_mutex_unlock(&d->mu);
 			nanosleep(&(struct timespec){.tv_nsec = POOL_REFILL_DELAY_MS * 1000000L}, NULL);
 			c.workdir = need;
+			if (__atomic_load_n(&d->closing, __ATOMIC_RELAXED)) {
+				pthread_mutex_lock(&d->mu);
+				continue; /* the daemon is closing: no more sandboxes */
+			}
 			if (dm_sandbox_create(d, DM_POOL_TEAM, &c, &id, &err) < 0) {
 				fprintf(stderr, "airlockd: pool: %s\n",
 					err && err->msg ? err->msg : "create failed");

@@ -805,11 +805,9 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	pthread_create(&d->timer, NULL, timer_main, d);
 	pthread_cond_init(&d->pool_cv, NULL);
 	if (d->opts.pool) {
-		pthread_t w;
 		if (d->opts.pool > DM_POOL_MAX)
 			d->opts.pool = DM_POOL_MAX;
-		if (pthread_create(&w, NULL, dm_pool_main, d) == 0)
-			pthread_detach(w);
+		d->pool_running = pthread_create(&d->pool_thread, NULL, dm_pool_main, d) == 0;
 	}
 	{
 		pthread_t w;
@@ -827,9 +825,15 @@ void daemon_close(struct daemon *d)
 	pthread_mutex_lock(&d->mu);
 	d->closing = true;
 	pthread_cond_broadcast(&d->cv);
+	pthread_cond_broadcast(&d->pool_cv);
 	pthread_mutex_unlock(&d->mu);
 	if (d->timer)
 		pthread_join(d->timer, NULL);
+	/* A refill in flight would add a pooled sandbox after the loop below stopped the
+	 * others, and it would outlive us: let it land first (the spawner is still up). */
+	if (d->pool_running)
+		pthread_join(d->pool_thread, NULL);
+	d->pool_running = false;
 	dm_spawner_stop(d);
 	/* Pooled sandboxes were never handed out: they end with us. */
 	pthread_mutex_lock(&d->mu);

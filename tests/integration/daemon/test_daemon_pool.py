@@ -8,8 +8,10 @@ does not fit is cold; and pooled sandboxes end with the daemon, and are not
 reused by a restarted one.
 """
 import os
+import pathlib
 import shutil
 import sqlite3
+import tempfile
 import time
 
 import pytest
@@ -44,6 +46,13 @@ def pool_daemon(tmp_path_factory):
     assert wait_for(lambda: not agent_pids(pooled) and
                     not any(cgroup_exists(s) for s in pooled), timeout=10), \
         f"pooled sandboxes outlived the daemon: {agent_pids(pooled)}"
+
+
+@pytest.fixture
+def short_tmp():
+    d = pathlib.Path(tempfile.mkdtemp(prefix="alpool", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def pooled_ids(d, running_only=True):
@@ -171,3 +180,49 @@ def test_restart_does_not_reuse_pooled_sandboxes(pool_daemon):
     for sid in old:
         for c in CGROUP_CTRLS:
             assert not os.path.isdir(cgroup_dir(sid, c))
+
+
+def test_terminating_while_the_pool_refills_leaves_nothing(short_tmp):
+    """SIGTERM while the pool thread is between spawning a sandbox and registering it: the
+    daemon waits for that create to land and stops it with the rest. (A pooled sandbox
+    that missed the stop would outlive the daemon with no token able to see it.)"""
+    tmp_path = short_tmp  # agent socket paths must fit sun_path
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("airlock", "airlockd", "airlock-agent", "airlock-gateway"):
+        shutil.copy2(os.path.join(os.path.dirname(AIRLOCK_BIN), name), bindir / name)
+    def ours():
+        """Agents listening under our state dirs (a sandbox not yet in the store has no row;
+        this module's own pool daemon keeps refilling meanwhile and is not ours)."""
+        paths = {}
+        with open("/proc/net/unix") as f:
+            for line in f.readlines()[1:]:
+                parts = line.split()
+                if len(parts) >= 8:
+                    paths[parts[6]] = parts[7]
+        found = set()
+        for pid in agent_pids():
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/3")
+            except OSError:
+                continue
+            if paths.get(link.strip("socket:[]"), "").startswith(str(tmp_path)):
+                found.add(pid)
+        return found
+
+    started = 0
+    try:
+        for i, delay in enumerate((0.0, 0.01, 0.025, 0.04, 0.06, 0.09)):
+            (tmp_path / f"run{i}").mkdir()
+            d = Daemon(tmp_path / f"run{i}", free_port(), str(bindir / "airlock"))
+            d.extra_args = ["--pool", str(POOL)]
+            d.start()
+            time.sleep(delay)  # refills run from the start: land inside one
+            d.term()
+            # A sandbox spawned but not yet in the store has no row: look for agents.
+            started += len(pooled_ids(d, running_only=False))
+            assert wait_for(lambda: not ours(), timeout=10), (delay, ours())
+    finally:
+        for pid in ours():
+            os.kill(pid, 9)
+    assert started, "the pool never started a sandbox: the test proved nothing"
