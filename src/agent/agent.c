@@ -238,8 +238,7 @@ static void prepare_commands(struct agent *a)
 	struct al_error *err = NULL;
 
 	a->landlock_fd = -1;
-	for (int i = 1; i < NSIG; i++)
-		signal(i, SIG_DFL);
+	jail_reset_signals();
 	if (jail_bset_limit(&err) < 0 || jail_landlock_build(a->workdir, &a->landlock_fd, &err) < 0) {
 		al_error_free(err);
 		al_closep(&a->landlock_fd);

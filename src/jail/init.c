@@ -17,12 +17,14 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <stdio.h>
 #include <termios.h>
@@ -57,8 +59,8 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	for (i = 1; !ctx->signals_clean && i < NSIG; i++)
-		signal(i, SIG_DFL); /* exec resets caught signals, not ignored ones */
+	if (!ctx->signals_clean)
+		jail_reset_signals(); /* exec resets caught signals, not ignored ones */
 	setsid();
 	if (tty_slave >= 0) {
 		ioctl(tty_slave, TIOCSCTTY, 0);
@@ -115,6 +117,22 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 		(void)!write(exec_pipe, &rep, sizeof(rep));
 	}
 	_exit(e == ENOENT ? AL_EXIT_NOTFOUND : AL_EXIT_NOEXEC);
+}
+
+void jail_reset_signals(void)
+{
+	/* The kernel's sigaction: glibc's wrappers refuse 32 and 33 (its own), which a caller
+	 * may still have ignored, and exec would pass that on. */
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} dfl = {SIG_DFL, 0, NULL, 0};
+
+	for (int i = 1; i <= 64; i++)
+		if (i != SIGKILL && i != SIGSTOP)
+			syscall(SYS_rt_sigaction, i, &dfl, NULL, sizeof(dfl.mask));
 }
 
 pid_t jail_clone_vfork(int (*fn)(void *), void *arg)

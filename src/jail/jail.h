@@ -93,6 +93,10 @@ __attribute__((noreturn)) void jail_agent_exec(struct jail_ctx *ctx);
 __attribute__((noreturn)) void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave,
 						  int exec_pipe);
 
+/* init.c: every signal back to SIG_DFL (what exec would not do for ignored ones), glibc's
+ * internal 32 and 33 included. */
+void jail_reset_signals(void);
+
 /* init.c: start fn(arg) in a child that shares our memory until it execs or exits
  * (CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of the address space to make and
  * tear down); we wait meanwhile. What the child allocates stays allocated here. */

@@ -520,3 +520,27 @@ def test_pid1_root_cwd_fds_inaccessible(run, mode):
     """, *MODES[mode])
     opened = [k for k, v in res.items() if v == 0]
     assert not opened, f"PID 1's {opened} readable from the workload: {res}"
+
+
+def _ignore_signals_raw():
+    """In the child before exec: ignore SIGINT, SIGPIPE and glibc's own 32 and 33 with the
+    raw syscall (glibc's wrappers refuse 32 and 33), as some supervisors leave them."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class KernelSigaction(ctypes.Structure):
+        _fields_ = [("handler", ctypes.c_void_p), ("flags", ctypes.c_ulong),
+                    ("restorer", ctypes.c_void_p), ("mask", ctypes.c_uint64)]
+    ign = KernelSigaction(1, 0, None, 0)  # SIG_IGN
+    for sig in (2, 13, 32, 33):
+        libc.syscall(13, sig, ctypes.byref(ign), None, 8)  # rt_sigaction
+
+
+def test_ignored_signals_are_not_handed_to_the_workload(airlock):
+    """exec keeps ignored signals ignored: a caller that ignores some (SIGINT under nohup,
+    glibc's 32/33 under some supervisors) must not pass that into the sandbox."""
+    r = subprocess.run([airlock, "run", "--", "grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"],
+                       capture_output=True, timeout=30, preexec_fn=_ignore_signals_raw)
+    assert r.returncode == 0, r.stderr
+    sig = dict(line.split(":\t") for line in r.stdout.decode().splitlines())
+    assert int(sig["SigIgn"], 16) == 0 and int(sig["SigBlk"], 16) == 0, sig
