@@ -282,6 +282,11 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	r.ctx.envp = build_env(cfg, with_net, r.ctx.ca_pem != NULL);
 	if (jail_cgroup_create(name, cfg, &r.cg, &setup) < 0 || open_channels(&r, cfg, io, &setup) < 0 ||
 	    spawn(&r, &setup) < 0) {
+		if (gw_client_policy_refused(r.gw)) { /* it came before the pid could be sent */
+			*err = TAKE_PTR(setup);
+			run_cleanup(&r);
+			return -1;
+		}
 		set_setup_failed(res, setup, "set-up failed");
 		run_cleanup(&r);
 		res->duration_ms = jail_now_ms() - t0;

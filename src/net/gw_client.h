@@ -2,7 +2,7 @@
 /*
  * Starting a sandbox's egress gateway as its own process (airlock-gateway,
  * next to the airlock binary), so that `airlock run` itself links nothing of
- * the network stack (libnftables, threads) and a crash of the gateway cannot
+ * the network stack (libnftnl, threads) and a crash of the gateway cannot
  * take the caller with it. Fail closed: nothing is routed, so when the
  * gateway dies nothing flows.
  *

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The gateway namespace's nftables ruleset (libnftables; one atomic transaction). */
+/* The gateway namespace's nftables ruleset (built with libnftnl; one atomic transaction). */
 #ifndef AL_NET_NFT_H
 #define AL_NET_NFT_H
 
