@@ -107,10 +107,15 @@ static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c
 
 	while (s->env && s->env[n_sbx])
 		n_sbx++;
-	static const char *const ca[] = {
+	static const char *const ca_etc[] = {
 		"SSL_CERT_FILE=" NET_CA_BUNDLE_PATH, "CURL_CA_BUNDLE=" NET_CA_BUNDLE_PATH,
 		"REQUESTS_CA_BUNDLE=" NET_CA_BUNDLE_PATH, "GIT_SSL_CAINFO=" NET_CA_BUNDLE_PATH,
 		"NODE_EXTRA_CA_CERTS=" NET_CA_CERT_PATH};
+	static const char *const ca_run[] = { /* --image roots: their /etc is the image's */
+		"SSL_CERT_FILE=" NET_CA_IMAGE_BUNDLE_PATH, "CURL_CA_BUNDLE=" NET_CA_IMAGE_BUNDLE_PATH,
+		"REQUESTS_CA_BUNDLE=" NET_CA_IMAGE_BUNDLE_PATH,
+		"GIT_SSL_CAINFO=" NET_CA_IMAGE_BUNDLE_PATH, "NODE_EXTRA_CA_CERTS=" NET_CA_IMAGE_CERT_PATH};
+	const char *const *ca = s->image ? ca_run : ca_etc;
 
 	all = xzalloc((3 + 6 + 5 + n_sbx + e->n_env) * sizeof(*all));
 	for (size_t i = 0; i < 3; i++)

@@ -71,6 +71,7 @@ struct dm_sbx {
 	int64_t gw_quiet_until; /* the watchdog leaves the gateway alone until then (a start or
 				 * an update is in progress) */
 	char *workdir;
+	bool image;               /* an --image root: its CA lives in /run/airlock, not /etc */
 	char **env;              /* KEY=VALUE for every command */
 	uint64_t timeout_ms;
 

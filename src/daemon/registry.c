@@ -318,6 +318,7 @@ static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct d
 	dm_new_id("sbx_", s->id);
 	s->status = xstrdup("running");
 	s->workdir = xstrdup(c->workdir ? c->workdir : "/workspace");
+	s->image = c->image != NULL;
 	assign_create(d, s, team, c);
 	s->agent_fd = -1;
 	pthread_mutex_init(&s->send_mu, NULL);
@@ -736,6 +737,7 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	s->timeout_ms = (uint64_t)(s->expires_ms - s->created_ms);
 	s->workdir = xstrdup(json_string_value(json_object_get(cfg, "workdir"))
 				     ?: "/workspace");
+	s->image = json_is_string(json_object_get(cfg, "image"));
 	env = json_object_get(cfg, "env");
 	s->env = xzalloc((json_array_size(env) + 1) * sizeof(char *));
 	for (i = 0; i < json_array_size(env); i++)

@@ -126,17 +126,23 @@ static const char etc_resolv_gw[] = "# airlock: the sandbox's egress gateway\nna
 
 /* The default runtime: the host's system directories, read-only, and a generated /etc. */
 /* /etc/airlock: the sandbox CA (made only for per-request rules) and a bundle with it. */
-static int build_ca(int root_fd, const char *ca_pem, struct al_error **err)
+/* The sandbox CA's place: /etc/airlock, or /run/airlock in an --image root (its /etc is the
+ * image's, read-only). Made even without a CA: a daemon's gateway may install one later. */
+static int build_ca(int root_fd, bool image, const char *ca_pem, struct al_error **err)
 {
 	_cleanup_free_ char *bundle = NULL;
+	const char *cert = image ? NET_CA_IMAGE_CERT_PATH : NET_CA_CERT_PATH;
+	const char *all = image ? NET_CA_IMAGE_BUNDLE_PATH : NET_CA_BUNDLE_PATH;
 
-	if (mkdirat(root_fd, "etc/airlock", 0755) < 0)
-		return al_error_set(err, errno, "mkdir '/etc/airlock'");
+	if (image && mkdirat(root_fd, "run", 0755) < 0)
+		return al_error_set(err, errno, "mkdir '/run'");
+	if (mkdirat(root_fd, image ? "run/airlock" : "etc/airlock", 0755) < 0)
+		return al_error_set(err, errno, "mkdir '%s'", image ? "/run/airlock" : "/etc/airlock");
 	if (!ca_pem)
-		return 0; /* a daemon's gateway may install one later */
+		return 0;
 	bundle = net_ca_bundle(ca_pem);
-	if (write_file(root_fd, NET_CA_CERT_PATH + 1, ca_pem, err) < 0 ||
-	    write_file(root_fd, NET_CA_BUNDLE_PATH + 1, bundle, err) < 0)
+	if (write_file(root_fd, cert + 1, ca_pem, err) < 0 ||
+	    write_file(root_fd, all + 1, bundle, err) < 0)
 		return -1;
 	return 0;
 }
@@ -372,8 +378,8 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 		r = cfg->image ? build_image(root_fd, image_fd, cfg->image, err)
 			       : build_host_runtime(root_fd, cfg->hostname ? cfg->hostname : "sandbox",
 						    ctx->net_link, err);
-	if (r == 0 && !cfg->image)
-		r = build_ca(root_fd, ctx->ca_pem, err);
+	if (r == 0)
+		r = build_ca(root_fd, cfg->image != NULL, ctx->ca_pem, err);
 	if (r == 0)
 		r = build_writable(root_fd, ctx, err);
 	if (r == 0)

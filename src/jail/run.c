@@ -96,11 +96,14 @@ static char **build_env(const struct al_config *cfg, bool with_net, bool with_ca
 		env[n++] = xstrdup("no_proxy=localhost,127.0.0.1");
 	}
 	if (with_ca) { /* TLS-terminated domains: the usual clients trust the sandbox's CA */
-		env[n++] = xstrdup("SSL_CERT_FILE=" NET_CA_BUNDLE_PATH);
-		env[n++] = xstrdup("CURL_CA_BUNDLE=" NET_CA_BUNDLE_PATH);
-		env[n++] = xstrdup("REQUESTS_CA_BUNDLE=" NET_CA_BUNDLE_PATH);
-		env[n++] = xstrdup("GIT_SSL_CAINFO=" NET_CA_BUNDLE_PATH);
-		env[n++] = xstrdup("NODE_EXTRA_CA_CERTS=" NET_CA_CERT_PATH);
+		const char *all = cfg->image ? NET_CA_IMAGE_BUNDLE_PATH : NET_CA_BUNDLE_PATH;
+		const char *cert = cfg->image ? NET_CA_IMAGE_CERT_PATH : NET_CA_CERT_PATH;
+
+		env[n++] = xasprintf("SSL_CERT_FILE=%s", all);
+		env[n++] = xasprintf("CURL_CA_BUNDLE=%s", all);
+		env[n++] = xasprintf("REQUESTS_CA_BUNDLE=%s", all);
+		env[n++] = xasprintf("GIT_SSL_CAINFO=%s", all);
+		env[n++] = xasprintf("NODE_EXTRA_CA_CERTS=%s", cert);
 	}
 	if (cfg->tty)
 		env[n++] = xasprintf("TERM=%s", cfg->term && *cfg->term ? cfg->term : "xterm");

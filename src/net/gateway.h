@@ -30,6 +30,9 @@
  * system's CAs plus it (what SSL_CERT_FILE, CURL_CA_BUNDLE, ... point at). */
 #define NET_CA_CERT_PATH "/etc/airlock/ca.pem"
 #define NET_CA_BUNDLE_PATH "/etc/airlock/ca-bundle.pem"
+/* The same in --image roots, whose /etc is the image's (read-only): /run is ours there. */
+#define NET_CA_IMAGE_CERT_PATH "/run/airlock/ca.pem"
+#define NET_CA_IMAGE_BUNDLE_PATH "/run/airlock/ca-bundle.pem"
 #define NET_HOST_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 /* The host's CAs, then ca_pem: what NET_CA_BUNDLE_PATH holds. A heap string (ca_bundle.c). */
 char *net_ca_bundle(const char *ca_pem);

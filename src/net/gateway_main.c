@@ -107,6 +107,7 @@ static void install_ca(struct net_gateway *g, pid_t pid, bool *done)
 {
 	const char *pem = net_gateway_ca_pem(g);
 	char path[64], *bundle;
+	bool image;
 	int root;
 
 	if (*done || !pem)
@@ -116,9 +117,12 @@ static void install_ca(struct net_gateway *g, pid_t pid, bool *done)
 	if (root < 0)
 		return;
 	bundle = net_ca_bundle(pem);
-	/* The bundle first, so a command that sees ca.pem also finds the bundle. */
-	if (put_in_sandbox(root, NET_CA_BUNDLE_PATH + 1, bundle) == 0 &&
-	    put_in_sandbox(root, NET_CA_CERT_PATH + 1, pem) == 0)
+	/* Where the sandbox's root made room for it: /etc/airlock, or /run/airlock in an
+	 * --image root. The bundle first, so a command that sees ca.pem also finds it. */
+	image = faccessat(root, "etc/airlock", F_OK, AT_SYMLINK_NOFOLLOW) != 0;
+	if (put_in_sandbox(root, (image ? NET_CA_IMAGE_BUNDLE_PATH : NET_CA_BUNDLE_PATH) + 1,
+			   bundle) == 0 &&
+	    put_in_sandbox(root, (image ? NET_CA_IMAGE_CERT_PATH : NET_CA_CERT_PATH) + 1, pem) == 0)
 		*done = true;
 	free(bundle);
 	close(root);

@@ -145,3 +145,33 @@ def test_ca_key_is_host_only_0600_and_removed_at_stop(api, box, ldaemon, secret)
     assert "PRIVATE KEY" not in out and "ca.key" not in out, out
     assert api.stop(sid).status == 200
     assert wait_for(lambda: not d.exists(), timeout=5), list(d.iterdir())
+
+
+def test_image_sandbox_gets_the_ca_in_run(api, ldaemon, world, secret, tmp_path):
+    """A daemon sandbox with --image: its /etc is the image's, so the gateway installs the
+    CA in /run/airlock (made by the root for it) and commands point there."""
+    import subprocess
+    root = tmp_path / "image"
+    for d in ("usr", "etc"):
+        (root / d).mkdir(parents=True)
+    for link in ("bin", "lib", "lib64", "sbin"):
+        (root / link).symlink_to(f"usr/{link}")
+    subprocess.run(["mount", "--bind", "/usr", str(root / "usr")], check=True)
+    sid = None
+    try:
+        r = api.request("POST", "/v1/sandboxes",
+                        body={"image": str(root), "network_policy": rules(secret)})
+        assert r.status == 201, r
+        sid = r.json["sandbox"]["id"]
+        ldaemon.sids.add(sid)
+        code, out, err = api.run(sid, ["sh", "-c", "echo $SSL_CERT_FILE; " + " ".join(CURL) +
+                                       " https://allowed.test/api/image"])
+        assert code == 0, (out, err)
+        assert out.startswith("/run/airlock/ca-bundle.pem\n"), out
+        evs = [e for e in world.events("allowed", "http") if e["path"] == "/api/image"]
+        assert evs and f"Authorization: Bearer {secret}" in evs[0]["headers"], evs
+        assert secret not in out
+    finally:
+        if sid:
+            api.stop(sid)
+        subprocess.run(["umount", "-l", str(root / "usr")], check=False)

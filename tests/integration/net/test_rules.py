@@ -23,8 +23,8 @@ def secret(canary):
 @pytest.fixture
 def rules_run(run_net, world, tmp_path):
     """run_net with a rule policy and the world's CA as --upstream-ca."""
-    def go(allow, script, upstream_ca=True, **kw):
-        args = ["--policy", _policy(tmp_path, allow)]
+    def go(allow, script, upstream_ca=True, extra_args=(), **kw):
+        args = ["--policy", _policy(tmp_path, allow), *extra_args]
         if upstream_ca:
             args += ["--upstream-ca", world.ca]
         return run_net(args + ["--", "sh", "-c", script], **kw)
@@ -333,3 +333,37 @@ def test_chunked_request_body_passed_with_strict_framing(rules_run, world, net, 
     assert evs and "Transfer-Encoding: chunked" in headers_of(evs[0]), evs
     assert evs[0]["body"] == "hello", evs[0]
     assert net.find(r.egress, layer="tls", verdict="deny", reason="bad_chunked_body")
+
+
+@pytest.fixture
+def usr_image(tmp_path):
+    """An --image root whose /usr is the host's (a bind mount, removed afterwards): enough
+    for curl, with the image's own /etc (read-only in the sandbox, without /etc/airlock)."""
+    root = tmp_path / "image"
+    for d in ("usr", "etc", "tmp"):
+        (root / d).mkdir(parents=True)
+    for link in ("bin", "lib", "lib64", "sbin"):
+        (root / link).symlink_to(f"usr/{link}")
+    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n")
+    subprocess.run(["mount", "--bind", "/usr", str(root / "usr")], check=True)
+    try:
+        yield root
+    finally:
+        subprocess.run(["umount", "-l", str(root / "usr")], check=False)
+
+
+def test_image_root_gets_the_ca_too(rules_run, world, secret, usr_image):
+    """An --image root's /etc is the image's, read-only: the CA goes to /run/airlock and
+    the usual variables point there, so terminated domains work without flags."""
+    script = ("echo SSL_CERT_FILE=$SSL_CERT_FILE; ls /etc/airlock 2>&1 | head -1; "
+              "grep -c 'BEGIN CERTIFICATE' /run/airlock/ca.pem; "
+              "curl -sS https://allowed.test/img; echo")
+    r = rules_run({"allowed.test": [inject(secret)]},
+                  script, files=False, extra_args=["--image", str(usr_image)])
+    assert "SSL_CERT_FILE=/run/airlock/ca-bundle.pem" in r.out, (r.out, r.err)
+    assert "No such file" in r.out, r.out  # the image's /etc was not touched
+    assert "\n1\n" in r.out, r.out  # one certificate: the sandbox's CA
+    assert "allowed-web" in r.out, (r.out, r.err)
+    evs = http_events(world)
+    assert len(evs) == 1 and f"Authorization: Bearer {secret}" in headers_of(evs[0]), evs
+    assert secret not in r.out
