@@ -176,14 +176,21 @@ static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
 		    const struct al_config *cfg, struct al_error **err)
 {
 	char path[PATH_MAX];
-	int i;
+	int i, r;
 
 	for (i = 0; i < V1_N; i++) {
 		snprintf(path, sizeof(path), "%s/%s/airlock", root, v1_controllers[i]);
-		if (mkdir_ok(path, err) < 0)
-			return -1;
 		cg->dir[i] = xasprintf("%s/%s", path, name);
-		if (mkdir(cg->dir[i], 0755) < 0) {
+		r = mkdir(cg->dir[i], 0755);
+		if (r < 0 && errno == ENOENT) { /* airlock/ itself: only on a host's first run */
+			if (mkdir_ok(path, err) < 0) {
+				free(cg->dir[i]);
+				cg->dir[i] = NULL;
+				return -1;
+			}
+			r = mkdir(cg->dir[i], 0755);
+		}
+		if (r < 0) {
 			int e = errno;
 			free(cg->dir[i]);
 			cg->dir[i] = NULL;
