@@ -62,6 +62,10 @@ int gw_seccomp_install(struct al_error **err)
 	/* Every thread, including ones a library may have started. */
 	if (r == 0)
 		r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+	/* A binary tree over syscall numbers: the kernel runs the filter once per syscall
+	 * number when it is installed (to cache the always-allowed ones); half the cost. */
+	if (r == 0)
+		r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(denied); i++)
 		if (denied[i] >= 0) /* a call this kernel's headers do not know is skipped */
 			r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), denied[i], 0);
