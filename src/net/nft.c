@@ -320,25 +320,32 @@ static void put_table(struct tx *t)
 	nftnl_table_free(tb);
 }
 
+/* "iif lo accept" (or oif, by key) and "ct state established,related accept" */
+static void loopback_and_replies(struct tx *t, const char *chain, uint32_t key)
+{
+	const uint32_t lo = 1; /* the loopback device is always ifindex 1 in a namespace */
+	struct rb b = rule(chain);
+
+	meta_eq(&b, key, &lo, 4);
+	verdict(&b, NF_ACCEPT);
+	put_rule(t, &b);
+	b = rule(chain);
+	ct_state(&b, CT_EST_REL);
+	verdict(&b, NF_ACCEPT);
+	put_rule(t, &b);
+}
+
 static void build(struct tx *t, const char *link, struct in_addr gw, struct in_addr sbx,
 		  unsigned dns, unsigned proxy, unsigned tproxy)
 {
 	const unsigned accepted[] = {dns, proxy, tproxy};
-	const uint32_t lo = 1; /* the loopback device is always ifindex 1 in a namespace */
 	const uint8_t v6 = NFPROTO_IPV6;
 	struct rb b;
 
 	put_table(t);
 
 	put_chain(t, "input", "filter", NF_INET_LOCAL_IN, 0, NF_DROP);
-	b = rule("input"); /* iif lo accept */
-	meta_eq(&b, NFT_META_IIF, &lo, 4);
-	verdict(&b, NF_ACCEPT);
-	put_rule(t, &b);
-	b = rule("input"); /* ct state established,related accept */
-	ct_state(&b, CT_EST_REL);
-	verdict(&b, NF_ACCEPT);
-	put_rule(t, &b);
+	loopback_and_replies(t, "input", NFT_META_IIF);
 	b = rule("input"); /* the sandbox's DNS queries to the gateway's resolver */
 	iifname(&b, link);
 	ipv4(&b);
@@ -420,14 +427,7 @@ static void build(struct tx *t, const char *link, struct in_addr gw, struct in_a
 	put_rule(t, &b);
 
 	put_chain(t, "output", "filter", NF_INET_LOCAL_OUT, 0, NF_DROP);
-	b = rule("output"); /* oif lo accept */
-	meta_eq(&b, NFT_META_OIF, &lo, 4);
-	verdict(&b, NF_ACCEPT);
-	put_rule(t, &b);
-	b = rule("output"); /* ct state established,related accept */
-	ct_state(&b, CT_EST_REL);
-	verdict(&b, NF_ACCEPT);
-	put_rule(t, &b);
+	loopback_and_replies(t, "output", NFT_META_OIF);
 }
 
 /* Send the batch. Every message in it asked for an ACK: read them, stop at the first error
