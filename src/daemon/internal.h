@@ -136,6 +136,16 @@ int dm_agent_send(struct dm_sbx *s, struct proto_buf *b);
 /* netgw.c: the sandbox's network gateway */
 bool dm_policy_is_deny_all(const char *json);
 bool dm_gateway_running(struct daemon *d, const char *id);
+/* A create with a policy starts the sandbox's gateway before the sandbox (it gets its
+ * namespace, ruleset and listeners ready meanwhile), then attaches it to the new PID 1. */
+struct dm_gw_launch {
+	pid_t child;
+	int fd;
+};
+int dm_gateway_launch(struct daemon *d, const char *id, const char *policy, int64_t gen,
+		      struct dm_gw_launch *gl, struct al_error **err);
+int dm_gateway_attach(struct dm_gw_launch *gl, pid_t pid, struct al_error **err);
+void dm_gateway_abort(struct dm_gw_launch *gl);
 void *dm_netwatch_main(void *arg); /* restarts dead gateways (a detached thread) */
 char *dm_egress_log_path(struct daemon *d, const char *id);
 /* The sandbox CA's directory on the host, STATE/ca/<id> (the gateway makes the CA there). */

@@ -157,18 +157,22 @@ void *dm_netwatch_main(void *arg)
 	return NULL;
 }
 
-/* Spawn the gateway for a running sandbox. */
-static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char *policy,
-			 int64_t gen, struct al_error **err)
+/*
+ * Fork and exec a sandbox's gateway, its control channel (a socketpair) as fd 3. With a
+ * pid it attaches to that sandbox at once (--attach-pid); with 0 it gets ready and then
+ * reads the pid from fd 3 (a create starts it before the sandbox exists). *fd is our end.
+ */
+static int launch_gateway(struct daemon *d, const char *id, pid_t pid, const char *policy,
+			  int64_t gen, pid_t *child_out, int *fd, struct al_error **err)
 {
 	char *gw = xasprintf("%s", d->agent_path), *slash = strrchr(gw, '/');
 	char *bin = slash ? (*slash = '\0', xasprintf("%s/airlock-gateway", gw))
 			  : xstrdup("airlock-gateway");
 	char *ctl = gw_ctl_path(d, id), *log = dm_egress_log_path(d, id), *egress_dir;
 	char *ca_dir = dm_ca_dir(d, id), *ca_top = xasprintf("%s/ca", d->state_dir);
-	char pidbuf[16], genbuf[24], line[1024];
+	char pidbuf[16], genbuf[24];
 	const char *argv[24];
-	int p[2], a = 0, r;
+	int sp[2] = {-1, -1}, a = 0, r;
 	pid_t child;
 
 	egress_dir = xasprintf("%s/egress", d->state_dir);
@@ -181,7 +185,8 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 	argv[a++] = "airlock-gateway";
 	argv[a++] = "--policy", argv[a++] = policy;
 	argv[a++] = "--sandbox", argv[a++] = id;
-	argv[a++] = "--attach-pid", argv[a++] = pidbuf;
+	if (pid > 0)
+		argv[a++] = "--attach-pid", argv[a++] = pidbuf;
 	argv[a++] = "--generation", argv[a++] = genbuf;
 	argv[a++] = "--control-socket", argv[a++] = ctl;
 	argv[a++] = "--log-file", argv[a++] = log;
@@ -193,11 +198,11 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 	if (d->opts.upstream_ca)
 		argv[a++] = "--upstream-ca", argv[a++] = d->opts.upstream_ca;
 	argv[a] = NULL;
-	r = pipe2(p, O_CLOEXEC);
+	r = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp);
 	child = r < 0 ? -1 : fork();
 	if (child == 0) {
 		/* Between fork and exec of a threaded process: only async-signal-safe calls. */
-		int w = fcntl(p[1], F_DUPFD, 10);
+		int w = fcntl(sp[1], F_DUPFD, 10);
 		if (w < 0 || dup2(w, 3) < 0)
 			_exit(127);
 		sys_close_range(4, ~0U, 0);
@@ -209,22 +214,80 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 		}
 		_exit(127);
 	}
-	if (r == 0)
-		close(p[1]);
-	r = child < 0 ? al_error_set(err, errno, "start the network gateway")
-		      : read_line(p[0], 10000, line, sizeof(line), err);
-	if (r == 0 && line[0] != 'R')
-		r = al_error_msg(err, EIO, "the network gateway said '%.100s'", line);
-	if (child > 0 && r < 0)
-		kill(child, SIGKILL);
-	if (p[0] >= 0)
-		close(p[0]);
+	if (sp[1] >= 0)
+		close(sp[1]);
+	r = child < 0 ? al_error_set(err, errno, "start the network gateway") : 0;
+	if (r < 0 && sp[0] >= 0)
+		close(sp[0]);
+	*child_out = child;
+	*fd = r < 0 ? -1 : sp[0];
 	free(gw);
 	free(bin);
 	free(ctl);
 	free(log);
 	free(ca_dir);
 	return r;
+}
+
+/* Read the gateway's next line; anything but `want` (or an E line) is an error. */
+static int expect_line(int fd, char want, struct al_error **err)
+{
+	char line[1024];
+
+	if (read_line(fd, 10000, line, sizeof(line), err) < 0)
+		return -1;
+	if (line[0] != want)
+		return al_error_msg(err, EIO, "the network gateway said '%.100s'", line);
+	return 0;
+}
+
+/* Spawn the gateway for a running sandbox. */
+static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char *policy,
+			 int64_t gen, struct al_error **err)
+{
+	pid_t child;
+	int fd, r = launch_gateway(d, id, pid, policy, gen, &child, &fd, err);
+
+	if (r == 0)
+		r = expect_line(fd, 'R', err);
+	if (child > 0 && r < 0)
+		kill(child, SIGKILL);
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+int dm_gateway_launch(struct daemon *d, const char *id, const char *policy, int64_t gen,
+		      struct dm_gw_launch *gl, struct al_error **err)
+{
+	gl->child = -1;
+	gl->fd = -1;
+	return launch_gateway(d, id, 0, policy, gen, &gl->child, &gl->fd, err);
+}
+
+int dm_gateway_attach(struct dm_gw_launch *gl, pid_t pid, struct al_error **err)
+{
+	char line[24];
+	int n = snprintf(line, sizeof(line), "%d\n", (int)pid), r;
+
+	r = expect_line(gl->fd, 'R', err); /* ready: its namespace, ruleset and listeners */
+	if (r == 0 && send(gl->fd, line, (size_t)n, MSG_NOSIGNAL) != n)
+		r = al_error_set(err, errno, "talk to the network gateway");
+	if (r == 0)
+		r = expect_line(gl->fd, 'A', err); /* linked, serving, its control socket up */
+	if (r < 0)
+		dm_gateway_abort(gl);
+	al_closep(&gl->fd);
+	gl->child = -1;
+	return r;
+}
+
+void dm_gateway_abort(struct dm_gw_launch *gl)
+{
+	if (gl->child > 0)
+		kill(gl->child, SIGKILL);
+	gl->child = -1;
+	al_closep(&gl->fd);
 }
 
 /* Send a policy to a running gateway; 0 once it is in force. */

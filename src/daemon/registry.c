@@ -390,7 +390,7 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	struct al_config cfg;
 	struct store_sandbox row;
 	struct dm_sbx *s;
-
+	struct dm_gw_launch gl = {.child = -1, .fd = -1};
 	char *canon = NULL;
 
 	if (validate_create(c, err) < 0 ||
@@ -418,8 +418,19 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 		return al_error_msg(err, EBUSY, "no free uid range: too many sandboxes");
 	}
 	to_store(s, &row);
+	/* A sandbox asked to have network: its gateway gets ready while the sandbox is made. */
+	if (canon && !dm_policy_is_deny_all(canon) &&
+	    dm_gateway_launch(d, s->id, canon, s->policy_gen, &gl, err) < 0) {
+		pthread_mutex_lock(&d->mu);
+		release_host_base(d, s->host_base);
+		pthread_mutex_unlock(&d->mu);
+		sbx_free(s);
+		free(canon);
+		return al_error_wrap(err, "sandbox network");
+	}
 	if (dm_spawn(d, s, &cfg, err) < 0 || dm_agent_connect(d, s, err) < 0 ||
 	    (to_store(s, &row), store_sandbox_put(d->store, &row, err)) < 0) {
+		dm_gateway_abort(&gl);
 		if (s->pid > 0)
 			jail_sandbox_kill(s->pid, s->start_time, s->id);
 		pthread_mutex_lock(&d->mu);
@@ -434,8 +445,8 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	add_sbx(d, s);
 	release_host_base(d, s->host_base);
 	pthread_mutex_unlock(&d->mu);
-	/* A sandbox asked to have network gets its gateway before anyone can use it. */
-	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, err) < 0) {
+	/* ... and is linked to it before anyone can use it. */
+	if (gl.fd >= 0 && dm_gateway_attach(&gl, s->pid, err) < 0) {
 		free(canon);
 		pthread_mutex_lock(&d->mu);
 		stop_locked_sbx(d, s, "failed");

@@ -21,6 +21,9 @@
  * connecting to PATH and sending "POLICY GENERATION JSON\n"; the answer is
  * "A GENERATION\n" once the new policy is in force and the flows it refuses
  * are cut, or "E<errno> message\n" -- and then the gateway is in deny-all.
+ * Without --attach-pid but with --control-socket (airlockd's create, which starts
+ * the gateway before the sandbox): "R\n" when ready, then the pid on fd 3, then
+ * the same as above with "A\n" in place of the "R\n".
  */
 #include "net/gateway.h"
 #include "net/gw.h"
@@ -216,7 +219,14 @@ static void control_serve(struct net_gateway *g, int c, pid_t pid, bool *ca_inst
 	free(line);
 }
 
-static int serve_daemon_mode(struct net_gateway *g, pid_t pid, const char *ctl_path)
+/*
+ * Serve a daemon sandbox until its PID 1 is gone. `ready` ("R" or "A") goes to the caller
+ * once the control socket listens and the CA (if any) is in the sandbox; with `start`, the
+ * filter and the serving threads come after it (the sandbox's first connections wait in
+ * the listeners' queues meanwhile), otherwise they are already running.
+ */
+static int serve_daemon_mode(struct net_gateway *g, pid_t pid, const char *ctl_path,
+			     const char *ready, bool start)
 {
 	struct al_error *err = NULL;
 	int pidfd = (int)syscall(SYS_pidfd_open, pid, 0), lfd = control_listen(ctl_path, &err);
@@ -225,8 +235,10 @@ static int serve_daemon_mode(struct net_gateway *g, pid_t pid, const char *ctl_p
 	if (pidfd < 0 || lfd < 0)
 		return fail(err);
 	install_ca(g, pid, &ca_installed);
-	dprintf(CTL, "R\n");
+	dprintf(CTL, "%s\n", ready);
 	close(CTL);
+	if (start && (gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0))
+		return fail(err); /* the caller has gone on: nothing flows, the watchdog restarts us */
 	for (;;) {
 		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = lfd, .events = POLLIN}};
 
@@ -357,7 +369,7 @@ int main(int argc, char **argv)
 		    gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
 			return fail(err);
 		set_resolver(attach_pid);
-		return serve_daemon_mode(g, attach_pid, ctl_path);
+		return serve_daemon_mode(g, attach_pid, ctl_path, "R", false);
 	}
 	dprintf(CTL, "R\n");
 	n = read(CTL, line, sizeof(line) - 1);
@@ -367,6 +379,12 @@ int main(int argc, char **argv)
 	pid = (pid_t)atoi(line);
 	if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0)
 		return fail(err);
+	if (ctl_path) {
+		/* airlockd's create started us before the sandbox existed: from here on as with
+		 * --attach-pid, answering "A" as soon as the link and control socket are up. */
+		set_resolver(pid);
+		return serve_daemon_mode(g, pid, ctl_path, "A", true);
+	}
 	/* The link is there: the sandbox may start its workload. What it sends meanwhile waits
 	 * in the listeners' queues (they are bound and listening) for the threads started now.
 	 * If this fails, the gateway exits and nothing flows. */
