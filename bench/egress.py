@@ -22,6 +22,8 @@ import sys
 import tempfile
 import time
 
+from pki import make_bench_pki  # bench/pki.py, next to this script
+
 ap = argparse.ArgumentParser()
 ap.add_argument("airlock")
 ap.add_argument("--quick", action="store_true", help="256 MiB transfers, fewer runs")
@@ -269,18 +271,7 @@ print("ALIVE %d" % alive, flush=True)
 def build_world():
     print("# the world", flush=True)
     sh(["truncate", "-s", str(SIZE), work / "big"])
-    o = ["openssl"]
-    sh(o + ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-days", "2", "-subj", "/CN=bench CA", "-keyout", work / "ca.key",
-            "-out", work / "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign"], quiet=True)
-    sh(o + ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-subj", "/CN=bench.test", "-keyout", work / "server.key",
-            "-out", work / "server.csr"], quiet=True)
-    (work / "ext.cnf").write_text("subjectAltName=DNS:bench.test\n")
-    sh(o + ["x509", "-req", "-in", work / "server.csr", "-CA", work / "ca.pem",
-            "-CAkey", work / "ca.key", "-CAcreateserial", "-days", "2",
-            "-extfile", work / "ext.cnf", "-out", work / "server.pem"], quiet=True)
+    make_bench_pki(work, sh)
     for ns in (NSW, NSC):
         sh(["ip", "netns", "add", ns])
     sh(["ip", "link", "add", VC, "netns", NSC, "type", "veth", "peer", "name", VW,

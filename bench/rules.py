@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from pki import make_bench_pki  # bench/pki.py, next to this script
+
 ap = argparse.ArgumentParser()
 ap.add_argument("airlock")
 ap.add_argument("--requests", type=int, default=300, help="sequential requests per mode")
@@ -185,18 +187,7 @@ def sh(cmd, check=True, quiet=False, **kw):
 
 
 def build_world():
-    o = ["openssl"]
-    sh(o + ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-days", "2", "-subj", "/CN=bench CA", "-keyout", work / "ca.key",
-            "-out", work / "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE",
-            "-addext", "keyUsage=critical,keyCertSign,cRLSign"], quiet=True)
-    sh(o + ["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-            "-subj", "/CN=bench.test", "-keyout", work / "server.key",
-            "-out", work / "server.csr"], quiet=True)
-    (work / "ext.cnf").write_text("subjectAltName=DNS:bench.test\n")
-    sh(o + ["x509", "-req", "-in", work / "server.csr", "-CA", work / "ca.pem",
-            "-CAkey", work / "ca.key", "-CAcreateserial", "-days", "2",
-            "-extfile", work / "ext.cnf", "-out", work / "server.pem"], quiet=True)
+    make_bench_pki(work, sh)
     sh(["ip", "netns", "add", NS])
     sh(["ip", "-n", NS, "link", "set", "lo", "up"])
     for a in (WEB, DNS):

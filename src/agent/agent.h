@@ -50,7 +50,7 @@ struct agent_cmd {
 struct agent {
 	const char *workdir;
 	int ep, conn_fd, sig_fd;
-	/* Done once at start instead of in every command (jail_ctx's *_ready fields). */
+	/* Done once at start instead of in every command (jail_ctx.prepared). */
 	bool prepared;   /* no signal ignored, bounding set limited, Landlock built */
 	int landlock_fd; /* the command's ruleset (-1: no Landlock) */
 	struct watch w_listen, w_conn, w_sig;

@@ -101,7 +101,7 @@ __attribute__((noreturn)) static void child(struct agent *a, const struct proto_
 	ctx.envp = collect(m, true);
 	ctx.uid = m->uid;
 	ctx.cwd = cwd ? cwd : a->workdir;
-	ctx.signals_clean = ctx.bset_ready = ctx.landlock_ready = a->prepared;
+	ctx.prepared = a->prepared;
 	ctx.landlock_fd = a->landlock_fd >= 0 ? SHIM_FD_LANDLOCK : -1;
 	jail_exec_workload(&ctx, -1, SHIM_FD_REPORT);
 }

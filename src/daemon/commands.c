@@ -107,22 +107,14 @@ static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c
 
 	while (s->env && s->env[n_sbx])
 		n_sbx++;
-	static const char *const ca_etc[] = {
-		"SSL_CERT_FILE=" NET_CA_BUNDLE_PATH, "CURL_CA_BUNDLE=" NET_CA_BUNDLE_PATH,
-		"REQUESTS_CA_BUNDLE=" NET_CA_BUNDLE_PATH, "GIT_SSL_CAINFO=" NET_CA_BUNDLE_PATH,
-		"NODE_EXTRA_CA_CERTS=" NET_CA_CERT_PATH};
-	static const char *const ca_run[] = { /* --image roots: their /etc is the image's */
-		"SSL_CERT_FILE=" NET_CA_IMAGE_BUNDLE_PATH, "CURL_CA_BUNDLE=" NET_CA_IMAGE_BUNDLE_PATH,
-		"REQUESTS_CA_BUNDLE=" NET_CA_IMAGE_BUNDLE_PATH,
-		"GIT_SSL_CAINFO=" NET_CA_IMAGE_BUNDLE_PATH, "NODE_EXTRA_CA_CERTS=" NET_CA_IMAGE_CERT_PATH};
-	const char *const *ca = s->image ? ca_run : ca_etc;
+	const char *const *ca = net_ca_env(s->image);
 
-	all = xzalloc((3 + 6 + 5 + n_sbx + e->n_env) * sizeof(*all));
+	all = xzalloc((3 + 6 + NET_CA_ENV_N + n_sbx + e->n_env) * sizeof(*all));
 	for (size_t i = 0; i < 3; i++)
 		all[n++] = base[i];
 	for (size_t i = 0; with_net && i < 6; i++)
 		all[n++] = proxy[i]; /* the sandbox has a gateway: explicit-proxy clients use it */
-	for (size_t i = 0; with_ca && i < 5; i++)
+	for (size_t i = 0; with_ca && i < NET_CA_ENV_N; i++)
 		all[n++] = ca[i]; /* it terminates TLS for some domains: trust its CA */
 	for (size_t i = 0; i < n_sbx; i++)
 		all[n++] = s->env[i];

@@ -55,11 +55,11 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	struct al_error *err = NULL;
 	struct rlimit core = {0, 0};
 	sigset_t none;
-	int i, e, ll_fd = ctx->landlock_ready ? ctx->landlock_fd : -1;
+	int i, e, ll_fd = ctx->prepared ? ctx->landlock_fd : -1;
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	if (!ctx->signals_clean)
+	if (!ctx->prepared)
 		jail_reset_signals(); /* exec resets caught signals, not ignored ones */
 	setsid();
 	if (tty_slave >= 0) {
@@ -95,7 +95,7 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	}
 
 	if (jail_drop_privileges(ctx, &err) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-	    (ctx->landlock_ready ? jail_landlock_restrict(ll_fd, &err)
+	    (ctx->prepared ? jail_landlock_restrict(ll_fd, &err)
 				 : jail_landlock_apply(ctx, &err)) < 0 ||
 	    (ll_fd >= 0 && close(ll_fd) < 0) || jail_seccomp_install(&err) < 0) {
 		/* A set-up failure, not the command's: reported as a negative errno. */

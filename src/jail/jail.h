@@ -41,11 +41,12 @@ struct jail_ctx {
 	/* Heap copies made by PID 1 before it wipes its inherited argv area (child.c). */
 	char **argv;            /* NULL: cfg->argv */
 	const char *workdir;    /* NULL: cfg->workdir */
-	/* Work done once ahead by a long-lived parent (the agent), not per workload: */
-	bool bset_ready;        /* the bounding set already holds at most the --root caps */
-	bool landlock_ready;    /* landlock_fd is the built ruleset (-1: no Landlock here) */
-	int landlock_fd;        /* not 0..3: they become stdio and the exec-error pipe */
-	bool signals_clean;     /* no signal is ignored: skip resetting dispositions */
+	/* Work done once ahead by a long-lived parent (the agent), not per workload: no
+	 * signal ignored, the bounding set cut to the --root caps, the Landlock ruleset built
+	 * (landlock_fd; -1: no Landlock here; not 0..3, which become stdio and the
+	 * exec-error pipe). */
+	bool prepared;
+	int landlock_fd;
 };
 
 /* The monotonic clock in milliseconds (timeouts, durations). */

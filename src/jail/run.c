@@ -78,7 +78,7 @@ void al_result_release(struct al_result *res)
 /* The workload's whole environment: a minimal base, then the caller's --env entries. */
 static char **build_env(const struct al_config *cfg, bool with_net, bool with_ca)
 {
-	size_t n = 0, i, j, cap = cfg->n_env + 6 + 5;
+	size_t n = 0, i, j, cap = cfg->n_env + 6 + NET_CA_ENV_N;
 	char **env = xzalloc(cap * sizeof(*env));
 
 	env[n++] = xstrdup("PATH=" DEFAULT_PATH);
@@ -95,16 +95,8 @@ static char **build_env(const struct al_config *cfg, bool with_net, bool with_ca
 		env[n++] = xstrdup("NO_PROXY=localhost,127.0.0.1");
 		env[n++] = xstrdup("no_proxy=localhost,127.0.0.1");
 	}
-	if (with_ca) { /* TLS-terminated domains: the usual clients trust the sandbox's CA */
-		const char *all = cfg->image ? NET_CA_IMAGE_BUNDLE_PATH : NET_CA_BUNDLE_PATH;
-		const char *cert = cfg->image ? NET_CA_IMAGE_CERT_PATH : NET_CA_CERT_PATH;
-
-		env[n++] = xasprintf("SSL_CERT_FILE=%s", all);
-		env[n++] = xasprintf("CURL_CA_BUNDLE=%s", all);
-		env[n++] = xasprintf("REQUESTS_CA_BUNDLE=%s", all);
-		env[n++] = xasprintf("GIT_SSL_CAINFO=%s", all);
-		env[n++] = xasprintf("NODE_EXTRA_CA_CERTS=%s", cert);
-	}
+	for (i = 0; with_ca && i < NET_CA_ENV_N; i++) /* TLS-terminated domains: trust its CA */
+		env[n++] = xstrdup(net_ca_env(cfg->image != NULL)[i]);
 	if (cfg->tty)
 		env[n++] = xasprintf("TERM=%s", cfg->term && *cfg->term ? cfg->term : "xterm");
 	for (i = 0; i < cfg->n_env; i++) {

@@ -72,9 +72,9 @@ int jail_drop_privileges(const struct jail_ctx *ctx, struct al_error **err)
 	uid_t id = ctx->uid;
 	size_t i;
 
-	/* The bounding set: at most root_caps (once, ahead, when ctx->bset_ready), and empty
+	/* The bounding set: at most root_caps (once, ahead, when ctx->prepared), and empty
 	 * for the sandbox user. */
-	if (!ctx->bset_ready && jail_bset_limit(err) < 0)
+	if (!ctx->prepared && jail_bset_limit(err) < 0)
 		return -1;
 	for (i = 0; !root && i < ARRAY_SIZE(root_caps); i++)
 		if (prctl(PR_CAPBSET_DROP, root_caps[i], 0, 0, 0) < 0 && errno != EINVAL)

@@ -36,6 +36,10 @@
 #define NET_HOST_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 /* The host's CAs, then ca_pem: what NET_CA_BUNDLE_PATH holds. A heap string (ca_bundle.c). */
 char *net_ca_bundle(const char *ca_pem);
+/* The NET_CA_ENV_N "NAME=path" variables that make the usual clients (OpenSSL, curl,
+ * Python requests, git, Node) trust the sandbox's CA where its root keeps it. */
+#define NET_CA_ENV_N 5
+const char *const *net_ca_env(bool image_root);
 
 struct net_policy;
 struct net_gateway;

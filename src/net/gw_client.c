@@ -104,21 +104,6 @@ int gw_client_step(struct gw_client *c, struct al_error **err)
 	return c->state == GW_LINKED;
 }
 
-/* Step until the state is at least `want` (10 s at most). */
-static int wait_state(struct gw_client *c, int want, const char *what, struct al_error **err)
-{
-	while ((int)c->state < want) {
-		struct pollfd p = {.fd = c->ctl, .events = POLLIN};
-
-		if (poll(&p, 1, 10000) <= 0)
-			return al_error_msg(err, ETIMEDOUT, "the network gateway did not answer (%s)",
-					    what);
-		if (gw_client_step(c, err) < 0)
-			return -1;
-	}
-	return 0;
-}
-
 int gw_client_fd(const struct gw_client *c)
 {
 	return c->ctl;
@@ -209,7 +194,15 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 
 int gw_client_ready(struct gw_client *c, struct al_error **err)
 {
-	return wait_state(c, GW_READY, "start", err);
+	while (c->state == GW_STARTING) {
+		struct pollfd p = {.fd = c->ctl, .events = POLLIN};
+
+		if (poll(&p, 1, 10000) <= 0)
+			return al_error_msg(err, ETIMEDOUT, "the network gateway did not answer (start)");
+		if (gw_client_step(c, err) < 0)
+			return -1;
+	}
+	return 0;
 }
 
 int gw_client_send_pid(struct gw_client *c, pid_t pid, struct al_error **err)
@@ -223,13 +216,6 @@ int gw_client_send_pid(struct gw_client *c, pid_t pid, struct al_error **err)
 	if (gw_client_step(c, err) < 0)
 		return -1;
 	return al_error_set(err, errno ? errno : EPIPE, "talk to the network gateway");
-}
-
-int gw_client_attach(struct gw_client *c, pid_t pid, struct al_error **err)
-{
-	if (gw_client_send_pid(c, pid, err) < 0)
-		return -1;
-	return wait_state(c, GW_LINKED, "attach", err);
 }
 
 void gw_client_stop(struct gw_client *c)

@@ -15,8 +15,7 @@
  * The gateway starts while the sandbox is being built: gw_client_start() does
  * not wait; gw_client_ready() does (before the clone only when the sandbox needs
  * the CA the gateway makes). The sandbox's pid can be sent as soon as it exists;
- * gw_client_step() then follows the replies from an event loop (the relay), or
- * gw_client_attach() sends and waits.
+ * gw_client_step() then follows the replies from an event loop (the relay).
  */
 #ifndef AL_NET_GW_CLIENT_H
 #define AL_NET_GW_CLIENT_H
@@ -33,8 +32,6 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 /* Wait until ready (once; later calls return 0). An invalid policy is EINVAL with the
  * gateway's message. */
 int gw_client_ready(struct gw_client *c, struct al_error **err);
-/* Link sandbox pid and wait until it is linked. */
-int gw_client_attach(struct gw_client *c, pid_t pid, struct al_error **err);
 /* Link sandbox pid; do not wait. */
 int gw_client_send_pid(struct gw_client *c, pid_t pid, struct al_error **err);
 /* The control channel, to poll for reading; then gw_client_step(): 1 once the link is made,

@@ -477,20 +477,24 @@ def _stop_everything(port):
             pass
 
 
+def private_bindir(work):
+    """A private copy of the binaries in work/bin; returns the `airlock` path. A concurrent
+    `make build` rewriting build/ must not break a daemon half-way, and `airlock serve`
+    execs airlockd next to it, which finds airlock-agent and airlock-gateway next to itself."""
+    bindir = pathlib.Path(work) / "bin"
+    bindir.mkdir()
+    for name in ("airlock", "airlockd", "airlock-remote", "airlock-agent", "airlock-gateway"):
+        shutil.copy2(os.path.join(os.path.dirname(AIRLOCK_BIN), name), bindir / name)
+    return str(bindir / "airlock")
+
+
 @pytest.fixture(scope="session")
 def daemon(tmp_path_factory):
     if not (os.path.isfile(AIRLOCK_BIN) and os.access(AIRLOCK_BIN, os.X_OK)):
         pytest.fail(f"airlock binary not found at {AIRLOCK_BIN} (run `make build`)",
                     pytrace=False)
     work = tmp_path_factory.mktemp("airlockd")
-    # A private copy of the binaries: a concurrent `make build` rewriting build/
-    # must not break a session half-way (the daemon looks for the agent next to itself).
-    bindir = work / "bin"
-    bindir.mkdir()
-    # `airlock serve` execs airlockd next to it, which finds airlock-agent next to itself.
-    for name in ("airlock", "airlockd", "airlock-remote", "airlock-agent", "airlock-gateway"):
-        shutil.copy2(os.path.join(os.path.dirname(AIRLOCK_BIN), name), bindir / name)
-    d = Daemon(work, free_port(), str(bindir / "airlock"))
+    d = Daemon(work, free_port(), private_bindir(work))
     d.start()
     yield d
 

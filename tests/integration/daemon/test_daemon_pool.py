@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from .conftest import (AIRLOCK_BIN, CGROUP_CTRLS, TOKENS, Api, Daemon, agent_pid_of, agent_pids,
-                       cgroup_dir, cgroup_exists, free_port, wait_for)
+from .conftest import (CGROUP_CTRLS, TOKENS, Api, Daemon, agent_pid_of, agent_pids,
+                       cgroup_dir, cgroup_exists, free_port, private_bindir, wait_for)
 
 POOL = 2
 KINDS = 2   # one pool for the native workdir and one for the Vercel API's
@@ -26,11 +26,7 @@ KINDS = 2   # one pool for the native workdir and one for the Vercel API's
 @pytest.fixture(scope="module")
 def pool_daemon(tmp_path_factory):
     work = tmp_path_factory.mktemp("airlockd-pool")
-    bindir = work / "bin"
-    bindir.mkdir()
-    for name in ("airlock", "airlockd", "airlock-remote", "airlock-agent", "airlock-gateway"):
-        shutil.copy2(os.path.join(os.path.dirname(AIRLOCK_BIN), name), bindir / name)
-    d = Daemon(work, free_port(), str(bindir / "airlock"))
+    d = Daemon(work, free_port(), private_bindir(work))
     d.extra_args = ["--pool", str(POOL)]
     d.start()
     yield d
@@ -187,10 +183,7 @@ def test_terminating_while_the_pool_refills_leaves_nothing(short_tmp):
     daemon waits for that create to land and stops it with the rest. (A pooled sandbox
     that missed the stop would outlive the daemon with no token able to see it.)"""
     tmp_path = short_tmp  # agent socket paths must fit sun_path
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    for name in ("airlock", "airlockd", "airlock-agent", "airlock-gateway"):
-        shutil.copy2(os.path.join(os.path.dirname(AIRLOCK_BIN), name), bindir / name)
+    airlock = private_bindir(tmp_path)
     def ours():
         """Agents listening under our state dirs (a sandbox not yet in the store has no row;
         this module's own pool daemon keeps refilling meanwhile and is not ours)."""
@@ -214,7 +207,7 @@ def test_terminating_while_the_pool_refills_leaves_nothing(short_tmp):
     try:
         for i, delay in enumerate((0.0, 0.01, 0.025, 0.04, 0.06, 0.09)):
             (tmp_path / f"run{i}").mkdir()
-            d = Daemon(tmp_path / f"run{i}", free_port(), str(bindir / "airlock"))
+            d = Daemon(tmp_path / f"run{i}", free_port(), airlock)
             d.extra_args = ["--pool", str(POOL)]
             d.start()
             time.sleep(delay)  # refills run from the start: land inside one
