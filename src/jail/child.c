@@ -108,13 +108,22 @@ void jail_child_main(struct jail_ctx *ctx)
 		jail_child_fail(ctx->sync_fd, err);
 	}
 
-	/* C4. uts and net: a fixed hostname, loopback up, nothing else. */
+	/* C4. uts and net: a fixed hostname, loopback up, nothing else. A daemon sandbox
+	 *     joins the namespace its spawner made ahead for it (never entered before, its
+	 *     loopback up: jail_netns_make) instead of the one a clone would make. */
 	if (sethostname(host, strlen(host)) < 0) {
 		al_error_set(&err, errno, "sethostname");
 		jail_child_fail(ctx->sync_fd, err);
 	}
-	if (jail_loopback_up(&err) < 0)
+	if (ctx->netns_ahead) {
+		if (setns(ctx->netns_fd, CLONE_NEWNET) < 0) {
+			al_error_set(&err, errno, "setns to the network namespace made ahead");
+			jail_child_fail(ctx->sync_fd, err);
+		}
+		close(ctx->netns_fd);
+	} else if (jail_loopback_up(&err) < 0) {
 		jail_child_fail(ctx->sync_fd, err);
+	}
 
 	/* C4b. Daemon sandboxes: the agent binary and its listening socket were opened by the
 	 *      spawner, in the host's network namespace (so the socket's host path does not

@@ -31,6 +31,8 @@ struct jail_ctx {
 	bool link_ready;      /* JMSG_LINK came: the gateway made and configured eth0 */
 	const char *ca_pem;   /* the sandbox CA to trust (TLS termination), or NULL */
 	bool clone_parent;    /* PID 1 is our parent's child, not ours (CLONE_PARENT) */
+	bool netns_ahead;     /* join netns_fd, a fresh namespace made ahead (jail_netns_make), */
+	int netns_fd;         /* instead of cloning a new one */
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */
@@ -120,6 +122,12 @@ int jail_seccomp_install(struct al_error **err);
 
 /* netns.c */
 int jail_loopback_up(struct al_error **err);
+/* A fresh network namespace, its loopback up, for a sandbox to join later (the daemon's
+ * spawner makes the next one while it waits for a create). The calling thread is back in
+ * its own namespace on return: 0, or -1 (nothing made). JAIL_NETNS_STRANDED: it could not
+ * go back, and the process must end (what it opens next would be inside the new one). */
+#define JAIL_NETNS_STRANDED (-2)
+int jail_netns_make(int *out, struct al_error **err);
 
 /* cgroup.c: limits. v2 where the host has it, v1 otherwise. */
 struct jail_cgroup;

@@ -5,10 +5,13 @@
 #include "common/error.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <net/if.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 int jail_loopback_up(struct al_error **err)
 {
@@ -24,5 +27,34 @@ int jail_loopback_up(struct al_error **err)
 	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
 	if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
 		return al_error_set(err, errno, "SIOCSIFFLAGS lo up");
+	return 0;
+}
+
+int jail_netns_make(int *out, struct al_error **err)
+{
+	_cleanup_close_ int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	int fd, r = 0;
+
+	*out = -1;
+	if (home < 0)
+		return al_error_set(err, errno, "open this thread's network namespace");
+	if (unshare(CLONE_NEWNET) < 0)
+		return al_error_set(err, errno, "unshare(CLONE_NEWNET)");
+	fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		r = al_error_set(err, errno, "open the new network namespace");
+	else
+		r = jail_loopback_up(err);
+	if (setns(home, CLONE_NEWNET) < 0) {
+		if (fd >= 0)
+			close(fd);
+		al_error_set(err, errno, "setns back from a new network namespace");
+		return JAIL_NETNS_STRANDED;
+	}
+	if (r < 0) {
+		close(fd);
+		return -1;
+	}
+	*out = fd;
 	return 0;
 }

@@ -98,6 +98,8 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 		.agent_fd = -1,
 		.listen_fd = -1,
 		.clone_parent = spec->parent_is_ours,
+		.netns_ahead = spec->netns_ahead,
+		.netns_fd = spec->netns_fd,
 	};
 	struct jail_cgroup *cg = NULL;
 	int sync[2] = {-1, -1}, pidfd = -1, r;

@@ -15,6 +15,8 @@ struct jail_sandbox_spec {
 	const char *cgroup_name;     /* e.g. the sandbox id; created under airlock/ */
 	uid_t host_base;             /* first host id of the sandbox's 65536-id range */
 	bool parent_is_ours;         /* PID 1 becomes a child of our parent (CLONE_PARENT) */
+	bool netns_ahead;            /* PID 1 joins netns_fd (jail_netns_make; still ours to */
+	int netns_fd;                /* close) instead of a network namespace of its own */
 };
 
 struct jail_sandbox_info {
