@@ -18,7 +18,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 PY = "/usr/bin/python3"           # not the pyenv shim on PATH
 BWRAP = "/usr/bin/bwrap"
-BINARIES = ["airlock", "airlockd", "airlock-agent", "airlock-gateway", "airlock-remote"]
+BINARIES = ["airlock", "airlockd", "airlock-agent", "airlock-gateway", "airlock-gateway-lite",
+            "airlock-remote"]
 SECTIONS = ["oneshot", "throughput", "daemon", "density", "egress"]
 FLOOR_MS = 2.26                   # baseline.md: floor-static (own C) /bin/true median
 WORKLOADS = {"true": ["/bin/true"], "python": [PY, "-c", "pass"]}

@@ -7,12 +7,15 @@ import pathlib
 import subprocess
 import time
 
+import pytest
+
 BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", pathlib.Path(__file__).resolve()
                                   .parents[3] / "build" / "airlock")).parent
 
 
-def test_filter_refuses_escalation_and_keeps_what_serving_needs():
-    r = subprocess.run([str(BIN / "airlock-gateway"), "--check-seccomp"],
+@pytest.mark.parametrize("gateway", ["airlock-gateway", "airlock-gateway-lite"])
+def test_filter_refuses_escalation_and_keeps_what_serving_needs(gateway):
+    r = subprocess.run([str(BIN / gateway), "--check-seccomp"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, (r.stdout, r.stderr)
     got = dict(line.split(" ", 1) for line in r.stdout.splitlines())

@@ -1,0 +1,88 @@
+"""airlock-gateway-lite: the gateway built without TLS termination (no OpenSSL), which
+`airlock run` starts when its policy has no per-request rules (src/net/gw_notls.c).
+
+What must hold: a rules-free one-shot runs the lite gateway and a policy with rules the
+full one; the lite gateway refuses a policy with rules with a clear error rather than
+serving it without its rules; and without the lite binary next to airlock, the full one
+is used.
+"""
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import time
+
+BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", pathlib.Path(__file__).resolve()
+                                  .parents[3] / "build" / "airlock")).parent
+RULES_POLICY = {"allow": {"rules.test": [{"transform": [{"headers": {"X-Test": "1"}}]}]}}
+
+
+def gateway_exe_of_run(args, policy_file=None):
+    """Starts `airlock run ARGS -- sleep 2` and returns the path its gateway runs."""
+    p = subprocess.Popen([str(BIN / "airlock"), "run", *args, "--", "sleep", "2"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            for d in os.listdir("/proc"):
+                if not d.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{d}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    if ppid != p.pid:
+                        continue
+                    exe = os.readlink(f"/proc/{d}/exe")
+                except OSError:
+                    continue
+                if "airlock-gateway" in exe:
+                    return exe
+            time.sleep(0.02)
+        return None
+    finally:
+        p.wait(timeout=30)
+
+
+def test_a_rules_free_one_shot_runs_the_lite_gateway():
+    exe = gateway_exe_of_run(["--allow", "allowed.test"])
+    assert exe and exe.endswith("/airlock-gateway-lite"), exe
+
+
+def test_a_policy_with_rules_runs_the_full_gateway(tmp_path):
+    pol = tmp_path / "policy.json"
+    pol.write_text(json.dumps(RULES_POLICY))
+    exe = gateway_exe_of_run(["--policy", str(pol)])
+    assert exe and exe.endswith("/airlock-gateway"), exe
+
+
+def test_the_lite_gateway_refuses_rules_and_says_why():
+    """Started as airlock run starts it (control channel on fd 3), with a policy that has
+    rules: it answers an "E" line naming what is missing, and exits."""
+    ours, theirs = socket.socketpair()
+    fd = theirs.fileno()
+    r = subprocess.Popen(["/bin/bash", "-c", f'exec "$0" "$@" 3<&{fd}',
+                          str(BIN / "airlock-gateway-lite"), "--policy", json.dumps(RULES_POLICY),
+                          "--sandbox", "t", "--log-fd", "-1",
+                          "--ca-dir", "/nonexistent-airlock-test"],
+                         pass_fds=(fd,), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    theirs.close()
+    ours.settimeout(10)
+    said = b""
+    while chunk := ours.recv(4096):
+        said += chunk
+    ours.close()
+    assert r.wait(timeout=10) != 0
+    line = said.decode()
+    assert line.startswith("E") and "TLS termination" in line and "lite" in line, \
+        (line, r.stderr.read())
+
+
+def test_without_the_lite_binary_the_full_gateway_serves(tmp_path):
+    for name in ("airlock", "airlock-gateway"):
+        shutil.copy2(BIN / name, tmp_path / name)
+    r = subprocess.run([str(tmp_path / "airlock"), "run", "--allow", "allowed.test", "--",
+                        "sh", "-c", "grep -c nameserver /etc/resolv.conf"],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0 and r.stdout.strip() == b"1", r
