@@ -14,10 +14,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -107,16 +110,82 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 		_exit(AL_EXIT_SETUP);
 	}
 	environ = ctx->envp;
-	{
-		char *const *argv = ctx->argv ? ctx->argv : ctx->cfg->argv;
-		execvp(argv[0], argv);
-	}
+	jail_execvp(ctx->argv ? ctx->argv : ctx->cfg->argv);
 	e = errno;
 	{
 		struct jail_exec_report rep = {.err = e};
 		(void)!write(exec_pipe, &rep, sizeof(rep));
 	}
 	_exit(e == ENOENT ? AL_EXIT_NOTFOUND : AL_EXIT_NOEXEC);
+}
+
+/* Run file; a file the kernel cannot run (no #! line) runs under /bin/sh, as POSIX asks of
+ * execvp. Returns only on failure, with errno from the first attempt. */
+static void exec_file(const char *file, char *const argv[])
+{
+	size_t n = 0;
+
+	execve(file, argv, environ);
+	if (errno != ENOEXEC)
+		return;
+	while (argv[n] && n <= JAIL_SH_MAX_ARGS)
+		n++;
+	if (n <= JAIL_SH_MAX_ARGS) { /* on the stack: this may run in a vfork child */
+		const char *sh[JAIL_SH_MAX_ARGS + 2];
+
+		sh[0] = "/bin/sh";
+		sh[1] = file;
+		for (size_t i = 1; i <= n; i++)
+			sh[i + 1] = argv[i]; /* argv[n] is the NULL */
+		execve(sh[0], (char *const *)sh, environ);
+	}
+	errno = ENOEXEC;
+}
+
+void jail_execvp(char *const argv[])
+{
+	const char *file = argv[0], *path = getenv("PATH"), *p;
+	bool eacces = false;
+	char buf[PATH_MAX];
+
+	if (!file || !*file) {
+		errno = ENOENT;
+		return;
+	}
+	if (strchr(file, '/')) {
+		exec_file(file, argv);
+		return;
+	}
+	for (p = path ? path : "/usr/local/bin:/bin:/usr/bin";; p++) {
+		const char *end = strchrnul(p, ':');
+		size_t dl = (size_t)(end - p);
+
+		if (dl + 1 + strlen(file) < sizeof(buf)) {
+			memcpy(buf, p, dl);
+			buf[dl] = '/';
+			strcpy(buf + dl + (dl > 0), file); /* an empty entry is the working directory */
+			exec_file(buf, argv);
+			switch (errno) {
+			case EACCES:
+				eacces = true;
+				break;
+			case ENOENT:
+			case ENOTDIR:
+			case ENAMETOOLONG:
+			case ELOOP:
+			case ESTALE:
+			case ENODEV:
+			case ETIMEDOUT:
+				break;
+			default:
+				return; /* it exists and cannot run: say why */
+			}
+		}
+		if (!*end)
+			break;
+		p = end;
+	}
+	errno = eacces ? EACCES : ENOENT;
 }
 
 void jail_reset_signals(void)

@@ -96,6 +96,14 @@ __attribute__((noreturn)) void jail_agent_exec(struct jail_ctx *ctx);
 __attribute__((noreturn)) void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave,
 						  int exec_pipe);
 
+/* init.c: execvp as POSIX has it, whatever the libc: PATH search (default /usr/local/bin:/bin:
+ * /usr/bin), EACCES if some candidate was not executable, and a file without a #! line run
+ * by /bin/sh (glibc's execvp does it, musl's does not). Returns only on failure (errno).
+ * Safe in a vfork child: nothing allocated (the sh argv is on the stack, so at most
+ * JAIL_SH_MAX_ARGS arguments get that fallback). */
+#define JAIL_SH_MAX_ARGS 1024
+void jail_execvp(char *const argv[]);
+
 /* init.c: every signal back to SIG_DFL (what exec would not do for ignored ones), glibc's
  * internal 32 and 33 included. */
 void jail_reset_signals(void);

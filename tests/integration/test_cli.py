@@ -81,6 +81,21 @@ def test_command_not_executable_is_126(run, cmd):
     assert r.returncode == 126, (r.returncode, r.err)
 
 
+def test_script_without_shebang_runs_under_sh(run, tmp_path):
+    """POSIX execvp runs a file without a #! line with /bin/sh (glibc's does; airlock
+    links musl, whose execvp does not, so airlock does it itself: jail_execvp)."""
+    script = tmp_path / "noshebang"
+    script.write_text('echo "ran:$0:$1:$2"\n')
+    script.chmod(0o755)
+    r = run(["--file", f"{script}:bin/noshebang", "--", "./bin/noshebang", "a", "b c"])
+    assert r.returncode == 0, (r.returncode, r.err)
+    assert r.out.strip() == "ran:./bin/noshebang:a:b c", r.out
+    # found through PATH too
+    r = run(["--file", f"{script}:bin/noshebang", "--", "sh", "-c",
+             'PATH=/workspace/bin:$PATH exec env noshebang x'])
+    assert r.returncode == 0 and r.out.strip() == "ran:/workspace/bin/noshebang:x:", r
+
+
 def test_command_not_executable_json(run_json):
     r = run_json(["--", "/etc/passwd"])
     assert r.returncode == 126

@@ -47,6 +47,14 @@ def test_run_command_not_found(api, sandbox):
     assert out.exit["reason"] == "exec_failed" and out.exit["exit_code"] == 127, out.exit
 
 
+def test_script_without_shebang_runs_under_sh(api, sandbox):
+    """As POSIX execvp does (and the agent's musl execvp does not): jail_execvp."""
+    out = api.sh(sandbox, "printf 'echo \"ran:$1\"\\n' > s && chmod +x s")
+    assert out.exit["exit_code"] == 0, out
+    out = api.run(sandbox, "./s", "arg1")
+    assert out.exit["exit_code"] == 0 and out.out.strip() == "ran:arg1", out
+
+
 def test_binary_output_is_exact(api, sandbox):
     payload = bytes(range(256)) * 4
     out = api.run(sandbox, PY, "-c",
