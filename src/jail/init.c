@@ -128,7 +128,7 @@ static void exec_file(const char *file, char *const argv[])
 	execve(file, argv, environ);
 	if (errno != ENOEXEC)
 		return;
-	while (argv[n] && n <= JAIL_SH_MAX_ARGS)
+	while (n <= JAIL_SH_MAX_ARGS && argv[n])
 		n++;
 	if (n <= JAIL_SH_MAX_ARGS) { /* on the stack: this may run in a vfork child */
 		const char *sh[JAIL_SH_MAX_ARGS + 2];
