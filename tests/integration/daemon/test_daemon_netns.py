@@ -8,7 +8,7 @@ host's namespace, so the agents' sockets are made there and no sandbox sees them
 """
 import os
 
-from .conftest import wait_for
+from .conftest import _proc_field, wait_for
 
 PROBE = r"""
 import os, socket
@@ -65,18 +65,12 @@ def test_loopback_is_up_in_a_namespace_made_ahead(api, sandbox):
 
 
 def spawner_pids(daemon_pid):
+    """The daemon's spawner process(es): comm airlockd-spawn, child of the daemon."""
     found = []
     for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        ppid = int(st[st.rindex(")") + 2:].split()[1])
-        if comm == "airlockd-spawn" and ppid == daemon_pid:
+        st = _proc_field(d, "stat") if d.isdigit() else None
+        if st and st[st.index(b"(") + 1:st.rindex(b")")] == b"airlockd-spawn" and \
+                int(st[st.rindex(b")") + 2:].split()[1]) == daemon_pid:
             found.append(int(d))
     return found
 

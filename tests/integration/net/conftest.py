@@ -89,6 +89,23 @@ def nsx(*cmd, check=True):
 # --------------------------------------------------------------------------
 # teardown of stale worlds left by a killed run
 
+def children_of(ppid):
+    """{pid: comm} of the live processes whose parent is ppid."""
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read()
+        except OSError:
+            continue
+        rest = st[st.rindex(")") + 2:].split()
+        if int(rest[1]) == ppid and rest[0] not in ("Z", "X"):
+            found[int(d)] = st[st.index("(") + 1:st.rindex(")")]
+    return found
+
+
 def _pid_alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:

@@ -14,6 +14,8 @@ import socket
 import subprocess
 import time
 
+from .conftest import children_of
+
 BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", pathlib.Path(__file__).resolve()
                                   .parents[3] / "build" / "airlock")).parent
 RULES_POLICY = {"allow": {"rules.test": [{"transform": [{"headers": {"X-Test": "1"}}]}]}}
@@ -26,15 +28,9 @@ def gateway_exe_of_run(args, policy_file=None):
     try:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            for d in os.listdir("/proc"):
-                if not d.isdigit():
-                    continue
+            for pid in children_of(p.pid):
                 try:
-                    with open(f"/proc/{d}/stat") as f:
-                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                    if ppid != p.pid:
-                        continue
-                    exe = os.readlink(f"/proc/{d}/exe")
+                    exe = os.readlink(f"/proc/{pid}/exe")
                 except OSError:
                     continue
                 if "airlock-gateway" in exe:

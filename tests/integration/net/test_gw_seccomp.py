@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+from .conftest import children_of
+
 BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", pathlib.Path(__file__).resolve()
                                   .parents[3] / "build" / "airlock")).parent
 
@@ -37,21 +39,14 @@ def test_running_gateways_carry_the_filter():
         status = None
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            for d in os.listdir("/proc"):
-                if not d.isdigit():
+            for pid, comm in children_of(p.pid).items():
+                if comm != "airlock-gateway":
                     continue
                 try:
-                    with open(f"/proc/{d}/comm") as f:
-                        if f.read().strip() != "airlock-gateway":
-                            continue
-                    with open(f"/proc/{d}/stat") as f:
-                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-                    with open(f"/proc/{d}/status") as f:
-                        text = f.read()
+                    with open(f"/proc/{pid}/status") as f:
+                        status = f.read()
                 except OSError:
                     continue
-                if ppid == p.pid:
-                    status = text
             if status and "Seccomp:\t2" in status:
                 break
             time.sleep(0.05)
