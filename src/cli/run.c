@@ -353,7 +353,9 @@ static bool policy_without_rules(const char *doc)
 	return none;
 }
 
-/* The one policy document the flags describe (NULL: deny-all); -1 on a usage error. */
+/* The one policy document the flags describe (NULL: deny-all), and whether it surely has
+ * no per-request rules (flags cannot give any; a --policy file is looked at); -1 on a
+ * usage error. */
 static int build_policy(struct run_opts *o, char **out)
 {
 	bool lists = o->allow || o->allow_cidr || o->deny_cidr;
@@ -379,8 +381,10 @@ static int build_policy(struct run_opts *o, char **out)
 		fclose(f);
 		buf[n] = '\0';
 		*out = buf;
+		o->cfg.net_policy_no_rules = policy_without_rules(buf);
 		return 0;
 	}
+	o->cfg.net_policy_no_rules = true;
 	if (o->net_mode && !lists) {
 		*out = xasprintf("\"%s\"", o->net_mode);
 		return 0;
@@ -450,7 +454,6 @@ int cli_run(int argc, char **argv)
 	if (build_policy(&o, &policy_json) < 0)
 		return AL_EXIT_USAGE;
 	o.cfg.net_policy_json = policy_json;
-	o.cfg.net_policy_no_rules = policy_json && policy_without_rules(policy_json);
 	if (o.egress_log) {
 		egress_fd = open(o.egress_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 		if (egress_fd < 0)

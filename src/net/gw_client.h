@@ -26,7 +26,8 @@
 
 struct gw_client;
 
-/* Spawn; does not wait. */
+/* Spawn; does not wait. A policy surely without per-request rules
+ * (cfg->net_policy_no_rules) gets airlock-gateway-lite, when it is next to airlock. */
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
 		    struct gw_client **out, struct al_error **err);
 /* Wait until ready (once; later calls return 0). An invalid policy is EINVAL with the

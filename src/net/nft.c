@@ -265,14 +265,17 @@ static struct rb rule(const char *chain)
 	return b;
 }
 
+/* The header of the batch's next message (its payload follows, then mnl_nlmsg_batch_next). */
+static struct nlmsghdr *msg_hdr(struct tx *t, uint16_t type, uint16_t flags)
+{
+	return nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(t->batch), type, NFPROTO_INET,
+				     flags | NLM_F_CREATE | NLM_F_ACK, t->seq++);
+}
+
 static void put_rule(struct tx *t, struct rb *b)
 {
 	if (!b->oom) {
-		struct nlmsghdr *h = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(t->batch),
-							   NFT_MSG_NEWRULE, NFPROTO_INET,
-							   NLM_F_APPEND | NLM_F_CREATE | NLM_F_ACK,
-							   t->seq++);
-		nftnl_rule_nlmsg_build_payload(h, b->r);
+		nftnl_rule_nlmsg_build_payload(msg_hdr(t, NFT_MSG_NEWRULE, NLM_F_APPEND), b->r);
 		mnl_nlmsg_batch_next(t->batch);
 	}
 	t->oom |= b->oom;
@@ -284,7 +287,6 @@ static void put_chain(struct tx *t, const char *name, const char *type, uint32_t
 		      uint32_t policy)
 {
 	struct nftnl_chain *c = nftnl_chain_alloc();
-	struct nlmsghdr *h;
 
 	if (!c) {
 		t->oom = true;
@@ -296,9 +298,7 @@ static void put_chain(struct tx *t, const char *name, const char *type, uint32_t
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, hook);
 	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, policy);
-	h = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(t->batch), NFT_MSG_NEWCHAIN,
-				  NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK, t->seq++);
-	nftnl_chain_nlmsg_build_payload(h, c);
+	nftnl_chain_nlmsg_build_payload(msg_hdr(t, NFT_MSG_NEWCHAIN, 0), c);
 	mnl_nlmsg_batch_next(t->batch);
 	nftnl_chain_free(c);
 }
@@ -306,16 +306,13 @@ static void put_chain(struct tx *t, const char *name, const char *type, uint32_t
 static void put_table(struct tx *t)
 {
 	struct nftnl_table *tb = nftnl_table_alloc();
-	struct nlmsghdr *h;
 
 	if (!tb) {
 		t->oom = true;
 		return;
 	}
 	nftnl_table_set_str(tb, NFTNL_TABLE_NAME, TABLE);
-	h = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(t->batch), NFT_MSG_NEWTABLE,
-				  NFPROTO_INET, NLM_F_CREATE | NLM_F_ACK, t->seq++);
-	nftnl_table_nlmsg_build_payload(h, tb);
+	nftnl_table_nlmsg_build_payload(msg_hdr(t, NFT_MSG_NEWTABLE, 0), tb);
 	mnl_nlmsg_batch_next(t->batch);
 	nftnl_table_free(tb);
 }
