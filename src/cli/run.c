@@ -60,6 +60,8 @@ void cli_run_usage(FILE *out)
 	      "\n"
 	      "Inside: uid 1000 (user), cwd /workspace, HOME=/home/user, environment PATH, HOME,\n"
 	      "LANG (and TERM with -t) plus --env; nothing of the caller's environment.\n"
+	      "CMD is found and run as POSIX execvp does: through PATH unless it has a '/',\n"
+	      "and a file without a #! line runs under /bin/sh.\n"
 	      "\n"
 	      "exit codes:\n"
 	      "  N        CMD exited with N\n"
