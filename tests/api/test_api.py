@@ -87,7 +87,10 @@ def request(server, method, path, body=None, token=TOK_A, headers=None, raw=None
     if token:
         h["Authorization"] = "Bearer " + token
     data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-    conn.request(method, path, body=data, headers=h)
+    try:
+        conn.request(method, path, body=data, headers=h)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # an early answer to a request too big to read; read it below
     resp = conn.getresponse()
     payload = resp.read()
     conn.close()

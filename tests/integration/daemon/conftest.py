@@ -236,7 +236,12 @@ class Api:
         if body is not None:
             data = json.dumps(body).encode()
             hdrs.setdefault("Content-Type", "application/json")
-        conn.request(method, path, body=data, headers=hdrs)
+        try:
+            conn.request(method, path, body=data, headers=hdrs)
+        except (BrokenPipeError, ConnectionResetError):
+            # The server may answer (414, 413, ...) and close before it has read
+            # all of a request too big for it; the answer is still ours to read.
+            pass
         return conn, conn.getresponse()
 
     def request(self, method, path, body=None, raw=None, headers=None, timeout=None,
