@@ -49,21 +49,58 @@ struct spawn_report {
 };
 
 /*
- * The next sandbox's network namespace, made while the spawner waits for a create (its
- * creation is ~0.5-0.7 ms of a create's path here). Used by one sandbox only, never
- * entered before: loopback up and nothing else. If it cannot be made, the sandbox clones
- * its own as before; if the spawner could not come back to the host's namespace, it ends
- * (the daemon forks another): the agents' sockets must be made in the host's.
+ * What the next sandbox needs and no request changes, made while the spawner waits for a
+ * create (together ~1.2 ms of a create's path here), each used by one sandbox only and
+ * never entered before:
+ *  - its network namespace: loopback up and nothing else;
+ *  - its root (jail_rootfs_ahead), for the settings of the last create (the size of its
+ *    disk; only the host runtime and the default workdir): a create that asks for others
+ *    builds its own, and the next root is made for those.
+ * If one cannot be made, the sandbox makes its own as before; if the spawner could not
+ * come back to the host's namespaces, it ends (the daemon forks another): the agents'
+ * sockets must be made in the host's network namespace, and every host path lies in the
+ * host's mount namespace.
  */
-static void make_ahead(int *netns_fd)
+struct ahead {
+	int netns_fd;
+	int mntns_fd;
+	uint64_t disk_bytes; /* the settings mntns_fd was made for (or is to be) */
+};
+
+static void make_ahead(struct ahead *a)
 {
 	struct al_error *e = NULL;
 
-	if (*netns_fd >= 0)
-		return;
-	if (jail_netns_make(netns_fd, &e) == JAIL_NETNS_STRANDED)
+	if (a->netns_fd < 0 && jail_netns_make(&a->netns_fd, &e) == JAIL_NETNS_STRANDED)
 		_exit(1);
 	al_error_free(e);
+	e = NULL;
+	if (a->mntns_fd < 0) {
+		struct al_config cfg;
+		struct jail_ctx ctx = {.cfg = &cfg, .uid = JAIL_USER_UID};
+
+		al_config_init(&cfg);
+		cfg.workdir = "/workspace";
+		cfg.disk_bytes = a->disk_bytes;
+		if (jail_rootfs_ahead(&ctx, &a->mntns_fd, &e) == JAIL_NETNS_STRANDED)
+			_exit(1);
+		al_error_free(e);
+	}
+}
+
+/* The root made ahead fits this create? Else it stays for one that it fits, and the next
+ * one is made for these settings. */
+static bool ahead_fits(struct ahead *a, const struct al_config *cfg)
+{
+	uint64_t want = cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT;
+
+	if (!jail_rootfs_can_ahead(cfg))
+		return false;
+	if (a->mntns_fd >= 0 && want == a->disk_bytes)
+		return true;
+	al_closep(&a->mntns_fd);
+	a->disk_bytes = want;
+	return false;
 }
 
 /* The spawner process: serve requests until the daemon closes its end. */
@@ -72,13 +109,13 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 {
 	struct spawn_req q;
 	ssize_t n;
-	int netns_fd = -1;
+	struct ahead ahead = {.netns_fd = -1, .mntns_fd = -1, .disk_bytes = JAIL_DISK_DEFAULT};
 
 	/* No PR_SET_PDEATHSIG: it fires when the forking *thread* ends. The channel's EOF
 	 * (the daemon closed it, or died) is what ends the spawner. */
 	prctl(PR_SET_NAME, "airlockd-spawn");
 	signal(SIGPIPE, SIG_IGN);
-	make_ahead(&netns_fd);
+	make_ahead(&ahead);
 	while ((n = recv(fd, &q, sizeof(q), 0)) == (ssize_t)sizeof(q)) {
 		struct spawn_report rep = {0};
 		struct al_config cfg;
@@ -93,8 +130,8 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 			.cgroup_name = q.id,
 			.host_base = q.host_base,
 			.parent_is_ours = true,
-			.netns_ahead = netns_fd >= 0,
-			.netns_fd = netns_fd,
+			.netns_ahead = ahead.netns_fd >= 0,
+			.netns_fd = ahead.netns_fd,
 		};
 
 		q.id[sizeof(q.id) - 1] = q.image[sizeof(q.image) - 1] = '\0';
@@ -110,8 +147,13 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 		if (q.disk_bytes)
 			cfg.disk_bytes = q.disk_bytes;
 		snprintf(sock, sizeof(sock), "%s/%s.sock", sock_dir, q.id);
+		spec.mntns_ahead = ahead_fits(&ahead, &cfg);
+		spec.mntns_fd = ahead.mntns_fd;
 		r = jail_sandbox_spawn(&spec, &info, &e);
-		al_closep(&netns_fd); /* PID 1 joined it (or died): never given to another */
+		/* PID 1 joined them (or died): never given to another. */
+		al_closep(&ahead.netns_fd);
+		if (spec.mntns_ahead)
+			al_closep(&ahead.mntns_fd);
 		if (r < 0) {
 			rep.code = e ? e->code : EIO;
 			snprintf(rep.msg, sizeof(rep.msg), "%s", e && e->msg ? e->msg : "spawn");
@@ -122,7 +164,7 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 		al_error_free(e);
 		if (send(fd, &rep, sizeof(rep), MSG_NOSIGNAL) != (ssize_t)sizeof(rep))
 			break;
-		make_ahead(&netns_fd); /* while the daemon finishes this create */
+		make_ahead(&ahead); /* while the daemon finishes this create */
 		/* A failed set-up's PID 1 was our parent's child: nothing of it to reap here. */
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;

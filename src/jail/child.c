@@ -130,9 +130,18 @@ void jail_child_main(struct jail_ctx *ctx)
 	 *      show in the sandbox's /proc/net/unix); they cross into the sandbox as fds. */
 
 	/* C5. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
-	 *     of --file sources, pivot_root, old root detached. */
-	if (jail_rootfs_build(ctx, &err) < 0)
+	 *     of --file sources, pivot_root, old root detached. A daemon sandbox may join a
+	 *     root its spawner made ahead for exactly this configuration (never entered by any
+	 *     sandbox before: jail_rootfs_ahead), and only finish it: owner, /proc. */
+	if (ctx->mntns_ahead) {
+		int r = jail_rootfs_enter_ahead(ctx, ctx->mntns_fd, &err);
+
+		close(ctx->mntns_fd);
+		if (r < 0)
+			jail_child_fail(ctx->sync_fd, err);
+	} else if (jail_rootfs_build(ctx, &err) < 0) {
 		jail_child_fail(ctx->sync_fd, err);
+	}
 
 	/* C6. Leave host privilege for good: a new user namespace, whose id maps the
 	 *     parent writes (we cannot map a range ourselves). */

@@ -15,6 +15,7 @@
 #define JAIL_UID_RANGE 65536u
 #define JAIL_USER_UID 1000u
 #define JAIL_HOME "/home/user"
+#define JAIL_DISK_DEFAULT (1ULL << 30) /* the root tmpfs without --disk */
 
 struct jail_cgroup;
 
@@ -33,6 +34,8 @@ struct jail_ctx {
 	bool clone_parent;    /* PID 1 is our parent's child, not ours (CLONE_PARENT) */
 	bool netns_ahead;     /* join netns_fd, a fresh namespace made ahead (jail_netns_make), */
 	int netns_fd;         /* instead of cloning a new one */
+	bool mntns_ahead;     /* join mntns_fd, a root made ahead (jail_rootfs_ahead), instead */
+	int mntns_fd;         /* of cloning a mount namespace and building the root */
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */
@@ -78,6 +81,19 @@ int jail_wait_link(struct jail_ctx *ctx, struct al_error **err);
 
 /* rootfs.c: build the sandbox's root under a fresh tmpfs and pivot into it. */
 int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err);
+/* rootfs.c: whether a root for cfg can be made ahead: the host runtime, the default
+ * workdir, no --file copies. */
+bool jail_rootfs_can_ahead(const struct al_config *cfg);
+/* rootfs.c, in a long-lived single-threaded parent (the daemon's spawner): a new mount
+ * namespace holding the root jail_rootfs_build would make for ctx, already pivoted into,
+ * but without /proc (it belongs to the sandbox's pid namespace) and with the writable
+ * places still owned by host root (the owner is known per sandbox). The caller is back in
+ * its own namespace on return: 0 and *out, or -1 (nothing made); JAIL_NETNS_STRANDED: it
+ * could not go back, and the process must end. Each one is for one sandbox only. */
+int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **err);
+/* rootfs.c, in the child instead of jail_rootfs_build: join that namespace, give the
+ * writable places to the sandbox user, mount /proc, chdir to /workspace. */
+int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error **err);
 
 /* copy.c: create the absolute sandbox path dir (and parents) under root_fd without ever
  * following a symlink; the last component is owned by owner. Returns an O_PATH dir fd. */

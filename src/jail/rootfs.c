@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -258,35 +259,46 @@ static int build_dev(int root_fd, struct al_error **err)
 	return 0;
 }
 
-static int build_proc(int root_fd, struct al_error **err)
+/* /proc for the sandbox's pid namespace; top is where the new root is now (STAGE before
+ * pivot_root, "" after). */
+static int build_proc(int root_fd, const char *top, struct al_error **err)
 {
 	/* Kernel state no sandbox needs: hidden behind /dev/null even though uid checks
 	 * already refuse most of it (defence in depth). */
 	static const char *const masked[] = {"kcore", "keys", "timer_list", "sysrq-trigger",
 					     "kallsyms", "config.gz", "sched_debug"};
-	char path[64];
+	char path[64], null[64];
 	size_t i;
 
 	if (mkdirat(root_fd, "proc", 0555) < 0)
 		return al_error_set(err, errno, "mkdir '/proc'");
 	/* We are PID 1 of the sandbox's pid namespace: this proc shows only its processes. */
-	if (mount("proc", STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-		return mount_err(err, "proc", STAGE "/proc");
+	snprintf(path, sizeof(path), "%s/proc", top);
+	if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return mount_err(err, "proc", path);
+	snprintf(null, sizeof(null), "%s/dev/null", top);
 	for (i = 0; i < ARRAY_SIZE(masked); i++) {
-		snprintf(path, sizeof(path), STAGE "/proc/%s", masked[i]);
-		if (mount(STAGE "/dev/null", path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+		snprintf(path, sizeof(path), "%s/proc/%s", top, masked[i]);
+		if (mount(null, path, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
 			return mount_err(err, "/dev/null", path);
 	}
-	return bind_ro(STAGE "/proc/sys", STAGE "/proc/sys", err);
+	snprintf(path, sizeof(path), "%s/proc/sys", top);
+	return bind_ro(path, path, err);
 }
 
-static int build_writable(int root_fd, const struct jail_ctx *ctx, struct al_error **err)
+static int build_writable(int root_fd, struct al_error **err)
 {
-	uid_t owner = ctx->host_base + ctx->uid;
-
 	if (mkdirat(root_fd, "tmp", 01777) < 0 || mkdirat(root_fd, "workspace", 0755) < 0 ||
 	    mkdirat(root_fd, "home", 0755) < 0 || mkdirat(root_fd, "home/user", 0755) < 0)
 		return al_error_set(err, errno, "mkdir writable directories");
+	return 0;
+}
+
+/* The sandbox user's own places, owned by it (host_base + uid: known only per sandbox). */
+static int chown_writable(int root_fd, const struct jail_ctx *ctx, struct al_error **err)
+{
+	uid_t owner = ctx->host_base + ctx->uid;
+
 	if (fchownat(root_fd, "workspace", owner, owner, AT_SYMLINK_NOFOLLOW) < 0 ||
 	    fchownat(root_fd, "home/user", owner, owner, AT_SYMLINK_NOFOLLOW) < 0)
 		return al_error_set(err, errno, "chown writable directories");
@@ -343,15 +355,121 @@ static int enter_root(const char *workdir, struct al_error **err)
 	return 0;
 }
 
+/* The staging tmpfs at STAGE with everything that depends neither on the sandbox's pid
+ * namespace nor on its owner: the runtime (or the image), /etc, the CA's place, the
+ * writable directories, /dev. */
+static int build_stage(const struct jail_ctx *ctx, int image_fd, int *root_fd,
+		       struct al_error **err)
+{
+	const struct al_config *cfg = ctx->cfg;
+	uint64_t disk = cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT;
+	uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
+	char opts[128];
+	int r;
+
+	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755",
+		 (unsigned long long)disk, (unsigned long long)inodes);
+	if (mount("airlock", STAGE, "tmpfs", MS_NOSUID, opts) < 0)
+		return mount_err(err, "tmpfs", STAGE);
+	if ((*root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return al_error_set(err, errno, "open '%s'", STAGE);
+	r = cfg->image ? build_image(*root_fd, image_fd, cfg->image, err)
+		       : build_host_runtime(*root_fd, cfg->hostname ? cfg->hostname : "sandbox",
+					    ctx->net_link, err);
+	if (r == 0)
+		r = build_ca(*root_fd, cfg->image != NULL, ctx->ca_pem, err);
+	if (r == 0)
+		r = build_writable(*root_fd, err);
+	if (r == 0)
+		r = build_dev(*root_fd, err);
+	return r;
+}
+
+bool jail_rootfs_can_ahead(const struct al_config *cfg)
+{
+	return !cfg->image && cfg->n_files == 0 &&
+	       (!cfg->workdir || strcmp(cfg->workdir, "/workspace") == 0);
+}
+
+/* Undo an unshare(CLONE_NEWNS): back to the namespace `home`, the cwd `cwd`. */
+static int go_home(int home, int cwd, mode_t old_umask, struct al_error **err)
+{
+	umask(old_umask);
+	if (setns(home, CLONE_NEWNS) < 0) {
+		al_error_set(err, errno, "setns back from a new mount namespace");
+		return JAIL_NETNS_STRANDED;
+	}
+	if (cwd >= 0 && fchdir(cwd) < 0) {
+		al_error_set(err, errno, "fchdir back from a new mount namespace");
+		return JAIL_NETNS_STRANDED;
+	}
+	return 0;
+}
+
+int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **err)
+{
+	_cleanup_close_ int home = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	_cleanup_close_ int root_fd = -1;
+	mode_t old_umask;
+	int fd = -1, r = 0, back;
+
+	*out = -1;
+	if (!jail_rootfs_can_ahead(ctx->cfg))
+		return al_error_set(err, EINVAL, "this root cannot be made ahead");
+	if (home < 0)
+		return al_error_set(err, errno, "open this thread's mount namespace");
+	if (unshare(CLONE_NEWNS) < 0)
+		return al_error_set(err, errno, "unshare(CLONE_NEWNS)");
+	old_umask = umask(0);
+	/* Opened now: once the host's root is detached there is no /proc to open it from. */
+	fd = open("/proc/thread-self/ns/mnt", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		r = al_error_set(err, errno, "open the new mount namespace");
+	if (r == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		r = mount_err(err, "(make-rprivate)", "/");
+	if (r == 0)
+		r = build_stage(ctx, -1, &root_fd, err);
+	if (r == 0)
+		r = enter_root("/", err);
+	back = go_home(home, cwd, old_umask, r < 0 ? NULL : err);
+	if (r < 0 || back < 0) {
+		if (fd >= 0)
+			close(fd);
+		return back < 0 ? back : al_error_wrap(err, "making a sandbox root ahead");
+	}
+	*out = fd;
+	return 0;
+}
+
+int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error **err)
+{
+	_cleanup_close_ int root_fd = -1;
+	int r = 0;
+
+	/* Our root and cwd become that namespace's root: the sandbox's, already pivoted. */
+	if (setns(mntns_fd, CLONE_NEWNS) < 0)
+		return al_error_set(err, errno, "setns to the sandbox root made ahead");
+	umask(0);
+	root_fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (root_fd < 0)
+		r = al_error_set(err, errno, "open the sandbox root");
+	if (r == 0)
+		r = chown_writable(root_fd, ctx, err);
+	if (r == 0)
+		r = build_proc(root_fd, "", err);
+	if (r == 0 && chdir("/workspace") < 0)
+		r = al_error_set(err, errno, "chdir '/workspace'");
+	umask(022);
+	return r < 0 ? al_error_wrap(err, "finishing the sandbox filesystem") : 0;
+}
+
 int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 {
 	const struct al_config *cfg = ctx->cfg;
 	const char *workdir = cfg->workdir ? cfg->workdir : "/workspace";
 	int src_fds[MAX_FILES];
 	_cleanup_close_ int image_fd = -1, root_fd = -1, wd_fd = -1;
-	uint64_t disk = cfg->disk_bytes ? cfg->disk_bytes : (1ULL << 30);
-	uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
-	char opts[128];
 	size_t i;
 	int r;
 
@@ -367,23 +485,10 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	for (i = 0; i < MAX_FILES; i++)
 		src_fds[i] = -1;
 	r = open_sources(cfg, src_fds, err);
-
-	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755",
-		 (unsigned long long)disk, (unsigned long long)inodes);
-	if (r == 0 && mount("airlock", STAGE, "tmpfs", MS_NOSUID, opts) < 0)
-		r = mount_err(err, "tmpfs", STAGE);
-	if (r == 0 && (root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		r = al_error_set(err, errno, "open '%s'", STAGE);
 	if (r == 0)
-		r = cfg->image ? build_image(root_fd, image_fd, cfg->image, err)
-			       : build_host_runtime(root_fd, cfg->hostname ? cfg->hostname : "sandbox",
-						    ctx->net_link, err);
+		r = build_stage(ctx, image_fd, &root_fd, err);
 	if (r == 0)
-		r = build_ca(root_fd, cfg->image != NULL, ctx->ca_pem, err);
-	if (r == 0)
-		r = build_writable(root_fd, ctx, err);
-	if (r == 0)
-		r = build_dev(root_fd, err);
+		r = chown_writable(root_fd, ctx, err);
 	if (r == 0 && strcmp(workdir, "/workspace") != 0) {
 		wd_fd = jail_mkdir_p(root_fd, workdir, ctx->host_base + ctx->uid, err);
 		r = wd_fd < 0 ? -1 : 0;
@@ -394,7 +499,7 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 		if (src_fds[i] >= 0)
 			close(src_fds[i]);
 	if (r == 0)
-		r = build_proc(root_fd, err);
+		r = build_proc(root_fd, STAGE, err);
 	if (r == 0)
 		r = enter_root(workdir, err);
 	umask(022);

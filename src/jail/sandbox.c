@@ -100,6 +100,8 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 		.clone_parent = spec->parent_is_ours,
 		.netns_ahead = spec->netns_ahead,
 		.netns_fd = spec->netns_fd,
+		.mntns_ahead = spec->mntns_ahead && jail_rootfs_can_ahead(spec->cfg),
+		.mntns_fd = spec->mntns_fd,
 	};
 	struct jail_cgroup *cg = NULL;
 	int sync[2] = {-1, -1}, pidfd = -1, r;

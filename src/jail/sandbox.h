@@ -17,6 +17,8 @@ struct jail_sandbox_spec {
 	bool parent_is_ours;         /* PID 1 becomes a child of our parent (CLONE_PARENT) */
 	bool netns_ahead;            /* PID 1 joins netns_fd (jail_netns_make; still ours to */
 	int netns_fd;                /* close) instead of a network namespace of its own */
+	bool mntns_ahead;            /* PID 1 joins mntns_fd, a root made ahead for this cfg */
+	int mntns_fd;                /* (jail_rootfs_ahead; still ours to close) */
 };
 
 struct jail_sandbox_info {

@@ -24,6 +24,8 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 
 	if (ctx->netns_ahead) /* the child joins it (child.c, C4) */
 		args.flags &= ~(uint64_t)CLONE_NEWNET;
+	if (ctx->mntns_ahead) /* the child joins it (child.c, C5) */
+		args.flags &= ~(uint64_t)CLONE_NEWNS;
 	if (ctx->clone_parent) { /* clone3 wants no exit signal then: reap with __WALL */
 		args.flags |= CLONE_PARENT;
 		args.exit_signal = 0;
