@@ -167,9 +167,10 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	if (cfg->upstream_dns)
 		argv[a++] = "--upstream-dns", argv[a++] = cfg->upstream_dns;
 	/* The CA (made only if the policy has per-request rules): constrained to the policy's
-	 * domains (a one-shot policy never changes), its key in the gateway's memory only. */
+	 * domains (a one-shot policy never changes), its key in the gateway's memory only. A
+	 * policy known to have no rules needs no place for it. */
 	snprintf(c->ca_dir, sizeof(c->ca_dir), "/tmp/airlock-ca-XXXXXX");
-	if (mkdtemp(c->ca_dir)) {
+	if (!cfg->net_policy_no_rules && mkdtemp(c->ca_dir)) {
 		argv[a++] = "--ca-dir", argv[a++] = c->ca_dir;
 		argv[a++] = "--ca-constrain", argv[a++] = "1";
 		argv[a++] = "--ca-ephemeral", argv[a++] = "1";
