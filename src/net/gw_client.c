@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "common/syscalls.h"
 #include "common/xalloc.h"
+#include "jail/jail.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -128,6 +129,36 @@ static char *sibling(const char *name)
 	return xasprintf("%s/%s", self, name);
 }
 
+struct exec_args {
+	const char *path;
+	const char **argv;
+	int ctl, log_fd;
+};
+
+/* In the vfork child: fd 3 the control channel, fd 4 the egress log, nothing else; exec.
+ * It shares our memory until then: only system calls whose effects are its own (fds,
+ * its signal dispositions, raw, so that no libc state in our memory changes). */
+static int exec_gateway(void *arg)
+{
+	static const struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} dfl = {SIG_DFL, 0, NULL, 0};
+	struct exec_args *x = arg;
+	/* Move both out of the way first: either may already sit on 3 or 4. */
+	int ctl = fcntl(x->ctl, F_DUPFD, 10), log = x->log_fd >= 0 ? fcntl(x->log_fd, F_DUPFD, 10) : -1;
+
+	if (ctl < 0 || dup2(ctl, 3) < 0 || (x->log_fd >= 0 && (log < 0 || dup2(log, 4) < 0)))
+		_exit(127);
+	sys_close_range(x->log_fd >= 0 ? 5 : 4, ~0U, 0);
+	syscall(SYS_rt_sigaction, SIGPIPE, &dfl, NULL, sizeof(dfl.mask));
+	execv(x->path, (char *const *)x->argv);
+	dprintf(3, "E%d cannot run %s: %s\n", errno, x->path, strerror(errno));
+	_exit(127);
+}
+
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
 		    struct gw_client **out, struct al_error **err)
 {
@@ -180,25 +211,14 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	if (cfg->upstream_ca)
 		argv[a++] = "--upstream-ca", argv[a++] = cfg->upstream_ca;
 	argv[a] = NULL;
-	c->pid = fork();
-	if (c->pid == 0) {
-		/* fd 3: the control channel; fd 4: the egress log. Nothing else. Move both out
-		 * of the way first: either may already sit on 3 or 4. */
-		int ctl = fcntl(sp[1], F_DUPFD, 10), log = log_fd >= 0 ? fcntl(log_fd, F_DUPFD, 10) : -1;
-
-		if (ctl < 0 || dup2(ctl, 3) < 0 || (log_fd >= 0 && (log < 0 || dup2(log, 4) < 0)))
-			_exit(127);
-		sys_close_range(log_fd >= 0 ? 5 : 4, ~0U, 0);
-		signal(SIGPIPE, SIG_DFL);
-		execv(path, (char *const *)argv);
-		dprintf(3, "E%d cannot run %s: %s\n", errno, path, strerror(errno));
-		_exit(127);
-	}
+	/* vfork-style: no copy of our address space to make and tear down again. The child
+	 * only moves fds and execs; we are suspended until it has. */
+	c->pid = jail_clone_vfork(exec_gateway, &(struct exec_args){path, argv, sp[1], log_fd});
 	close(sp[1]);
 	c->ctl = sp[0];
 	if (c->pid < 0) {
 		free(path);
-		return al_error_set(err, errno, "fork the network gateway");
+		return al_error_set(err, errno, "start the network gateway");
 	}
 	free(path);
 	return 0;
