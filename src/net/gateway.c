@@ -12,11 +12,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -369,6 +371,28 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	return r < 0 ? al_error_wrap(err, "network gateway") : 0;
 }
 
+/*
+ * gw0 was brought up before its peer, so without a carrier: the kernel attaches its real
+ * queueing discipline only when its linkwatch work runs, and until then every packet gw0
+ * sends (a SYN-ACK, a DNS answer) is dropped, costing the sandbox a 1 s SYN retry or a
+ * 5 s DNS one. eth0, up second, got its discipline at once. Wait (briefly) until gw0 is
+ * running before the sandbox may start; a socket of the gateway's namespace asks.
+ */
+static void wait_link_running(const struct net_gateway *g)
+{
+	struct ifreq ifr;
+
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", NET_GW_LINK);
+	for (int i = 0; i < 20000; i++) { /* at most ~1 s */
+		struct timespec ts = {0, 50000};
+
+		if (ioctl(g->fd_udp, SIOCGIFFLAGS, &ifr) < 0 || (ifr.ifr_flags & IFF_RUNNING))
+			break;
+		nanosleep(&ts, NULL);
+	}
+}
+
 int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err)
 {
 	_cleanup_close_ int host_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -403,6 +427,8 @@ int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err)
 	}
 	if (setns(host_ns, CLONE_NEWNET) < 0 && r == 0)
 		r = al_error_set(err, errno, "setns back to the host netns");
+	if (r == 0)
+		wait_link_running(g);
 	return r;
 }
 
