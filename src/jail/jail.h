@@ -155,6 +155,8 @@ int jail_netns_make(int *out, struct al_error **err);
 
 /* cgroup.c: limits. v2 where the host has it, v1 otherwise. */
 struct jail_cgroup;
+/* Remove what one-shot runs killed before their clean-up left (run-<pid>-*, pid gone). */
+void jail_cgroup_sweep(void);
 int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jail_cgroup **out,
 		       struct al_error **err);
 /* A directory fd for CLONE_INTO_CGROUP (v2), or -1 (v1: attach after clone). */
