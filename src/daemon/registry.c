@@ -51,9 +51,12 @@ struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
 	return NULL;
 }
 
+/* Newest first: the agent's frames and most calls are about the latest commands, and a
+ * sandbox that ran 1,000 commands made a front-to-back search cost ~5% of the daemon's
+ * CPU per round trip. */
 struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id)
 {
-	for (size_t i = 0; i < s->n_cmds; i++)
+	for (size_t i = s->n_cmds; i-- > 0;)
 		if (strcmp(s->cmds[i]->id, id) == 0)
 			return s->cmds[i];
 	return NULL;
