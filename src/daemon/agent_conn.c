@@ -329,12 +329,16 @@ bad:
 		pid_t pid = s->pid;
 		uint64_t start = s->start_time;
 		char id[DM_ID_LEN + 1];
+		bool same, left;
 
 		strcpy(id, s->id);
 		pthread_mutex_unlock(&d->mu);
-		if (jail_proc_start_time(pid, &st) == 0 && st == start)
-			jail_sandbox_kill(pid, start, id);
+		/* PID 1 may be gone already (the agent killed, say by the OOM killer): its
+		 * cgroup must go all the same. */
+		same = jail_proc_start_time(pid, &st) == 0 && st == start;
+		left = jail_sandbox_kill(same ? pid : 0, start, id) < 0;
 		pthread_mutex_lock(&d->mu);
+		s->cgroup_left |= left;
 		dm_sbx_ended(d, s, "failed");
 	}
 	s->gen++;

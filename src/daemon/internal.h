@@ -79,6 +79,7 @@ struct dm_sbx {
 	pthread_mutex_t send_mu;
 	pthread_t reader;
 	bool reader_running;
+	bool cgroup_left;        /* ended, but its cgroup is not removed yet (timer retries) */
 	uint32_t next_req;
 	struct dm_pending pending[16];
 	int64_t out_debt_ns;     /* reader only: store time its output still owes as a pause */

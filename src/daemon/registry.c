@@ -199,7 +199,8 @@ static uid_t alloc_host_base(struct daemon *d)
 		bool used = false;
 
 		for (size_t i = 0; i < d->n_sbxs && !used; i++)
-			used = d->sbxs[i]->host_base == base && d->sbxs[i]->stopped_ms == 0;
+			used = d->sbxs[i]->host_base == base &&
+			       (d->sbxs[i]->stopped_ms == 0 || d->sbxs[i]->cgroup_left);
 		for (size_t i = 0; i < d->n_reserved && !used; i++)
 			used = d->reserved[i] == base;
 		if (!used && d->n_reserved < ARRAY_SIZE(d->reserved)) {
@@ -495,6 +496,7 @@ static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final
 	pid_t pid = s->pid;
 	uint64_t st = s->start_time;
 	char id[DM_ID_LEN + 1], sock[4096];
+	bool left;
 
 	if (strcmp(s->status, "running") != 0)
 		return 0;
@@ -503,9 +505,10 @@ static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final
 	strcpy(id, s->id);
 	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, id);
 	pthread_mutex_unlock(&d->mu);
-	jail_sandbox_kill(pid, st, id);
+	left = jail_sandbox_kill(pid, st, id) < 0;
 	unlink(sock);
 	pthread_mutex_lock(&d->mu);
+	s->cgroup_left |= left;
 	dm_sbx_ended(d, s, final);
 	return 0;
 }
@@ -645,6 +648,35 @@ static void kill_cmd(struct dm_sbx *s, const char *cmd_id, int sig)
 	dm_agent_send(s, &b);
 }
 
+/*
+ * Cgroups of ended sandboxes that could not be removed when they ended (d->mu held; it is
+ * dropped around the attempts). One try each, no waiting; their uid ranges stay reserved
+ * until they are gone (alloc_host_base).
+ */
+static void reclaim_cgroups(struct daemon *d)
+{
+	char (*ids)[DM_ID_LEN + 1] = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		if (d->sbxs[i]->cgroup_left) {
+			ids = xrealloc(ids, (n + 1) * sizeof(*ids));
+			strcpy(ids[n++], d->sbxs[i]->id);
+		}
+	if (!n)
+		return;
+	pthread_mutex_unlock(&d->mu);
+	for (size_t k = 0; k < n; k++)
+		if (jail_sandbox_reclaim(ids[k]) < 0)
+			ids[k][0] = '\0';
+	pthread_mutex_lock(&d->mu);
+	for (size_t k = 0; k < n; k++)
+		for (size_t i = 0; ids[k][0] && i < d->n_sbxs; i++)
+			if (strcmp(d->sbxs[i]->id, ids[k]) == 0)
+				d->sbxs[i]->cgroup_left = false;
+	free(ids);
+}
+
 /* Sandboxes past their expiry are stopped; commands past their timeout are killed. */
 static void *timer_main(void *arg)
 {
@@ -681,6 +713,7 @@ static void *timer_main(void *arg)
 				pthread_mutex_lock(&d->mu);
 			}
 		}
+		reclaim_cgroups(d);
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 100 * 1000000;
 		if (ts.tv_nsec >= 1000000000)
@@ -856,6 +889,19 @@ void daemon_close(struct daemon *d)
 	for (size_t i = 0; i < d->n_sbxs; i++)
 		if (dm_sbx_pooled(d->sbxs[i]))
 			stop_locked_sbx(d, d->sbxs[i], "stopped");
+	/* What the timer had still to remove: a last try of up to 5 s, not to leave it. */
+	for (int t = 0; t < 100; t++) {
+		bool any = false;
+
+		reclaim_cgroups(d);
+		for (size_t i = 0; i < d->n_sbxs && !any; i++)
+			any = d->sbxs[i]->cgroup_left;
+		if (!any)
+			break;
+		pthread_mutex_unlock(&d->mu);
+		usleep(50000);
+		pthread_mutex_lock(&d->mu);
+	}
 	pthread_mutex_unlock(&d->mu);
 	/* Sandboxes keep running; their readers are detached threads that die with us. */
 	if (d->store)

@@ -345,23 +345,37 @@ void jail_cgroup_kill(struct jail_cgroup *cg)
 		write_at(cg->dir[0], "cgroup.kill", "1", NULL);
 }
 
-void jail_cgroup_destroy(struct jail_cgroup *cg)
+/* rmdir each directory, retrying while busy `tries` times 0.5 ms apart; -1 if one is left. */
+static int destroy(struct jail_cgroup *cg, int tries)
 {
-	int i, tries;
+	int i, n, r = 0;
 
 	if (!cg)
-		return;
+		return 0;
 	for (i = 0; i < V1_N; i++) {
 		if (!cg->dir[i])
 			continue;
 		/* The last tasks may still be on their way out: retry briefly. */
-		for (tries = 0; rmdir(cg->dir[i]) < 0 && errno == EBUSY && tries < 2000; tries++) {
+		for (n = 0; rmdir(cg->dir[i]) < 0 && errno == EBUSY && n < tries; n++) {
 			struct timespec ts = {0, 500000};
 			nanosleep(&ts, NULL);
 		}
+		if (access(cg->dir[i], F_OK) == 0)
+			r = -1;
 		free(cg->dir[i]);
 	}
 	if (cg->v2_fd >= 0)
 		close(cg->v2_fd);
 	free(cg);
+	return r;
+}
+
+int jail_cgroup_destroy(struct jail_cgroup *cg)
+{
+	return destroy(cg, 2000);
+}
+
+int jail_cgroup_destroy_now(struct jail_cgroup *cg)
+{
+	return destroy(cg, 0);
 }

@@ -171,7 +171,10 @@ int jail_cgroup_set_limits(const char *name, const struct al_config *cfg, struct
 /* Frees the handle, leaving the cgroup in place. */
 void jail_cgroup_forget(struct jail_cgroup *cg);
 /* Removes the cgroup (after its processes are gone) and frees cg. */
-void jail_cgroup_destroy(struct jail_cgroup *cg);
+/* Remove it (and free cg), waiting up to 1 s for its last tasks to leave; -1 if some
+ * directory is still there. _now: one attempt, no wait. */
+int jail_cgroup_destroy(struct jail_cgroup *cg);
+int jail_cgroup_destroy_now(struct jail_cgroup *cg);
 
 /* msg.c: the parent <-> child sync protocol (SOCK_SEQPACKET, one message per packet). */
 enum jail_msg_type {

@@ -165,8 +165,15 @@ int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name)
 	if (pidfd >= 0)
 		close(pidfd);
 	jail_cgroup_kill(cg);
-	jail_cgroup_destroy(cg);
-	return 0;
+	return jail_cgroup_destroy(cg);
+}
+
+int jail_sandbox_reclaim(const char *cgroup_name)
+{
+	struct jail_cgroup *cg = jail_cgroup_open(cgroup_name);
+
+	jail_cgroup_kill(cg);
+	return jail_cgroup_destroy_now(cg);
 }
 
 void jail_sandbox_stats(const char *cgroup_name, uint64_t *peak, uint64_t *oom_kills)

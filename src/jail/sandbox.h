@@ -32,8 +32,12 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 int jail_proc_start_time(pid_t pid, uint64_t *out);
 
 /* Stop a sandbox: SIGKILL to PID 1 (after checking it is still the same process) takes the
- * whole pid namespace; then remove its cgroup. Safe to call for one already gone. */
+ * whole pid namespace; then remove its cgroup. Safe to call for one already gone. -1 if
+ * the cgroup is still there after ~1 s (its last tasks are slow to go: a sandbox killed
+ * in the middle of an out-of-memory storm); jail_sandbox_reclaim tries again. */
 int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name);
+/* One more attempt, without waiting, at removing what jail_sandbox_kill left: 0 once gone. */
+int jail_sandbox_reclaim(const char *cgroup_name);
 /* Set the memory, pids and CPU limits of a live sandbox (a warm one being handed out). */
 int jail_sandbox_set_limits(const char *cgroup_name, const struct al_config *cfg,
 			    struct al_error **err);
