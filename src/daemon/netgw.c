@@ -10,7 +10,7 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
-#include "jail/jail.h"
+#include "net/gw_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -158,29 +158,6 @@ void *dm_netwatch_main(void *arg)
 	return NULL;
 }
 
-struct exec_args {
-	const char *bin;
-	const char **argv;
-	int ctl;
-};
-
-/* The vfork child: it shares the daemon's memory until it execs, so only system calls
- * whose effects are its own (fds). */
-static int exec_gateway(void *arg)
-{
-	static const char msg[] = "E2 cannot execute airlock-gateway (it belongs next to "
-				  "airlock-agent)\n";
-	struct exec_args *x = arg;
-	int w = fcntl(x->ctl, F_DUPFD, 10);
-
-	if (w < 0 || dup2(w, 3) < 0)
-		_exit(127);
-	sys_close_range(4, ~0U, 0);
-	execv(x->bin, (char *const *)x->argv);
-	(void)!write(3, msg, sizeof(msg) - 1);
-	_exit(127);
-}
-
 /*
  * Start a sandbox's gateway, its control channel (a socketpair) as fd 3. With a
  * pid it attaches to that sandbox at once (--attach-pid); with 0 it gets ready and then
@@ -223,8 +200,7 @@ static int launch_gateway(struct daemon *d, const char *id, pid_t pid, const cha
 		argv[a++] = "--upstream-ca", argv[a++] = d->opts.upstream_ca;
 	argv[a] = NULL;
 	r = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp);
-	/* vfork-style: a fork would copy the whole daemon (threads' stacks, every mapping). */
-	child = r < 0 ? -1 : jail_clone_vfork(exec_gateway, &(struct exec_args){bin, argv, sp[1]});
+	child = r < 0 ? -1 : gw_exec(bin, argv, sp[1], -1, "(it belongs next to airlock-agent)");
 	if (sp[1] >= 0)
 		close(sp[1]);
 	r = child < 0 ? al_error_set(err, errno, "start the network gateway") : 0;

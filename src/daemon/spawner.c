@@ -71,7 +71,7 @@ static void make_ahead(struct ahead *a)
 {
 	struct al_error *e = NULL;
 
-	if (a->netns_fd < 0 && jail_netns_make(&a->netns_fd, &e) == JAIL_NETNS_STRANDED)
+	if (a->netns_fd < 0 && jail_netns_make(&a->netns_fd, &e) == JAIL_NS_STRANDED)
 		_exit(1);
 	al_error_free(e);
 	e = NULL;
@@ -82,7 +82,7 @@ static void make_ahead(struct ahead *a)
 		al_config_init(&cfg);
 		cfg.workdir = "/workspace";
 		cfg.disk_bytes = a->disk_bytes;
-		if (jail_rootfs_ahead(&ctx, &a->mntns_fd, &e) == JAIL_NETNS_STRANDED)
+		if (jail_rootfs_ahead(&ctx, &a->mntns_fd, &e) == JAIL_NS_STRANDED)
 			_exit(1);
 		al_error_free(e);
 	}

@@ -348,7 +348,7 @@ void jail_cgroup_kill(struct jail_cgroup *cg)
 /* rmdir each directory, retrying while busy `tries` times 0.5 ms apart; -1 if one is left. */
 static int destroy(struct jail_cgroup *cg, int tries)
 {
-	int i, n, r = 0;
+	int i, n, rc, r = 0;
 
 	if (!cg)
 		return 0;
@@ -356,11 +356,11 @@ static int destroy(struct jail_cgroup *cg, int tries)
 		if (!cg->dir[i])
 			continue;
 		/* The last tasks may still be on their way out: retry briefly. */
-		for (n = 0; rmdir(cg->dir[i]) < 0 && errno == EBUSY && n < tries; n++) {
+		for (n = 0; (rc = rmdir(cg->dir[i])) < 0 && errno == EBUSY && n < tries; n++) {
 			struct timespec ts = {0, 500000};
 			nanosleep(&ts, NULL);
 		}
-		if (access(cg->dir[i], F_OK) == 0)
+		if (rc < 0 && errno != ENOENT)
 			r = -1;
 		free(cg->dir[i]);
 	}

@@ -88,7 +88,7 @@ bool jail_rootfs_can_ahead(const struct al_config *cfg);
  * namespace holding the root jail_rootfs_build would make for ctx, already pivoted into,
  * but without /proc (it belongs to the sandbox's pid namespace) and with the writable
  * places still owned by host root (the owner is known per sandbox). The caller is back in
- * its own namespace on return: 0 and *out, or -1 (nothing made); JAIL_NETNS_STRANDED: it
+ * its own namespace on return: 0 and *out, or -1 (nothing made); JAIL_NS_STRANDED: it
  * could not go back, and the process must end. Each one is for one sandbox only. */
 int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **err);
 /* rootfs.c, in the child instead of jail_rootfs_build: join that namespace, give the
@@ -148,9 +148,9 @@ int jail_seccomp_install(struct al_error **err);
 int jail_loopback_up(struct al_error **err);
 /* A fresh network namespace, its loopback up, for a sandbox to join later (the daemon's
  * spawner makes the next one while it waits for a create). The calling thread is back in
- * its own namespace on return: 0, or -1 (nothing made). JAIL_NETNS_STRANDED: it could not
+ * its own namespace on return: 0, or -1 (nothing made). JAIL_NS_STRANDED: it could not
  * go back, and the process must end (what it opens next would be inside the new one). */
-#define JAIL_NETNS_STRANDED (-2)
+#define JAIL_NS_STRANDED (-2)
 int jail_netns_make(int *out, struct al_error **err);
 
 /* cgroup.c: limits. v2 where the host has it, v1 otherwise. */

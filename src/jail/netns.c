@@ -49,7 +49,7 @@ int jail_netns_make(int *out, struct al_error **err)
 		if (fd >= 0)
 			close(fd);
 		al_error_set(err, errno, "setns back from a new network namespace");
-		return JAIL_NETNS_STRANDED;
+		return JAIL_NS_STRANDED;
 	}
 	if (r < 0) {
 		close(fd);

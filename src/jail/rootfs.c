@@ -391,11 +391,11 @@ static int go_home(int home, int cwd, mode_t old_umask, struct al_error **err)
 	umask(old_umask);
 	if (setns(home, CLONE_NEWNS) < 0) {
 		al_error_set(err, errno, "setns back from a new mount namespace");
-		return JAIL_NETNS_STRANDED;
+		return JAIL_NS_STRANDED;
 	}
 	if (cwd >= 0 && fchdir(cwd) < 0) {
 		al_error_set(err, errno, "fchdir back from a new mount namespace");
-		return JAIL_NETNS_STRANDED;
+		return JAIL_NS_STRANDED;
 	}
 	return 0;
 }

@@ -131,8 +131,9 @@ static char *sibling(const char *name)
 
 struct exec_args {
 	const char *path;
-	const char **argv;
+	const char *const *argv;
 	int ctl, log_fd;
+	const char *hint;
 };
 
 /* In the vfork child: fd 3 the control channel, fd 4 the egress log, nothing else; exec.
@@ -155,8 +156,16 @@ static int exec_gateway(void *arg)
 	sys_close_range(x->log_fd >= 0 ? 5 : 4, ~0U, 0);
 	syscall(SYS_rt_sigaction, SIGPIPE, &dfl, NULL, sizeof(dfl.mask));
 	execv(x->path, (char *const *)x->argv);
-	dprintf(3, "E%d cannot run %s: %s\n", errno, x->path, strerror(errno));
+	dprintf(3, "E%d cannot run %s: %s%s%s\n", errno, x->path, strerror(errno),
+		x->hint ? " " : "", x->hint ? x->hint : "");
 	_exit(127);
+}
+
+pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd, const char *hint)
+{
+	/* vfork-style: no copy of the caller's address space (for airlockd: every thread's
+	 * stack and mapping) to make and tear down again; we are suspended until it execs. */
+	return jail_clone_vfork(exec_gateway, &(struct exec_args){path, argv, ctl, log_fd, hint});
 }
 
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
@@ -211,9 +220,7 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	if (cfg->upstream_ca)
 		argv[a++] = "--upstream-ca", argv[a++] = cfg->upstream_ca;
 	argv[a] = NULL;
-	/* vfork-style: no copy of our address space to make and tear down again. The child
-	 * only moves fds and execs; we are suspended until it has. */
-	c->pid = jail_clone_vfork(exec_gateway, &(struct exec_args){path, argv, sp[1], log_fd});
+	c->pid = gw_exec(path, argv, sp[1], log_fd, NULL);
 	close(sp[1]);
 	c->ctl = sp[0];
 	if (c->pid < 0) {

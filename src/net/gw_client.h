@@ -26,6 +26,12 @@
 
 struct gw_client;
 
+/* Start a gateway binary, vfork-style: ctl becomes its fd 3 (the control channel), log_fd
+ * its fd 4 (-1: none), every other fd is closed. If it cannot be run, an E line on the
+ * channel says why (hint appended). Returns its pid, or -1 with errno. */
+pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd,
+	      const char *hint);
+
 /* Spawn; does not wait. A policy surely without per-request rules
  * (cfg->net_policy_no_rules) gets airlock-gateway-lite, when it is next to airlock. */
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
