@@ -232,6 +232,12 @@ static void reap(struct agent *a)
  * then costs about 170 fewer system calls): nothing ignored that exec would pass on,
  * the bounding set cut to what a root command may keep, the Landlock ruleset built.
  * On failure each command does it all itself, and reports what failed.
+ *
+ * The workload's seccomp filter goes on the agent itself, last: the agent never needs
+ * what it denies (mounts, namespaces, ptrace, ...) once PID 1's set-up is done, and
+ * every command inherits the filter through fork and exec instead of having the kernel
+ * check and compile its own copy (~0.12 ms a command). If that fails, commands install
+ * it themselves.
  */
 static void prepare_commands(struct agent *a)
 {
@@ -245,6 +251,11 @@ static void prepare_commands(struct agent *a)
 		return;
 	}
 	a->prepared = true;
+	if (jail_seccomp_install(&err) < 0) {
+		al_error_free(err);
+		return;
+	}
+	a->seccomp_held = true;
 }
 
 static int setup(struct agent *a)

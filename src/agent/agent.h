@@ -53,6 +53,7 @@ struct agent {
 	/* Done once at start instead of in every command (jail_ctx.prepared). */
 	bool prepared;   /* no signal ignored, bounding set limited, Landlock built */
 	int landlock_fd; /* the command's ruleset (-1: no Landlock) */
+	bool seccomp_held; /* the agent runs under the workload's filter; commands inherit it */
 	struct watch w_listen, w_conn, w_sig;
 	struct agent_cmd *cmds[AGENT_MAX_CMDS];
 	size_t n_cmds;

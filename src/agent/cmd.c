@@ -102,6 +102,7 @@ __attribute__((noreturn)) static void child(struct agent *a, const struct proto_
 	ctx.uid = m->uid;
 	ctx.cwd = cwd ? cwd : a->workdir;
 	ctx.prepared = a->prepared;
+	ctx.seccomp_held = a->seccomp_held;
 	ctx.landlock_fd = a->landlock_fd >= 0 ? SHIM_FD_LANDLOCK : -1;
 	jail_exec_workload(&ctx, -1, SHIM_FD_REPORT);
 }

@@ -100,7 +100,8 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	if (jail_drop_privileges(ctx, &err) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
 	    (ctx->prepared ? jail_landlock_restrict(ll_fd, &err)
 				 : jail_landlock_apply(ctx, &err)) < 0 ||
-	    (ll_fd >= 0 && close(ll_fd) < 0) || jail_seccomp_install(&err) < 0) {
+	    (ll_fd >= 0 && close(ll_fd) < 0) ||
+	    (!ctx->seccomp_held && jail_seccomp_install(&err) < 0)) {
 		/* A set-up failure, not the command's: reported as a negative errno. */
 		struct jail_exec_report rep = {.err = -(err ? err->code : errno)};
 

@@ -52,6 +52,9 @@ struct jail_ctx {
 	 * exec-error pipe). */
 	bool prepared;
 	int landlock_fd;
+	/* The parent (the agent) already runs under the workload's seccomp filter, which
+	 * every child inherits: installing it again would only stack a second copy. */
+	bool seccomp_held;
 };
 
 /* The monotonic clock in milliseconds (timeouts, durations). */

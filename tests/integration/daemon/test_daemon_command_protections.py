@@ -1,6 +1,7 @@
 """Every daemon command gets the protections of `airlock run`, although the agent does
 the command-independent part once, at start (signals reset, bounding set cut, Landlock
-ruleset built) and the shim starts the command with CLONE_VM|CLONE_VFORK: these tests
+ruleset built, the seccomp filter installed on the agent itself, for commands to inherit)
+and the shim starts the command with CLONE_VM|CLONE_VFORK: these tests
 attack from inside a command and assert that each attempt is refused, for the sandbox
 user and for sudo, and that one command's privileges never leak into the next."""
 
@@ -16,7 +17,12 @@ for line in open("/proc/self/status"):
     k, _, v = line.partition(":")
     st[k] = v.strip()
 out = {k: st[k] for k in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh", "NoNewPrivs",
-                          "Seccomp", "Uid")}
+                          "Seccomp", "Seccomp_filters", "Uid")}
+# The agent (PID 1) runs under the workload's filter itself; commands inherit it.
+for line in open("/proc/1/status"):
+    if line.startswith("Seccomp"):
+        k, _, v = line.partition(":")
+        out["agent_" + k] = v.strip()
 fds = {}
 for f in os.listdir("/proc/self/fd"):
     try:
@@ -40,6 +46,13 @@ out["write_workspace"] = attempt(lambda: open("/workspace/probe-%d" % os.getpid(
 # The agent's memory (every command's environment) is not readable.
 out["agent_mem"] = attempt(lambda: open("/proc/1/mem", "rb").read(1))
 out["agent_environ"] = attempt(lambda: open("/proc/1/environ", "rb").read())
+# What the filter denies: a new user namespace (unshare), a mount.
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+def raw(rc):
+    return ctypes.get_errno() if rc < 0 else 0
+out["unshare_user"] = raw(libc.unshare(0x10000000))
+out["mount_tmpfs"] = raw(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))
 print(json.dumps(out))
 """
 
@@ -57,6 +70,11 @@ def probe(api, sandbox, sudo):
 def check_common(p):
     assert p["NoNewPrivs"] == "1", p
     assert p["Seccomp"] == "2", p
+    # Exactly one filter: the one the agent holds, inherited, not a second stacked copy
+    # (each would run on every system call).
+    assert p["Seccomp_filters"] == "1", p
+    assert p["agent_Seccomp"] == "2" and p["agent_Seccomp_filters"] == "1", p
+    assert p["unshare_user"] == 1 and p["mount_tmpfs"] == 1, p  # EPERM from the filter
     assert int(p["CapAmb"], 16) == 0 and int(p["CapInh"], 16) == 0, p
     # stdio only: no agent socket, no other command's pipe, no Landlock ruleset fd
     assert sorted(p["fds"]) == ["0", "1", "2"], p["fds"]
