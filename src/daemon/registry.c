@@ -495,20 +495,23 @@ static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final
 {
 	pid_t pid = s->pid;
 	uint64_t st = s->start_time;
-	char id[DM_ID_LEN + 1], sock[4096];
-	bool left;
+	char sock[4096];
 
 	if (strcmp(s->status, "running") != 0)
 		return 0;
+	/* "stopping" only in memory (other threads must not start anything meanwhile): the
+	 * store keeps "running" until "stopped", so a daemon that dies in between finds a
+	 * live agent running again, or a dead one and ends it, after a restart. */
 	set_status(s, "stopping");
-	store_sandbox_set_status(d->store, s->id, "stopping", 0, NULL);
-	strcpy(id, s->id);
-	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, id);
+	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, s->id);
 	pthread_mutex_unlock(&d->mu);
-	left = jail_sandbox_kill(pid, st, id) < 0;
+	jail_sandbox_end(pid, st); /* every process of the sandbox is gone when this returns */
 	unlink(sock);
 	pthread_mutex_lock(&d->mu);
-	s->cgroup_left |= left;
+	/* The empty cgroup goes right after, from the timer thread, not in the caller's wait
+	 * (its uid range stays reserved until then). */
+	s->cgroup_left = true;
+	pthread_cond_broadcast(&d->cv);
 	dm_sbx_ended(d, s, final);
 	return 0;
 }
@@ -649,9 +652,10 @@ static void kill_cmd(struct dm_sbx *s, const char *cmd_id, int sig)
 }
 
 /*
- * Cgroups of ended sandboxes that could not be removed when they ended (d->mu held; it is
- * dropped around the attempts). One try each, no waiting; their uid ranges stay reserved
- * until they are gone (alloc_host_base).
+ * Cgroups of ended sandboxes not removed yet (d->mu held; it is dropped around the
+ * attempts): those of stopped sandboxes, left to us so that a stop answers sooner, and
+ * those still busy when their sandbox ended. One try each, no waiting; their uid ranges
+ * stay reserved until they are gone (alloc_host_base).
  */
 static void reclaim_cgroups(struct daemon *d)
 {

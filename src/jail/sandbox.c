@@ -149,9 +149,8 @@ fail:
 	return al_error_wrap(err, "starting sandbox");
 }
 
-int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name)
+void jail_sandbox_end(pid_t pid, uint64_t start_time)
 {
-	struct jail_cgroup *cg = jail_cgroup_open(cgroup_name);
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	uint64_t st = 0;
 
@@ -164,6 +163,14 @@ int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name)
 	}
 	if (pidfd >= 0)
 		close(pidfd);
+}
+
+int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name)
+{
+	struct jail_cgroup *cg;
+
+	jail_sandbox_end(pid, start_time);
+	cg = jail_cgroup_open(cgroup_name);
 	jail_cgroup_kill(cg);
 	return jail_cgroup_destroy(cg);
 }

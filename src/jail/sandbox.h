@@ -36,6 +36,10 @@ int jail_proc_start_time(pid_t pid, uint64_t *out);
  * the cgroup is still there after ~1 s (its last tasks are slow to go: a sandbox killed
  * in the middle of an out-of-memory storm); jail_sandbox_reclaim tries again. */
 int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name);
+/* Only the first half of jail_sandbox_kill: SIGKILL to PID 1 if it is still the same
+ * process, and wait (up to 5 s) until it and so its whole pid namespace are gone. The
+ * cgroup is left for jail_sandbox_reclaim. */
+void jail_sandbox_end(pid_t pid, uint64_t start_time);
 /* One more attempt, without waiting, at removing what jail_sandbox_kill left: 0 once gone. */
 int jail_sandbox_reclaim(const char *cgroup_name);
 /* Set the memory, pids and CPU limits of a live sandbox (a warm one being handed out). */
