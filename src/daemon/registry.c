@@ -803,13 +803,15 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	}
 	add_sbx(d, s);
 	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed.
-	 * A pooled sandbox of an earlier run is not reused: it is stopped. */
-	if (s->team[0] && jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
+	 * A pooled sandbox of an earlier run is not reused: it is stopped. So is one whose
+	 * stop was under way ("stopping", written by earlier versions before the kill). */
+	if (strcmp(r->status, "stopping") != 0 && s->team[0] &&
+	    jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
 	    dm_agent_connect(d, s, NULL) == 0)
 		return 0;
 	jail_sandbox_kill(s->pid, s->start_time, s->id);
 	pthread_mutex_lock(&d->mu);
-	dm_sbx_ended(d, s, "failed");
+	dm_sbx_ended(d, s, strcmp(r->status, "stopping") == 0 ? "stopped" : "failed");
 	pthread_mutex_unlock(&d->mu);
 	return 0;
 }

@@ -165,6 +165,33 @@ def test_sandbox_expiring_while_daemon_down(api, daemon, make_sandbox):
     assert agent_pid_of(sid) is None
 
 
+def test_stop_cut_short_by_a_daemon_crash_is_finished_after_restart(api, daemon, make_sandbox):
+    """A daemon that dies in the middle of a stop leaves a sandbox whose stop was asked
+    but not done: the store says "stopping" (as earlier versions wrote before the kill)
+    while the agent still runs. After a restart the stop is finished -- it must not stay
+    "stopping", alive, with nothing able to stop it."""
+    import sqlite3
+    sid = make_sandbox()
+    c = api.start_ok(sid, "/bin/sleep", "300")
+    agent = agent_pid_of(sid)
+    assert agent
+    daemon.kill9()
+    db = sqlite3.connect(str(daemon.state_dir / "airlock.db"))
+    with db:
+        db.execute("UPDATE sandboxes SET status = 'stopping' WHERE id = ?", (sid,))
+    db.close()
+    daemon.start()
+    assert wait_for(lambda: api.sandbox(sid)["status"] == "stopped", timeout=5), \
+        api.sandbox(sid)
+    assert wait_for(lambda: agent_pid_of(sid) is None, timeout=5), "the agent still runs"
+    assert wait_for(lambda: not cgroup_exists(sid), timeout=5)
+    done = api.wait_ok(sid, c["id"], timeout_ms=5000)
+    assert done["status"] == "finished" and done["reason"] == "signaled", done
+    # and a stop asked now is a no-op, not an error
+    r = api.stop(sid)
+    assert r.status == 200 and r.json["sandbox"]["status"] == "stopped", r.json
+
+
 def test_agent_killed_sandbox_fails(api, make_sandbox):
     sid = make_sandbox()
     c = api.start_ok(sid, "/bin/sleep", "300")
