@@ -55,7 +55,9 @@ struct spawn_report {
  *  - its network namespace: loopback up and nothing else;
  *  - its root (jail_rootfs_ahead), for the settings of the last create (the size of its
  *    disk; only the host runtime and the default workdir): a create that asks for others
- *    builds its own, and the next root is made for those.
+ *    builds its own, and the next root is made for those;
+ *  - on cgroup v1, its cgroups (jail_cgroup_ahead), with the last create's limits: the
+ *    create renames them (and writes the limits that differ).
  * If one cannot be made, the sandbox makes its own as before; if the spawner could not
  * come back to the host's namespaces, it ends (the daemon forks another): the agents'
  * sockets must be made in the host's network namespace, and every host path lies in the
@@ -65,6 +67,9 @@ struct ahead {
 	int netns_fd;
 	int mntns_fd;
 	uint64_t disk_bytes; /* the settings mntns_fd was made for (or is to be) */
+	struct jail_cgroup *cg;
+	struct al_config limits; /* the last create's memory, pids and CPU */
+	bool no_cg;              /* cgroups cannot be made ahead here (v2) */
 };
 
 static void make_ahead(struct ahead *a)
@@ -73,6 +78,10 @@ static void make_ahead(struct ahead *a)
 
 	if (a->netns_fd < 0 && jail_netns_make(&a->netns_fd, &e) == JAIL_NS_STRANDED)
 		_exit(1);
+	al_error_free(e);
+	e = NULL;
+	if (!a->cg && !a->no_cg && jail_cgroup_ahead(&a->limits, &a->cg, &e) < 0)
+		a->no_cg = e && e->code == ENOTSUP;
 	al_error_free(e);
 	e = NULL;
 	if (a->mntns_fd < 0) {
@@ -111,6 +120,8 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 	ssize_t n;
 	struct ahead ahead = {.netns_fd = -1, .mntns_fd = -1, .disk_bytes = JAIL_DISK_DEFAULT};
 
+	al_config_init(&ahead.limits);
+
 	/* No PR_SET_PDEATHSIG: it fires when the forking *thread* ends. The channel's EOF
 	 * (the daemon closed it, or died) is what ends the spawner. */
 	prctl(PR_SET_NAME, "airlockd-spawn");
@@ -133,6 +144,7 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 			.parent_is_ours = true,
 			.netns_ahead = ahead.netns_fd >= 0,
 			.netns_fd = ahead.netns_fd,
+			.cgroup_ahead = ahead.cg,
 		};
 
 		q.id[sizeof(q.id) - 1] = q.image[sizeof(q.image) - 1] = '\0';
@@ -152,6 +164,10 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 		spec.mntns_fd = ahead.mntns_fd;
 		r = jail_sandbox_spawn(&spec, &info, &e);
 		/* PID 1 joined them (or died): never given to another. */
+		ahead.cg = NULL; /* the sandbox's now, or removed */
+		ahead.limits.memory_bytes = cfg.memory_bytes;
+		ahead.limits.pids = cfg.pids;
+		ahead.limits.cpus = cfg.cpus;
 		al_closep(&ahead.netns_fd);
 		if (spec.mntns_ahead)
 			al_closep(&ahead.mntns_fd);
@@ -170,6 +186,7 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;
 	}
+	jail_cgroup_destroy_now(ahead.cg);
 	_exit(0);
 }
 

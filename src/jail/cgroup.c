@@ -39,6 +39,10 @@ struct jail_cgroup {
 	bool v2;
 	char *dir[V1_N]; /* v2: dir[0] only */
 	int v2_fd;
+	/* Made ahead (jail_cgroup_ahead): the limits it has now. */
+	uint64_t memory_bytes;
+	uint32_t pids;
+	double cpus;
 };
 
 static int write_at(const char *dir, const char *file, const char *val, struct al_error **err)
@@ -200,12 +204,28 @@ static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
 	return limits_v1(cg, cfg, true, err);
 }
 
+/* "run-<pid>-..." or "ahead-<pid>-...": the pid of the process that made it, else 0. */
+static long maker_pid(const char *name)
+{
+	const char *p = strncmp(name, "run-", 4) == 0	 ? name + 4
+			: strncmp(name, "ahead-", 6) == 0 ? name + 6
+							  : NULL;
+	char *end;
+	long pid;
+
+	if (!p)
+		return 0;
+	pid = strtol(p, &end, 10);
+	return pid > 0 && *end == '-' ? pid : 0;
+}
+
 /*
  * Remove the cgroups of one-shot runs whose airlock process is gone (it was
- * SIGKILLed and could not clean up). Names are run-<pid>-<time>; a live pid
- * (even a reused one) keeps its directory. It reads the whole airlock/ directory:
- * cheap for one-shot runs, but ~170 us with a daemon's 1,000 sandboxes there, so
- * airlockd sweeps once when it starts, not per create.
+ * SIGKILLed and could not clean up), and those a dead daemon's spawner made ahead.
+ * Names are run-<pid>-<time> and ahead-<pid>-<n>; a live pid (even a reused one) keeps
+ * its directory. It reads the whole airlock/ directory: cheap for one-shot runs, but
+ * ~170 us with a daemon's 1,000 sandboxes there, so airlockd sweeps once when it
+ * starts, not per create.
  */
 static void sweep_stale(const char *root, bool v2)
 {
@@ -217,13 +237,9 @@ static void sweep_stale(const char *root, bool v2)
 	snprintf(dir, sizeof(dir), v2 ? "%s/airlock" : "%s/pids/airlock", root);
 	d = opendir(dir);
 	while (d && (de = readdir(d))) {
-		long pid;
-		char *end;
+		long pid = maker_pid(de->d_name);
 
-		if (strncmp(de->d_name, "run-", 4) != 0)
-			continue;
-		pid = strtol(de->d_name + 4, &end, 10);
-		if (pid <= 0 || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 			continue;
 		for (i = 0; i < (v2 ? 1 : V1_N); i++) {
 			if (v2)
@@ -261,6 +277,55 @@ int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jai
 	}
 	*out = cg;
 	return 0;
+}
+
+int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out,
+		      struct al_error **err)
+{
+	const char *root = cgroup_root();
+	struct timespec ts;
+	char name[64];
+
+	if (is_v2(root))
+		return al_error_set(err, ENOTSUP, "cgroup v2 directories cannot be renamed");
+	clock_gettime(CLOCK_MONOTONIC, &ts); /* with the pid, a name no other one has */
+	snprintf(name, sizeof(name), "ahead-%d-%lld%09ld", (int)getpid(), (long long)ts.tv_sec,
+		 ts.tv_nsec);
+	if (jail_cgroup_create(name, cfg, out, err) < 0)
+		return -1;
+	(*out)->memory_bytes = cfg->memory_bytes;
+	(*out)->pids = cfg->pids;
+	(*out)->cpus = cfg->cpus;
+	return 0;
+}
+
+int jail_cgroup_take(struct jail_cgroup *cg, const char *name, const struct al_config *cfg,
+		     struct al_error **err)
+{
+	const char *root = cgroup_root();
+
+	for (int i = 0; i < V1_N; i++) {
+		char *to = xasprintf("%s/%s/airlock/%s", root, v1_controllers[i], name);
+
+		if (rename(cg->dir[i], to) < 0) {
+			int e = errno;
+
+			free(to);
+			/* Back to one name, so that destroying cg removes all three. */
+			for (int j = 0; j < i; j++) {
+				char *from = xasprintf("%s/%s/airlock/%s", root, v1_controllers[j],
+						       name);
+				rename(from, cg->dir[j]);
+				free(from);
+			}
+			return al_error_set(err, e, "rename '%s' to '%s'", cg->dir[i], name);
+		}
+		free(cg->dir[i]);
+		cg->dir[i] = to;
+	}
+	if (cg->memory_bytes == cfg->memory_bytes && cg->pids == cfg->pids && cg->cpus == cfg->cpus)
+		return 0;
+	return limits_v1(cg, cfg, false, err) < 0 ? al_error_wrap(err, "cgroup limits") : 0;
 }
 
 struct jail_cgroup *jail_cgroup_open(const char *name)

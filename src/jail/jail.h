@@ -158,7 +158,8 @@ int jail_netns_make(int *out, struct al_error **err);
 
 /* cgroup.c: limits. v2 where the host has it, v1 otherwise. */
 struct jail_cgroup;
-/* Remove what one-shot runs killed before their clean-up left (run-<pid>-*, pid gone). */
+/* Remove what one-shot runs killed before their clean-up left (run-<pid>-*, pid gone),
+ * and the cgroups a dead spawner made ahead (ahead-<pid>-*). */
 void jail_cgroup_sweep(void);
 int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jail_cgroup **out,
 		       struct al_error **err);
@@ -167,13 +168,20 @@ int jail_cgroup_clone_fd(const struct jail_cgroup *cg);
 int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err);
 void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills);
 void jail_cgroup_kill(struct jail_cgroup *cg);
+/* A cgroup made ahead of need by a long-lived process (airlockd's spawner), with cfg's
+ * limits, named ahead-<pid>-<n>; v1 only (v2 cannot rename: -1, ENOTSUP). */
+int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out,
+		      struct al_error **err);
+/* Make it name's (three renames) and give it cfg's limits where they differ. On failure
+ * cg still names what is there, for jail_cgroup_destroy. */
+int jail_cgroup_take(struct jail_cgroup *cg, const char *name, const struct al_config *cfg,
+		     struct al_error **err);
 /* A handle on an existing cgroup (a daemon sandbox's), without writing limits. */
 struct jail_cgroup *jail_cgroup_open(const char *name);
 /* Set (or lift) the memory, pids and CPU limits of an existing sandbox's cgroup. */
 int jail_cgroup_set_limits(const char *name, const struct al_config *cfg, struct al_error **err);
 /* Frees the handle, leaving the cgroup in place. */
 void jail_cgroup_forget(struct jail_cgroup *cg);
-/* Removes the cgroup (after its processes are gone) and frees cg. */
 /* Remove it (and free cg), waiting up to 1 s for its last tasks to leave; -1 if some
  * directory is still there. _now: one attempt, no wait. */
 int jail_cgroup_destroy(struct jail_cgroup *cg);

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct jail_cgroup;
+
 struct jail_sandbox_spec {
 	const struct al_config *cfg; /* limits, image, workdir, hostname */
 	const char *agent_path;      /* the static airlock-agent binary on the host */
@@ -19,6 +21,8 @@ struct jail_sandbox_spec {
 	int netns_fd;                /* close) instead of a network namespace of its own */
 	bool mntns_ahead;            /* PID 1 joins mntns_fd, a root made ahead for this cfg */
 	int mntns_fd;                /* (jail_rootfs_ahead; still ours to close) */
+	struct jail_cgroup *cgroup_ahead; /* NULL, or one made by jail_cgroup_ahead: the spawn
+					   * renames it to cgroup_name or removes it */
 };
 
 struct jail_sandbox_info {
