@@ -177,12 +177,16 @@ static int limits_v1(struct jail_cgroup *cg, const struct al_config *cfg, bool f
 }
 
 static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
-		    const struct al_config *cfg, struct al_error **err)
+		    const struct al_config *cfg, bool fixed, struct al_error **err)
 {
 	char path[PATH_MAX];
 	int i, r;
 
 	for (i = 0; i < V1_N; i++) {
+		/* No CPU limit that could ever be set: the cpu hierarchy has nothing to do (the
+		 * workload stays in its caller's cpu cgroup, under the caller's own limits). */
+		if (i == V1_CPU && fixed && !(cfg->cpus > 0))
+			continue;
 		snprintf(path, sizeof(path), "%s/%s/airlock", root, v1_controllers[i]);
 		cg->dir[i] = xasprintf("%s/%s", path, name);
 		r = mkdir(cg->dir[i], 0755);
@@ -259,8 +263,8 @@ static bool is_v2(const char *root)
 	return statfs(root, &sf) == 0 && sf.f_type == (typeof(sf.f_type))CGROUP2_SUPER_MAGIC;
 }
 
-int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jail_cgroup **out,
-		       struct al_error **err)
+int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
+		       struct jail_cgroup **out, struct al_error **err)
 {
 	const char *root = cgroup_root();
 	struct jail_cgroup *cg = xzalloc(sizeof(*cg));
@@ -268,7 +272,7 @@ int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jai
 
 	cg->v2_fd = -1;
 	cg->v2 = is_v2(root);
-	r = cg->v2 ? setup_v2(cg, root, name, cfg, err) : setup_v1(cg, root, name, cfg, err);
+	r = cg->v2 ? setup_v2(cg, root, name, cfg, err) : setup_v1(cg, root, name, cfg, fixed, err);
 	if (r < 0) {
 		bool v2 = cg->v2;
 
@@ -291,7 +295,7 @@ int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out,
 	clock_gettime(CLOCK_MONOTONIC, &ts); /* with the pid, a name no other one has */
 	snprintf(name, sizeof(name), "ahead-%d-%lld%09ld", (int)getpid(), (long long)ts.tv_sec,
 		 ts.tv_nsec);
-	if (jail_cgroup_create(name, cfg, out, err) < 0)
+	if (jail_cgroup_create(name, cfg, false, out, err) < 0)
 		return -1;
 	(*out)->memory_bytes = cfg->memory_bytes;
 	(*out)->pids = cfg->pids;
@@ -383,7 +387,7 @@ int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err)
 		return 0; /* joined at clone time */
 	snprintf(val, sizeof(val), "%d", (int)pid);
 	for (i = 0; i < V1_N; i++)
-		if (write_at(cg->dir[i], "cgroup.procs", val, err) < 0)
+		if (cg->dir[i] && write_at(cg->dir[i], "cgroup.procs", val, err) < 0)
 			return -1;
 	return 0;
 }

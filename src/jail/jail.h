@@ -161,8 +161,10 @@ struct jail_cgroup;
 /* Remove what one-shot runs killed before their clean-up left (run-<pid>-*, pid gone),
  * and the cgroups a dead spawner made ahead (ahead-<pid>-*). */
 void jail_cgroup_sweep(void);
-int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jail_cgroup **out,
-		       struct al_error **err);
+/* fixed: the limits will never change (a one-shot run); then, on v1, no cpu cgroup is
+ * made without a CPU limit. */
+int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
+		       struct jail_cgroup **out, struct al_error **err);
 /* A directory fd for CLONE_INTO_CGROUP (v2), or -1 (v1: attach after clone). */
 int jail_cgroup_clone_fd(const struct jail_cgroup *cg);
 int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err);

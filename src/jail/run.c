@@ -276,7 +276,7 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	r.ctx.ca_pem = gw_client_ca_pem(r.gw);
 	r.ctx.envp = build_env(cfg, with_net, r.ctx.ca_pem != NULL);
 	jail_cgroup_sweep();
-	if (jail_cgroup_create(name, cfg, &r.cg, &setup) < 0 || open_channels(&r, cfg, io, &setup) < 0 ||
+	if (jail_cgroup_create(name, cfg, true, &r.cg, &setup) < 0 || open_channels(&r, cfg, io, &setup) < 0 ||
 	    spawn(&r, &setup) < 0) {
 		if (gw_client_policy_refused(r.gw)) { /* it came before the pid could be sent */
 			*err = TAKE_PTR(setup);

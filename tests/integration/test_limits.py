@@ -80,6 +80,33 @@ def test_cgroup_limits_applied(spawn, marker):
     assert not marker.wait_gone()
 
 
+def test_no_cpu_limit_stays_in_the_callers_cpu_cgroup(spawn, marker):
+    """On cgroup v1 a one-shot run without --cpus makes no cpu cgroup: the workload stays
+    in airlock's caller's cpu cgroup (so under the caller's own CPU limits), while memory
+    and pids are still its own under airlock/."""
+    import os
+    if not os.path.isdir("/sys/fs/cgroup/cpu/airlock"):
+        pytest.skip("cgroup v1 only")
+    with open("/proc/self/cgroup") as f:
+        mine = {c: line.rstrip("\n").split(":", 2)[2] for line in f
+                for c in line.split(":", 2)[1].split(",")}
+    p = spawn(["--timeout", "20s", "--", "/bin/sh", "-c", f"{marker.sleep}; : {marker}"])
+    try:
+        pids = marker.wait_present(prefixes=("/bin/sh", "sleep"))
+        assert pids, [cmdline_of(x) for x in marker.pids()]
+        with open(f"/proc/{pids[0]}/cgroup") as f:
+            cg = {c: line.rstrip("\n").split(":", 2)[2] for line in f
+                  for c in line.split(":", 2)[1].split(",")}
+        assert cg["cpu"] == mine["cpu"], (cg["cpu"], mine["cpu"])
+        for c in ("memory", "pids"):
+            assert cg[c].startswith("/airlock/run-"), (c, cg[c])
+        run_dir = cg["pids"].rsplit("/", 1)[1]
+        assert not os.path.exists(f"/sys/fs/cgroup/cpu/airlock/{run_dir}")
+    finally:
+        _stop(p)
+    assert not marker.wait_gone()
+
+
 # --------------------------------------------------------------------------
 # pids
 
