@@ -308,24 +308,26 @@ int jail_cgroup_take(struct jail_cgroup *cg, const char *name, const struct al_c
 {
 	const char *root = cgroup_root();
 
-	for (int i = 0; i < V1_N; i++) {
-		char *to = xasprintf("%s/%s/airlock/%s", root, v1_controllers[i], name);
+	char *to[V1_N];
 
-		if (rename(cg->dir[i], to) < 0) {
+	for (int i = 0; i < V1_N; i++)
+		to[i] = xasprintf("%s/%s/airlock/%s", root, v1_controllers[i], name);
+	for (int i = 0; i < V1_N; i++) {
+		if (rename(cg->dir[i], to[i]) < 0) {
 			int e = errno;
 
-			free(to);
 			/* Back to one name, so that destroying cg removes all three. */
-			for (int j = 0; j < i; j++) {
-				char *from = xasprintf("%s/%s/airlock/%s", root, v1_controllers[j],
-						       name);
-				rename(from, cg->dir[j]);
-				free(from);
-			}
-			return al_error_set(err, e, "rename '%s' to '%s'", cg->dir[i], name);
+			for (int j = 0; j < i; j++)
+				rename(to[j], cg->dir[j]);
+			al_error_set(err, e, "rename '%s' to '%s'", cg->dir[i], name);
+			for (int j = 0; j < V1_N; j++)
+				free(to[j]);
+			return -1;
 		}
+	}
+	for (int i = 0; i < V1_N; i++) {
 		free(cg->dir[i]);
-		cg->dir[i] = to;
+		cg->dir[i] = to[i];
 	}
 	if (cg->memory_bytes == cfg->memory_bytes && cg->pids == cfg->pids && cg->cpus == cfg->cpus)
 		return 0;

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the cgroup v1 bookkeeping that needs no kernel: cgroups made ahead and
+ * taken by rename (with the rename undone when one of the three fails), the sweep of a
+ * dead maker's leftovers, and one-shot runs without a cpu cgroup. The tree is a plain
+ * directory (AIRLOCK_CGROUP_ROOT) with memory/, pids/ and cpu/ subdirectories; limit
+ * files are plain files the test makes where a write is expected, as kernfs would.
+ */
+#include "jail/jail.h"
+#include "common/error.h"
+#include "tap.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <fcntl.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const ctrls[] = {"memory", "pids", "cpu"};
+
+static char root[256];
+
+static bool is_dir(const char *ctrl, const char *name)
+{
+	char p[1024];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s/airlock/%s", root, ctrl, name);
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The one ahead-<pid>-* name in ctrl's airlock/ (into out), or false. */
+static bool find_ahead(const char *ctrl, char *out, size_t len)
+{
+	char p[1024];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	snprintf(p, sizeof(p), "%s/%s/airlock", root, ctrl);
+	d = opendir(p);
+	while (d && (de = readdir(d)))
+		if (strncmp(de->d_name, "ahead-", 6) == 0 && n++ == 0)
+			snprintf(out, len, "%s", de->d_name);
+	if (d)
+		closedir(d);
+	return n == 1;
+}
+
+static int count_entries(const char *ctrl)
+{
+	char p[1024];
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	snprintf(p, sizeof(p), "%s/%s/airlock", root, ctrl);
+	d = opendir(p);
+	while (d && (de = readdir(d)))
+		n += de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static void mkdirs(const char *ctrl, const char *name)
+{
+	char p[1024];
+
+	snprintf(p, sizeof(p), "%s/%s/airlock/%s", root, ctrl, name);
+	mkdir(p, 0755);
+}
+
+static void rm_rf(const char *path)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		execlp("rm", "rm", "-rf", path, (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, NULL, 0);
+}
+
+static void test_ahead_is_taken_by_rename(void)
+{
+	struct al_config cfg;
+	struct jail_cgroup *cg = NULL;
+	struct al_error *err = NULL;
+	char name[NAME_MAX + 1], again[NAME_MAX + 1];
+	struct stat before, after;
+	char p[1024];
+
+	al_config_init(&cfg);
+	cfg.memory_bytes = 0; /* a fresh cgroup gets no writes: plain directories suffice */
+	cfg.pids = 0;
+	cfg.cpus = 0;
+	CHECK(jail_cgroup_ahead(&cfg, &cg, &err) == 0, "ahead made (%s)",
+	      err && err->msg ? err->msg : "");
+	al_error_free(err);
+	err = NULL;
+	CHECK(find_ahead("memory", name, sizeof(name)), "one ahead-* in memory");
+	CHECK(strncmp(name, "ahead-", 6) == 0 && atoi(name + 6) == (int)getpid(),
+	      "named after its maker's pid: %s", name);
+	for (int i = 0; i < 3; i++)
+		CHECK(find_ahead(ctrls[i], again, sizeof(again)) && strcmp(again, name) == 0,
+		      "the same name in %s", ctrls[i]);
+	snprintf(p, sizeof(p), "%s/pids/airlock/%s", root, name);
+	stat(p, &before);
+
+	CHECK(jail_cgroup_take(cg, "sbx_one", &cfg, &err) == 0, "taken with the same limits");
+	al_error_free(err);
+	err = NULL;
+	for (int i = 0; i < 3; i++)
+		CHECK(is_dir(ctrls[i], "sbx_one") && !is_dir(ctrls[i], name),
+		      "renamed in %s, the ahead name gone", ctrls[i]);
+	snprintf(p, sizeof(p), "%s/pids/airlock/sbx_one", root);
+	stat(p, &after);
+	CHECK(before.st_ino == after.st_ino, "the very directory, renamed (same inode)");
+	CHECK(jail_cgroup_destroy_now(cg) == 0, "destroyed");
+	for (int i = 0; i < 3; i++)
+		CHECK(!is_dir(ctrls[i], "sbx_one"), "nothing left in %s", ctrls[i]);
+}
+
+static void test_failed_take_is_undone(void)
+{
+	struct al_config cfg;
+	struct jail_cgroup *cg = NULL;
+	struct al_error *err = NULL;
+	char name[NAME_MAX + 1], p[1024];
+
+	al_config_init(&cfg);
+	cfg.memory_bytes = 0;
+	cfg.pids = 0;
+	cfg.cpus = 0;
+	CHECK(jail_cgroup_ahead(&cfg, &cg, &err) == 0, "second ahead made");
+	al_error_free(err);
+	err = NULL;
+	CHECK(find_ahead("memory", name, sizeof(name)), "one ahead-* again");
+	/* The target exists, not empty, in cpu only: memory and pids rename, cpu fails. */
+	mkdirs("cpu", "sbx_two");
+	snprintf(p, sizeof(p), "%s/cpu/airlock/sbx_two/busy", root);
+	mkdir(p, 0755);
+	CHECK(jail_cgroup_take(cg, "sbx_two", &cfg, &err) < 0, "take fails on cpu");
+	CHECK(err && err->msg && strstr(err->msg, "rename"), "the error says what failed: %s",
+	      err && err->msg ? err->msg : "(none)");
+	al_error_free(err);
+	err = NULL;
+	CHECK(is_dir("memory", name) && is_dir("pids", name) && is_dir("cpu", name),
+	      "all three back under the ahead name");
+	CHECK(!is_dir("memory", "sbx_two") && !is_dir("pids", "sbx_two"),
+	      "no half-taken sandbox cgroup left");
+	CHECK(jail_cgroup_destroy_now(cg) == 0, "the ahead one is removed whole");
+	CHECK(!is_dir("memory", name) && !is_dir("pids", name) && !is_dir("cpu", name),
+	      "nothing of it left");
+	rm_rf(p);
+	snprintf(p, sizeof(p), "%s/cpu/airlock/sbx_two", root);
+	rmdir(p);
+}
+
+/* Make ctrl/airlock/dir/file an empty plain file (kernfs makes them; a plain tree does not). */
+static void touch(const char *ctrl, const char *dir, const char *file)
+{
+	char p[1024];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s/airlock/%s/%s", root, ctrl, dir, file);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd >= 0)
+		close(fd);
+}
+
+static bool file_is(const char *ctrl, const char *dir, const char *file, const char *want)
+{
+	char p[1024], buf[64] = {0};
+	int fd;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "%s/%s/airlock/%s/%s", root, ctrl, dir, file);
+	fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n >= 0 && strcmp(buf, want) == 0;
+}
+
+static void test_limits_written_only_when_they_differ(void)
+{
+	struct al_config made, want;
+	struct jail_cgroup *cg = NULL;
+	struct al_error *err = NULL;
+	char name[NAME_MAX + 1];
+
+	al_config_init(&made);
+	made.memory_bytes = 0;
+	made.pids = 0;
+	made.cpus = 0;
+	CHECK(jail_cgroup_ahead(&made, &cg, &err) == 0, "third ahead made");
+	al_error_free(err);
+	err = NULL;
+	CHECK(find_ahead("pids", name, sizeof(name)), "one ahead-* again");
+	touch("memory", name, "memory.limit_in_bytes");
+	touch("memory", name, "memory.memsw.limit_in_bytes");
+	touch("pids", name, "pids.max");
+	touch("cpu", name, "cpu.cfs_period_us");
+	touch("cpu", name, "cpu.cfs_quota_us");
+	want = made;
+	want.pids = 77;
+	want.memory_bytes = 96u << 20;
+	want.cpus = 0.5;
+	CHECK(jail_cgroup_take(cg, "sbx_three", &want, &err) == 0, "taken with other limits (%s)",
+	      err && err->msg ? err->msg : "");
+	al_error_free(err);
+	CHECK(file_is("pids", "sbx_three", "pids.max", "77"), "pids.max written");
+	CHECK(file_is("memory", "sbx_three", "memory.limit_in_bytes", "100663296"),
+	      "memory.limit_in_bytes written");
+	CHECK(file_is("cpu", "sbx_three", "cpu.cfs_quota_us", "50000"), "cpu quota written");
+	for (int i = 0; i < 3; i++) {
+		char p[1024];
+
+		snprintf(p, sizeof(p), "%s/%s/airlock/sbx_three", root, ctrls[i]);
+		rm_rf(p);
+	}
+	jail_cgroup_forget(cg);
+}
+
+static void test_sweep_removes_a_dead_makers_only(void)
+{
+	pid_t dead = fork();
+	char stale[64], live[64];
+
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	snprintf(stale, sizeof(stale), "ahead-%d-1", (int)dead);
+	snprintf(live, sizeof(live), "ahead-%d-1", (int)getpid());
+	for (int i = 0; i < 3; i++) {
+		mkdirs(ctrls[i], stale);
+		mkdirs(ctrls[i], live);
+		mkdirs(ctrls[i], "sbx_other");
+	}
+	jail_cgroup_sweep();
+	for (int i = 0; i < 3; i++) {
+		CHECK(!is_dir(ctrls[i], stale), "a dead maker's ahead-* swept in %s", ctrls[i]);
+		CHECK(is_dir(ctrls[i], live), "a live maker's kept in %s", ctrls[i]);
+		CHECK(is_dir(ctrls[i], "sbx_other"), "a sandbox's never touched in %s", ctrls[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		char p[1024];
+
+		snprintf(p, sizeof(p), "%s/%s/airlock/%s", root, ctrls[i], live);
+		rmdir(p);
+		snprintf(p, sizeof(p), "%s/%s/airlock/sbx_other", root, ctrls[i]);
+		rmdir(p);
+	}
+}
+
+static void test_one_shot_without_cpu_limit_has_no_cpu_cgroup(void)
+{
+	struct al_config cfg;
+	struct jail_cgroup *cg = NULL;
+	struct al_error *err = NULL;
+
+	al_config_init(&cfg);
+	cfg.memory_bytes = 0;
+	cfg.pids = 0;
+	cfg.cpus = 0;
+	CHECK(jail_cgroup_create("run-1-1", &cfg, true, &cg, &err) == 0, "one-shot cgroup made");
+	al_error_free(err);
+	err = NULL;
+	CHECK(is_dir("memory", "run-1-1") && is_dir("pids", "run-1-1"), "memory and pids made");
+	CHECK(!is_dir("cpu", "run-1-1"), "no cpu cgroup without a CPU limit");
+	CHECK(count_entries("cpu") == 0, "nothing at all under cpu/airlock");
+	CHECK(jail_cgroup_destroy_now(cg) == 0, "removed");
+	cg = NULL;
+	CHECK(jail_cgroup_create("run-1-2", &cfg, false, &cg, &err) == 0, "daemon cgroup made");
+	al_error_free(err);
+	CHECK(is_dir("cpu", "run-1-2"), "a daemon sandbox always has one (limits can change)");
+	CHECK(jail_cgroup_destroy_now(cg) == 0, "removed");
+}
+
+int main(void)
+{
+	char tmpl[] = "/tmp/airlock-test-cgroup-XXXXXX";
+
+	if (!mkdtemp(tmpl)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	snprintf(root, sizeof(root), "%s", tmpl);
+	for (int i = 0; i < 3; i++) {
+		char p[1024];
+
+		snprintf(p, sizeof(p), "%s/%s", root, ctrls[i]);
+		mkdir(p, 0755);
+		snprintf(p, sizeof(p), "%s/%s/airlock", root, ctrls[i]);
+		mkdir(p, 0755);
+	}
+	setenv("AIRLOCK_CGROUP_ROOT", root, 1);
+	test_ahead_is_taken_by_rename();
+	test_failed_take_is_undone();
+	test_limits_written_only_when_they_differ();
+	test_sweep_removes_a_dead_makers_only();
+	test_one_shot_without_cpu_limit_has_no_cpu_cgroup();
+	rm_rf(root);
+	return tap_done();
+}
