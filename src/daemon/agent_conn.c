@@ -228,6 +228,8 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, NULL);
 	pace_output(s, mono_ns() - t0);
 	pthread_mutex_lock(&d->mu);
+	if (r >= 0)
+		c->out_gen++; /* readers (dm_logs_next) look in the store again */
 	if (r >= 0 && m->offset + len > c->stored[m->stream - 1])
 		c->stored[m->stream - 1] = m->offset + len;
 }

@@ -348,6 +348,7 @@ struct dm_logs {
 	struct dm_cmd *c;
 	char id[DM_ID_LEN + 1];
 	int64_t seq;     /* last chunk delivered */
+	uint64_t out_gen; /* the command's out_gen when a look in the store found no more */
 	char *pend;      /* rest of a chunk bigger than the caller's buffer */
 	size_t pend_len, pend_off;
 	int pend_stream;
@@ -389,7 +390,7 @@ int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *
 {
 	struct daemon *d = l->d;
 	struct timespec ts;
-	uint64_t gen;
+	uint64_t gen, out_gen;
 	bool done;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -411,14 +412,20 @@ int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *
 			}
 			return 1;
 		}
-		/* Read whether it finished first: output stored before EXIT is then all visible. */
+		/* Read whether it finished first: output stored before EXIT is then all visible.
+		 * The store is only read when a chunk was stored since it last had nothing
+		 * more for us (out_gen): most commands' streams never need a query at all. */
 		pthread_mutex_lock(&d->mu);
 		done = l->c->reason != NULL;
 		gen = l->c->sbx->gen;
+		out_gen = l->c->out_gen;
 		pthread_mutex_unlock(&d->mu);
-		store_output_each(d->store, l->id, 0, l->seq, take_chunk, l, NULL);
-		if (l->pend)
-			continue;
+		if (out_gen != l->out_gen) {
+			store_output_each(d->store, l->id, 0, l->seq, take_chunk, l, NULL);
+			if (l->pend)
+				continue;
+			l->out_gen = out_gen; /* everything stored up to out_gen is delivered */
+		}
 		if (done)
 			return 0;
 		pthread_mutex_lock(&d->mu);

@@ -44,6 +44,8 @@ struct dm_cmd {
 	int32_t exit_code, signal;
 	char *reason;            /* NULL while running */
 	uint64_t stored[2];      /* bytes persisted of stdout, stderr */
+	uint64_t out_gen;        /* bumped (d->mu held) once each output chunk is in the store;
+				  * 1 for a command loaded at start, whose output may be there */
 	uint64_t deadline_ms;    /* command timeout (epoch ms), 0 none */
 	bool timed_out;          /* we killed it for its timeout */
 	bool truncated;          /* output beyond DM_OUTPUT_MAX was dropped */

@@ -759,6 +759,7 @@ static int load_cmd(void *ctx, const struct store_command *r)
 	c->signal = r->signal;
 	c->reason = r->reason ? xstrdup(r->reason) : NULL;
 	c->deadline_ms = (uint64_t)r->deadline_ms;
+	c->out_gen = 1; /* an earlier run may have stored output: readers must look */
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	return 0;
