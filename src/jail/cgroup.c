@@ -307,7 +307,6 @@ int jail_cgroup_take(struct jail_cgroup *cg, const char *name, const struct al_c
 		     struct al_error **err)
 {
 	const char *root = cgroup_root();
-
 	char *to[V1_N];
 
 	for (int i = 0; i < V1_N; i++)
