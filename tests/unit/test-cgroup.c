@@ -34,8 +34,8 @@ static bool is_dir(const char *ctrl, const char *name)
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The one ahead-<pid>-* name in ctrl's airlock/ (into out), or false. */
-static bool find_ahead(const char *ctrl, char *out, size_t len)
+/* How many entries of ctrl's airlock/ start with prefix ("": all); the first into out. */
+static int count_prefix(const char *ctrl, const char *prefix, char *out, size_t len)
 {
 	char p[1024];
 	DIR *d;
@@ -44,28 +44,21 @@ static bool find_ahead(const char *ctrl, char *out, size_t len)
 
 	snprintf(p, sizeof(p), "%s/%s/airlock", root, ctrl);
 	d = opendir(p);
-	while (d && (de = readdir(d)))
-		if (strncmp(de->d_name, "ahead-", 6) == 0 && n++ == 0)
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.' || strncmp(de->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		if (n++ == 0 && out)
 			snprintf(out, len, "%s", de->d_name);
-	if (d)
-		closedir(d);
-	return n == 1;
-}
-
-static int count_entries(const char *ctrl)
-{
-	char p[1024];
-	DIR *d;
-	struct dirent *de;
-	int n = 0;
-
-	snprintf(p, sizeof(p), "%s/%s/airlock", root, ctrl);
-	d = opendir(p);
-	while (d && (de = readdir(d)))
-		n += de->d_name[0] != '.';
+	}
 	if (d)
 		closedir(d);
 	return n;
+}
+
+/* The one ahead-<pid>-* name in ctrl's airlock/ (into out), or false. */
+static bool find_ahead(const char *ctrl, char *out, size_t len)
+{
+	return count_prefix(ctrl, "ahead-", out, len) == 1;
 }
 
 static void mkdirs(const char *ctrl, const char *name)
@@ -276,7 +269,7 @@ static void test_one_shot_without_cpu_limit_has_no_cpu_cgroup(void)
 	err = NULL;
 	CHECK(is_dir("memory", "run-1-1") && is_dir("pids", "run-1-1"), "memory and pids made");
 	CHECK(!is_dir("cpu", "run-1-1"), "no cpu cgroup without a CPU limit");
-	CHECK(count_entries("cpu") == 0, "nothing at all under cpu/airlock");
+	CHECK(count_prefix("cpu", "", NULL, 0) == 0, "nothing at all under cpu/airlock");
 	CHECK(jail_cgroup_destroy_now(cg) == 0, "removed");
 	cg = NULL;
 	CHECK(jail_cgroup_create("run-1-2", &cfg, false, &cg, &err) == 0, "daemon cgroup made");

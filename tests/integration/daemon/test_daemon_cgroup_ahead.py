@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from .conftest import CGROUP_CTRLS, agent_pid_of, cgroup_dir, wait_for
+from .test_daemon_netns import spawner_pids
 
 V1_ROOT = "/sys/fs/cgroup"
 pytestmark = pytest.mark.skipif(
@@ -19,23 +20,6 @@ pytestmark = pytest.mark.skipif(
 def ahead_dirs(ctrl="pids"):
     base = f"{V1_ROOT}/{ctrl}/airlock"
     return sorted(n for n in os.listdir(base) if n.startswith("ahead-"))
-
-
-def spawner_pids(daemon):
-    out = []
-    for p in os.listdir("/proc"):
-        if not p.isdigit():
-            continue
-        try:
-            with open(f"/proc/{p}/stat") as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        ppid = int(st[st.rindex(")") + 2:].split()[1])
-        if comm == "airlockd-spawn" and ppid == daemon.pid:
-            out.append(int(p))
-    return out
 
 
 def read(path):
@@ -77,7 +61,7 @@ def test_each_create_gets_exactly_its_limits(api, make_sandbox):
 
 def test_a_cgroup_made_ahead_is_taken_once_and_was_never_used(api, daemon, make_sandbox):
     make_sandbox()  # the spawner has made the next ones by now
-    spawners = spawner_pids(daemon)
+    spawners = spawner_pids(daemon.pid)
     assert len(spawners) == 1, spawners
     mine = f"ahead-{spawners[0]}-"
     assert wait_for(lambda: all(any(n.startswith(mine) for n in ahead_dirs(c))
@@ -118,13 +102,13 @@ def test_none_outlives_its_spawner_and_stale_ones_are_swept(api, daemon):
         assert wait_for(lambda: not any(os.path.isdir(f"{V1_ROOT}/{c}/airlock/{stale}")
                                         for c in CGROUP_CTRLS), timeout=5), \
             "a stale cgroup made ahead was not swept"
-        spawners = spawner_pids(daemon)
+        spawners = spawner_pids(daemon.pid)
         assert len(spawners) == 1, spawners
         mine = f"ahead-{spawners[0]}-"
         assert wait_for(lambda: any(n.startswith(mine) for n in ahead_dirs()), timeout=5)
         # SIGKILL the spawner: its cgroups stay until another spawner sweeps them.
         os.kill(spawners[0], 9)
-        assert wait_for(lambda: spawners[0] not in spawner_pids(daemon), timeout=5)
+        assert wait_for(lambda: spawners[0] not in spawner_pids(daemon.pid), timeout=5)
         left = [n for n in ahead_dirs() if n.startswith(mine)]
         assert left, "expected the killed spawner's cgroups to be left for the sweep"
         daemon.term()
@@ -133,7 +117,7 @@ def test_none_outlives_its_spawner_and_stale_ones_are_swept(api, daemon):
         assert wait_for(lambda: not any(n.startswith(mine) for c in CGROUP_CTRLS
                                         for n in ahead_dirs(c)), timeout=5), ahead_dirs()
         # and a daemon that ends cleanly leaves none of its own
-        spawners = spawner_pids(daemon)
+        spawners = spawner_pids(daemon.pid)
         assert len(spawners) == 1, spawners
         mine = f"ahead-{spawners[0]}-"
         assert wait_for(lambda: any(n.startswith(mine) for n in ahead_dirs()), timeout=5)
