@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * glibc's _FORTIFY_SOURCE entry points, for the binaries linked with musl (scripts/musl-cc).
- * Debian's static libjansson.a was compiled against glibc with fortification and calls these;
- * musl has no fortify layer. Each checks what glibc checks (the destination's real size
+ * Debian's static archives linked into them (libjansson.a; for airlock-gateway-lite also
+ * libidn2.a, libpsl.a, libunistring.a and libpcre2-8.a) were compiled against glibc with
+ * fortification and call these; musl has no fortify layer. Each checks what glibc checks (the destination's real size
  * against the length it was told) and aborts on overflow, as glibc's do.
  */
 #include <stdarg.h>
@@ -13,6 +14,8 @@
 int __vsnprintf_chk(char *s, size_t maxlen, int flag, size_t slen, const char *fmt, va_list ap);
 int __snprintf_chk(char *s, size_t maxlen, int flag, size_t slen, const char *fmt, ...);
 char *__strncpy_chk(char *dst, const char *src, size_t len, size_t dstlen);
+void *__memcpy_chk(void *dst, const void *src, size_t len, size_t dstlen);
+void *__memmove_chk(void *dst, const void *src, size_t len, size_t dstlen);
 
 int __vsnprintf_chk(char *s, size_t maxlen, int flag, size_t slen, const char *fmt, va_list ap)
 {
@@ -38,4 +41,18 @@ char *__strncpy_chk(char *dst, const char *src, size_t len, size_t dstlen)
 	if (dstlen < len)
 		abort();
 	return strncpy(dst, src, len);
+}
+
+void *__memcpy_chk(void *dst, const void *src, size_t len, size_t dstlen)
+{
+	if (dstlen < len)
+		abort();
+	return memcpy(dst, src, len);
+}
+
+void *__memmove_chk(void *dst, const void *src, size_t len, size_t dstlen)
+{
+	if (dstlen < len)
+		abort();
+	return memmove(dst, src, len);
 }

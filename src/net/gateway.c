@@ -304,8 +304,7 @@ static int build_in_gw_ns(struct net_gateway *g, struct al_error **err)
 	 * ruleset matches it by name, and the listeners bind its address ahead (IP_FREEBIND). */
 	(void)gw;
 	if (nl < 0 || net_link_up(nl, "lo", err) < 0 ||
-	    net_nft_apply(NET_GW_LINK, NET_GW_ADDR, NET_SBX_ADDR, NET_DNS_PORT, NET_PROXY_PORT,
-			  NET_TPROXY_PORT, err) < 0)
+	    net_nft_apply(err) < 0)
 		return -1;
 	if ((g->fd_udp = listen_on(SOCK_DGRAM, NET_DNS_PORT, err)) < 0 ||
 	    (g->fd_tcp_dns = listen_on(SOCK_STREAM, NET_DNS_PORT, err)) < 0 ||
