@@ -165,6 +165,8 @@ static void run_cleanup(struct run *r)
 {
 	int *fds[] = {r->sync, r->in, r->out, r->errp};
 
+	/* The gateway finishes and exits while we do the rest; its exit is awaited last. */
+	gw_client_close(r->gw);
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		for (int j = 0; j < 2; j++)
 			al_closep(&fds[i][j]);
@@ -174,10 +176,10 @@ static void run_cleanup(struct run *r)
 			;
 		al_closep(&r->pidfd);
 	}
-	gw_client_stop(r->gw);
-	r->gw = NULL;
 	jail_cgroup_destroy(r->cg);
 	r->cg = NULL;
+	gw_client_stop(r->gw);
+	r->gw = NULL;
 	free_env(r->ctx.envp);
 	r->ctx.envp = NULL;
 }

@@ -446,13 +446,8 @@ int net_gateway_start(struct net_gateway *g, struct al_error **err)
 	return 0;
 }
 
-void net_gateway_stop(struct net_gateway *g)
+void net_gateway_quiesce(struct net_gateway *g)
 {
-	if (!g)
-		return;
-	int fds[] = {g->fd_udp, g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy, g->fd_nflog, g->gw_ns,
-		     g->up_ns};
-
 	pthread_mutex_lock(&g->mu);
 	g->stopping = true;
 	pthread_mutex_unlock(&g->mu);
@@ -460,13 +455,26 @@ void net_gateway_stop(struct net_gateway *g)
 		(void)!write(g->stop_pipe[1], "x", 1);
 	for (int i = 0; i < g->n_threads; i++)
 		pthread_join(g->threads[i], NULL);
-	if (g->log_fd >= 0 && g->log_suppressed) /* the flood's count is never lost */
+	if (g->log_fd >= 0 && g->log_suppressed) { /* the flood's count is never lost */
 		write_suppressed(g, g->log_suppressed);
+		g->log_suppressed = 0;
+	}
 	/* Connection threads notice the stop pipe; wait for the last one. */
 	pthread_mutex_lock(&g->mu);
 	while (g->n_conns > 0)
 		pthread_cond_wait(&g->conns_cv, &g->mu);
 	pthread_mutex_unlock(&g->mu);
+	g->n_threads = 0;
+}
+
+void net_gateway_stop(struct net_gateway *g)
+{
+	if (!g)
+		return;
+	int fds[] = {g->fd_udp, g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy, g->fd_nflog, g->gw_ns,
+		     g->up_ns};
+
+	net_gateway_quiesce(g);
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);

@@ -71,7 +71,10 @@ int net_gateway_set_policy(struct net_gateway *g, struct net_policy *p, struct a
 const char *net_gateway_ca_pem(struct net_gateway *g);
 /* Start serving (threads). */
 int net_gateway_start(struct net_gateway *g, struct al_error **err);
-/* Stop serving, close every connection, free. Safe on a gateway never started. */
+/* Stop serving: every thread and connection ended, every log line written; nothing freed
+ * (for a process about to exit). Safe on a gateway never started, and twice. */
+void net_gateway_quiesce(struct net_gateway *g);
+/* Quiesce, then close and free everything. Safe on a gateway never started. */
 void net_gateway_stop(struct net_gateway *g);
 
 /* In the sandbox's network namespace: configure eth0. */

@@ -257,11 +257,17 @@ int gw_client_send_pid(struct gw_client *c, pid_t pid, struct al_error **err)
 	return al_error_set(err, errno ? errno : EPIPE, "talk to the network gateway");
 }
 
+void gw_client_close(struct gw_client *c)
+{
+	if (c)
+		al_closep(&c->ctl); /* EOF: the gateway writes its last lines and exits */
+}
+
 void gw_client_stop(struct gw_client *c)
 {
 	if (!c)
 		return;
-	al_closep(&c->ctl); /* EOF: the gateway closes everything and exits */
+	gw_client_close(c);
 	if (c->pid > 0) {
 		int pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0), st;
 		struct pollfd p = {.fd = pidfd, .events = POLLIN};

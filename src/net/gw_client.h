@@ -50,7 +50,9 @@ bool gw_client_policy_refused(const struct gw_client *c);
 /* The sandbox CA's certificate (PEM) when the policy has per-request rules, else NULL
  * (known once ready). */
 const char *gw_client_ca_pem(const struct gw_client *c);
-/* Close the channel, wait for the gateway to exit, free. NULL is fine. */
+/* Close the channel: the gateway finishes and exits. NULL is fine. */
+void gw_client_close(struct gw_client *c);
+/* Close the channel (if not yet), wait for the gateway to exit, free. NULL is fine. */
 void gw_client_stop(struct gw_client *c);
 
 #endif
