@@ -296,15 +296,12 @@ static int listen_on(int type, int port, struct al_error **err)
 /* In the gateway namespace: link, addresses, ruleset, listening sockets. */
 static int build_in_gw_ns(struct net_gateway *g, struct al_error **err)
 {
-	_cleanup_close_ int nl = net_nl_open(err);
-	struct in_addr gw;
-
-	inet_pton(AF_INET, NET_GW_ADDR, &gw);
 	/* The link itself is made at attach time, its sandbox end born in the sandbox; the
-	 * ruleset matches it by name, and the listeners bind its address ahead (IP_FREEBIND). */
-	(void)gw;
-	if (nl < 0 || net_link_up(nl, "lo", err) < 0 ||
-	    net_nft_apply(err) < 0)
+	 * ruleset matches it by name, and the listeners bind its address ahead (IP_FREEBIND).
+	 * Loopback stays down: nothing in this namespace talks to itself (upstream sockets
+	 * are made in the upstream namespace), and bringing it up cost ~0.17 ms of IPv4 and
+	 * IPv6 address set-up on every gateway's start. */
+	if (net_nft_apply(err) < 0)
 		return -1;
 	if ((g->fd_udp = listen_on(SOCK_DGRAM, NET_DNS_PORT, err)) < 0 ||
 	    (g->fd_tcp_dns = listen_on(SOCK_STREAM, NET_DNS_PORT, err)) < 0 ||
