@@ -82,3 +82,32 @@ def test_without_the_lite_binary_the_full_gateway_serves(tmp_path):
                         "sh", "-c", "grep -c nameserver /etc/resolv.conf"],
                        capture_output=True, timeout=30)
     assert r.returncode == 0 and r.stdout.strip() == b"1", r
+
+
+def test_the_lite_gateway_matches_international_names_in_ascii(run_net, net, world):
+    """airlock-gateway-lite is a static musl binary with Debian's glibc-built libidn2 and
+    libunistring linked in: an allowlisted Unicode name must be matched in its ASCII form
+    (what a resolver asks for), that name alone goes upstream, and a look-alike does not."""
+    gw = "100.96.0.1"
+    r = run_net(["--allow", "b\u00fccher.test"] +
+                net.batch(["dns", "xn--bcher-kva.test", "A", "udp", gw],
+                          ["dns", "xn--bcher-kvb.test", "A", "udp", gw]))
+    assert r.returncode == 0, r.err
+    listed, other = r.probe
+    # Upstream has no such name: NXDOMAIN from upstream, not the gateway's REFUSED.
+    assert listed.get("rcode") == "NXDOMAIN", listed
+    assert other.get("rcode") == "REFUSED", other
+    assert "xn--bcher-kva.test" in world.dns_queries()
+    assert "xn--bcher-kvb.test" not in world.dns_queries()
+    # Listed (so asked upstream, which has no such name) versus not listed.
+    assert net.find(r.egress, layer="dns", reason="nxdomain", name="xn--bcher-kva.test")
+    assert net.find(r.egress, layer="dns", verdict="deny", reason="not_listed",
+                    name="xn--bcher-kvb.test")
+
+
+def test_the_lite_gateway_refuses_a_disallowed_international_name(run_net):
+    """IDNA2008 disallows symbols such as U+2603: libidn2's refusal reaches the caller as
+    an invalid policy (exit 64) naming the entry, from the musl-built lite gateway too."""
+    r = run_net(["--allow", "\u2603.test", "--", "true"])
+    assert r.returncode == 64, (r.returncode, r.out, r.err)
+    assert ".test" in r.err and "policy" in r.err.lower(), r.err
