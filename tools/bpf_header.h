@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the build-time seccomp compilers (gen_seccomp.c, gen_gw_seccomp.c) share: failing
- * with a message, and writing a libseccomp filter as a C array of raw BPF, optionally
+ * with a message, making the filter, and writing it as a C array of raw BPF, optionally
  * after hand-written instructions that run first.
  */
 #ifndef AL_TOOLS_BPF_HEADER_H
@@ -23,6 +23,24 @@ static void bpf_die(const char *tool, const char *what, int rc)
 static void bpf_put(FILE *out, const struct sock_filter *insn)
 {
 	fprintf(out, "\t{0x%04x, %u, %u, 0x%08x},\n", insn->code, insn->jt, insn->jf, insn->k);
+}
+
+/* An allow-by-default filter whose calls of another architecture get `badarch`, laid out
+ * as a binary tree over syscall numbers (the kernel runs the filter once per number when
+ * it is installed, to cache the always-allowed ones: half the cost of a linear list). */
+static scmp_filter_ctx bpf_new_filter(const char *tool, uint32_t badarch)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int rc;
+
+	if (!ctx)
+		bpf_die(tool, "seccomp_init", -ENOMEM);
+	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, badarch);
+	if (rc == 0)
+		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+	if (rc < 0)
+		bpf_die(tool, "attributes", rc);
+	return ctx;
 }
 
 /* path gets "static const struct sock_filter <array>[] = {prefix..., ctx's program};". */

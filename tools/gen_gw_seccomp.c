@@ -74,22 +74,12 @@ static void add_rules(scmp_filter_ctx ctx)
 int main(int argc, char **argv)
 {
 	scmp_filter_ctx ctx;
-	int rc;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: gen_gw_seccomp OUT.h\n");
 		return 2;
 	}
-	ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		die("seccomp_init", -ENOMEM);
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-	/* A binary tree over syscall numbers: the kernel runs the filter once per syscall
-	 * number when it is installed (to cache the always-allowed ones); half the cost. */
-	if (rc == 0)
-		rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-	if (rc < 0)
-		die("attributes", rc);
+	ctx = bpf_new_filter("gen_gw_seccomp", SCMP_ACT_KILL_PROCESS);
 	add_rules(ctx);
 	bpf_write_header("gen_gw_seccomp", ctx, argv[1], "gw_seccomp_insns", NULL, 0);
 	seccomp_release(ctx);

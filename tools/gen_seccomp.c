@@ -145,22 +145,12 @@ int main(int argc, char **argv)
 		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	scmp_filter_ctx ctx;
-	int rc;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: gen_seccomp OUT.h\n");
 		return 2;
 	}
-	ctx = seccomp_init(SCMP_ACT_ALLOW);
-	if (!ctx)
-		die("seccomp_init", -ENOMEM);
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_ERRNO(EPERM));
-	if (rc < 0)
-		die("badarch", rc);
-	/* A binary tree over syscall numbers instead of one comparison after another. */
-	rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
-	if (rc < 0)
-		die("optimize", rc);
+	ctx = bpf_new_filter("gen_seccomp", SCMP_ACT_ERRNO(EPERM));
 	add_rules(ctx);
 	bpf_write_header("gen_seccomp", ctx, argv[1], "jail_seccomp_insns", prefix,
 			 sizeof(prefix) / sizeof(prefix[0]));

@@ -3,8 +3,9 @@
  * glibc's _FORTIFY_SOURCE entry points, for the binaries linked with musl (scripts/musl-cc).
  * Debian's static archives linked into them (libjansson.a; for airlock-gateway-lite also
  * libidn2.a, libpsl.a, libunistring.a and libpcre2-8.a) were compiled against glibc with
- * fortification and call these; musl has no fortify layer. Each checks what glibc checks (the destination's real size
- * against the length it was told) and aborts on overflow, as glibc's do.
+ * fortification and call these; musl has no fortify layer. Each checks what glibc checks
+ * (the destination's real size against the length it was told) and aborts on overflow,
+ * as glibc's do.
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -655,12 +655,12 @@ static void kill_cmd(struct dm_sbx *s, const char *cmd_id, int sig)
  * Cgroups of ended sandboxes not removed yet (d->mu held; it is dropped around the
  * attempts): those of stopped sandboxes, left to us so that a stop answers sooner, and
  * those still busy when their sandbox ended. One try each, no waiting; their uid ranges
- * stay reserved until they are gone (alloc_host_base).
+ * stay reserved until they are gone (alloc_host_base). Returns how many are still left.
  */
-static void reclaim_cgroups(struct daemon *d)
+static size_t reclaim_cgroups(struct daemon *d)
 {
 	char (*ids)[DM_ID_LEN + 1] = NULL;
-	size_t n = 0;
+	size_t n = 0, left = 0;
 
 	for (size_t i = 0; i < d->n_sbxs; i++)
 		if (d->sbxs[i]->cgroup_left) {
@@ -668,17 +668,20 @@ static void reclaim_cgroups(struct daemon *d)
 			strcpy(ids[n++], d->sbxs[i]->id);
 		}
 	if (!n)
-		return;
+		return 0;
 	pthread_mutex_unlock(&d->mu);
 	for (size_t k = 0; k < n; k++)
-		if (jail_sandbox_reclaim(ids[k]) < 0)
+		if (jail_sandbox_reclaim(ids[k]) < 0) {
 			ids[k][0] = '\0';
+			left++;
+		}
 	pthread_mutex_lock(&d->mu);
 	for (size_t k = 0; k < n; k++)
 		for (size_t i = 0; ids[k][0] && i < d->n_sbxs; i++)
 			if (strcmp(d->sbxs[i]->id, ids[k]) == 0)
 				d->sbxs[i]->cgroup_left = false;
 	free(ids);
+	return left;
 }
 
 /* Sandboxes past their expiry are stopped; commands past their timeout are killed. */
@@ -897,14 +900,7 @@ void daemon_close(struct daemon *d)
 		if (dm_sbx_pooled(d->sbxs[i]))
 			stop_locked_sbx(d, d->sbxs[i], "stopped");
 	/* What the timer had still to remove: a last try of up to 5 s, not to leave it. */
-	for (int t = 0; t < 100; t++) {
-		bool any = false;
-
-		reclaim_cgroups(d);
-		for (size_t i = 0; i < d->n_sbxs && !any; i++)
-			any = d->sbxs[i]->cgroup_left;
-		if (!any)
-			break;
+	for (int t = 0; t < 100 && reclaim_cgroups(d) > 0; t++) {
 		pthread_mutex_unlock(&d->mu);
 		usleep(50000);
 		pthread_mutex_lock(&d->mu);

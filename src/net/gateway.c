@@ -293,7 +293,7 @@ static int listen_on(int type, int port, struct al_error **err)
 	return fd;
 }
 
-/* In the gateway namespace: link, addresses, ruleset, listening sockets. */
+/* In the gateway namespace: the ruleset and the listening sockets. */
 static int build_in_gw_ns(struct net_gateway *g, struct al_error **err)
 {
 	/* The link itself is made at attach time, its sandbox end born in the sandbox; the

@@ -13,7 +13,7 @@
  * io_uring, file handles, identity, clock and reboot calls. What it does not
  * take away: a compromised gateway still has root's file access on the host
  * (docs/security-model.md, R2). Other ABIs (i386, x32) kill
- * the process. A deny list, not an allow list: OpenSSL, glibc and libnftnl
+ * the process. A deny list, not an allow list: OpenSSL, glibc and musl
  * change which ordinary calls they make, and a missing one would break the
  * network of every sandbox; the dangerous ones are what the filter is for.
  * The policy is compiled to BPF at build time (tools/gen_gw_seccomp.c): running

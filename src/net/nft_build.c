@@ -336,6 +336,10 @@ static void build(struct tx *t, const char *link, struct in_addr gw, struct in_a
 		  unsigned dns, unsigned proxy, unsigned tproxy)
 {
 	const unsigned accepted[] = {dns, proxy, tproxy};
+	static const struct {
+		uint8_t proto;
+		const char *prefix;
+	} refused[] = {{IPPROTO_UDP, "udp_dropped"}, {IPPROTO_ICMP, "icmp_dropped"}};
 	const uint8_t v6 = NFPROTO_IPV6;
 	struct rb b;
 
@@ -406,22 +410,16 @@ static void build(struct tx *t, const char *link, struct in_addr gw, struct in_a
 	dport(&b, IPPROTO_TCP, NFT_CMP_GTE, 1);
 	redirect(&b, tproxy);
 	put_rule(t, &b);
-	b = rule("prerouting"); /* nothing else is routed: say what was refused */
-	iifname(&b, link);
-	ipv4(&b);
-	ip_addr(&b, IP_DADDR, NFT_CMP_NEQ, gw);
-	l4proto(&b, IPPROTO_UDP);
-	limit(&b);
-	nflog(&b, "udp_dropped");
-	put_rule(t, &b);
-	b = rule("prerouting");
-	iifname(&b, link);
-	ipv4(&b);
-	ip_addr(&b, IP_DADDR, NFT_CMP_NEQ, gw);
-	l4proto(&b, IPPROTO_ICMP);
-	limit(&b);
-	nflog(&b, "icmp_dropped");
-	put_rule(t, &b);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		b = rule("prerouting"); /* nothing else is routed: say what was refused */
+		iifname(&b, link);
+		ipv4(&b);
+		ip_addr(&b, IP_DADDR, NFT_CMP_NEQ, gw);
+		l4proto(&b, refused[i].proto);
+		limit(&b);
+		nflog(&b, refused[i].prefix);
+		put_rule(t, &b);
+	}
 
 	put_chain(t, "output", "filter", NF_INET_LOCAL_OUT, 0, NF_DROP);
 	loopback_and_replies(t, "output", NFT_META_OIF);

@@ -410,13 +410,13 @@ static int policy_allow_record(struct net_policy *p, json_t *obj, struct al_erro
 			return al_error_wrap(err, "allow");
 		if (net_rules_parse(rules, what, &parsed, err) < 0)
 			return -EINVAL;
-		if (p->n_domains == before && parsed.n == 0) {
+		if (p->n_domains == before) { /* the same pattern spelled twice */
+			bool has_rules = parsed.n > 0;
+
 			net_rules_clear(&parsed); /* an empty list still has its array */
-			continue; /* the same pattern spelled twice, no rules: one entry */
-		}
-		if (p->n_domains == before) { /* ... with rules: which rules would apply? */
-			net_rules_clear(&parsed);
-			return al_error_msg(err, EINVAL,
+			if (!has_rules)
+				continue; /* no rules: one entry */
+			return al_error_msg(err, EINVAL, /* which rules would apply? */
 					    "%s: the same domain as an earlier entry (names are "
 					    "compared after canonicalization)", what);
 		}

@@ -80,6 +80,27 @@ static void rm_rf(const char *path)
 	waitpid(pid, NULL, 0);
 }
 
+/* A config with no limits: a fresh cgroup then gets no writes, plain directories suffice. */
+static void config_without_limits(struct al_config *cfg)
+{
+	al_config_init(cfg);
+	cfg->memory_bytes = 0;
+	cfg->pids = 0;
+	cfg->cpus = 0;
+}
+
+/* jail_cgroup_ahead, checked. */
+static struct jail_cgroup *make_ahead(const struct al_config *cfg, const char *what)
+{
+	struct jail_cgroup *cg = NULL;
+	struct al_error *err = NULL;
+
+	CHECK(jail_cgroup_ahead(cfg, &cg, &err) == 0, "%s made (%s)", what,
+	      err && err->msg ? err->msg : "");
+	al_error_free(err);
+	return cg;
+}
+
 static void test_ahead_is_taken_by_rename(void)
 {
 	struct al_config cfg;
@@ -89,14 +110,8 @@ static void test_ahead_is_taken_by_rename(void)
 	struct stat before, after;
 	char p[1024];
 
-	al_config_init(&cfg);
-	cfg.memory_bytes = 0; /* a fresh cgroup gets no writes: plain directories suffice */
-	cfg.pids = 0;
-	cfg.cpus = 0;
-	CHECK(jail_cgroup_ahead(&cfg, &cg, &err) == 0, "ahead made (%s)",
-	      err && err->msg ? err->msg : "");
-	al_error_free(err);
-	err = NULL;
+	config_without_limits(&cfg);
+	cg = make_ahead(&cfg, "ahead");
 	CHECK(find_ahead("memory", name, sizeof(name)), "one ahead-* in memory");
 	CHECK(strncmp(name, "ahead-", 6) == 0 && atoi(name + 6) == (int)getpid(),
 	      "named after its maker's pid: %s", name);
@@ -127,13 +142,8 @@ static void test_failed_take_is_undone(void)
 	struct al_error *err = NULL;
 	char name[NAME_MAX + 1], p[1024];
 
-	al_config_init(&cfg);
-	cfg.memory_bytes = 0;
-	cfg.pids = 0;
-	cfg.cpus = 0;
-	CHECK(jail_cgroup_ahead(&cfg, &cg, &err) == 0, "second ahead made");
-	al_error_free(err);
-	err = NULL;
+	config_without_limits(&cfg);
+	cg = make_ahead(&cfg, "second ahead");
 	CHECK(find_ahead("memory", name, sizeof(name)), "one ahead-* again");
 	/* The target exists, not empty, in cpu only: memory and pids rename, cpu fails. */
 	mkdirs("cpu", "sbx_two");
@@ -190,13 +200,8 @@ static void test_limits_written_only_when_they_differ(void)
 	struct al_error *err = NULL;
 	char name[NAME_MAX + 1];
 
-	al_config_init(&made);
-	made.memory_bytes = 0;
-	made.pids = 0;
-	made.cpus = 0;
-	CHECK(jail_cgroup_ahead(&made, &cg, &err) == 0, "third ahead made");
-	al_error_free(err);
-	err = NULL;
+	config_without_limits(&made);
+	cg = make_ahead(&made, "third ahead");
 	CHECK(find_ahead("pids", name, sizeof(name)), "one ahead-* again");
 	touch("memory", name, "memory.limit_in_bytes");
 	touch("memory", name, "memory.memsw.limit_in_bytes");
@@ -260,10 +265,7 @@ static void test_one_shot_without_cpu_limit_has_no_cpu_cgroup(void)
 	struct jail_cgroup *cg = NULL;
 	struct al_error *err = NULL;
 
-	al_config_init(&cfg);
-	cfg.memory_bytes = 0;
-	cfg.pids = 0;
-	cfg.cpus = 0;
+	config_without_limits(&cfg);
 	CHECK(jail_cgroup_create("run-1-1", &cfg, true, &cg, &err) == 0, "one-shot cgroup made");
 	al_error_free(err);
 	err = NULL;

@@ -21,9 +21,11 @@ BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", pathlib.Path(__file__).resolve(
 RULES_POLICY = {"allow": {"rules.test": [{"transform": [{"headers": {"X-Test": "1"}}]}]}}
 
 
-def gateway_exe_of_run(args, policy_file=None):
-    """Starts `airlock run ARGS -- sleep 2` and returns the path its gateway runs."""
-    p = subprocess.Popen([str(BIN / "airlock"), "run", *args, "--", "sleep", "2"],
+def probe_gateway_of_run(args, probe, seconds=2):
+    """Starts `airlock run ARGS -- sleep SECONDS`, and while it runs calls
+    probe(pid, exe) on its gateway until that returns something other than None,
+    which is returned (None if it never does within 5 s)."""
+    p = subprocess.Popen([str(BIN / "airlock"), "run", *args, "--", "sleep", str(seconds)],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 5
@@ -33,12 +35,18 @@ def gateway_exe_of_run(args, policy_file=None):
                     exe = os.readlink(f"/proc/{pid}/exe")
                 except OSError:
                     continue
-                if "airlock-gateway" in exe:
-                    return exe
+                found = probe(pid, exe) if "airlock-gateway" in exe else None
+                if found is not None:
+                    return found
             time.sleep(0.02)
         return None
     finally:
         p.wait(timeout=30)
+
+
+def gateway_exe_of_run(args):
+    """The path the gateway of `airlock run ARGS` runs."""
+    return probe_gateway_of_run(args, lambda pid, exe: exe)
 
 
 def test_a_rules_free_one_shot_runs_the_lite_gateway():

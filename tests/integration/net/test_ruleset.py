@@ -9,12 +9,10 @@ for a policy with rules), so a wrong or stale generated header cannot go unnotic
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
-from .conftest import children_of
-from .test_gateway_lite import BIN, RULES_POLICY
+from .test_gateway_lite import RULES_POLICY, probe_gateway_of_run
 
 EXPECTED = """
 table inet airlock {
@@ -56,36 +54,29 @@ def lines(text):
 
 
 def ruleset_of_a_live_gateway(args):
-    """Starts `airlock run ARGS -- sleep 3`, finds its gateway, and lists the ruleset of
-    the network namespace the gateway holds open (its own: not the host's)."""
+    """(exe, ruleset) of the gateway of `airlock run ARGS`: the ruleset of the network
+    namespace the gateway holds open (its own: not the host's)."""
     host_ns = os.readlink("/proc/self/ns/net")
-    p = subprocess.Popen([str(BIN / "airlock"), "run", *args, "--", "sleep", "3"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            for pid in children_of(p.pid):
-                try:
-                    if "airlock-gateway" not in os.readlink(f"/proc/{pid}/exe"):
-                        continue
-                    fds = os.listdir(f"/proc/{pid}/fd")
-                except OSError:
-                    continue
-                for fd in fds:
-                    path = f"/proc/{pid}/fd/{fd}"
-                    try:
-                        target = os.readlink(path)
-                    except OSError:
-                        continue
-                    if target.startswith("net:") and target != host_ns:
-                        r = subprocess.run(["nsenter", f"--net={path}", "nft", "list",
-                                            "ruleset"], capture_output=True, text=True)
-                        if r.returncode == 0 and "table inet airlock" in r.stdout:
-                            return os.readlink(f"/proc/{pid}/exe"), r.stdout
-            time.sleep(0.02)
-        return None, None
-    finally:
-        p.wait(timeout=30)
+
+    def ruleset(pid, exe):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            return None
+        for fd in fds:
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                target = os.readlink(path)
+            except OSError:
+                continue
+            if target.startswith("net:") and target != host_ns:
+                r = subprocess.run(["nsenter", f"--net={path}", "nft", "list", "ruleset"],
+                                   capture_output=True, text=True)
+                if r.returncode == 0 and "table inet airlock" in r.stdout:
+                    return exe, r.stdout
+        return None
+
+    return probe_gateway_of_run(args, ruleset, seconds=3) or (None, None)
 
 
 @pytest.mark.parametrize("kind", ["lite", "full"])
