@@ -4,6 +4,7 @@
 #include "common/cleanup.h"
 #include "common/parse.h"
 #include "common/xalloc.h"
+#include "net/netpool.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -56,6 +57,8 @@ void cli_run_usage(FILE *out)
 	      "  --upstream-ca FILE   CA certificates that upstreams of TLS-terminated domains\n"
 	      "                       (per-request rules) must chain to (default: the system's)\n"
 	      "  --hostname NAME      hostname inside (default sandbox)\n"
+	      "  --no-pool            make the network namespaces now, even if `airlock pool fill`\n"
+	      "                       has some ready (docs/performance.md, \"The one-shot pool\")\n"
 	      "  -h, --help           this text\n"
 	      "\n"
 	      "Inside: uid 1000 (user), cwd /workspace, HOME=/home/user, environment PATH, HOME,\n"
@@ -85,7 +88,7 @@ struct run_opts {
 	struct al_config cfg;
 	const char **env;
 	struct al_file_copy *files;
-	bool json, interactive;
+	bool json, interactive, no_pool;
 	struct buf out, err;
 	/* network flags, turned into one policy document */
 	const char *net_mode;    /* deny / allow-all, or NULL */
@@ -127,6 +130,7 @@ enum {
 	OPT_TIMEOUT = 256, OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_DISK, OPT_OUTPUT, OPT_IMAGE,
 	OPT_FILE, OPT_ROOT, OPT_JSON, OPT_NET, OPT_HOSTNAME, OPT_ALLOW, OPT_ALLOW_CIDR,
 	OPT_DENY_CIDR, OPT_POLICY, OPT_UP_NETNS, OPT_UP_DNS, OPT_UP_CA, OPT_EGRESS_LOG,
+	OPT_NO_POOL,
 };
 
 static const struct option long_opts[] = {
@@ -154,6 +158,7 @@ static const struct option long_opts[] = {
 	{"upstream-dns", required_argument, NULL, OPT_UP_DNS},
 	{"upstream-ca", required_argument, NULL, OPT_UP_CA},
 	{"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
+	{"no-pool", no_argument, NULL, OPT_NO_POOL},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -226,6 +231,9 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		break;
 	case OPT_JSON:
 		o->json = true;
+		break;
+	case OPT_NO_POOL:
+		o->no_pool = true;
 		break;
 	case OPT_NET:
 		if (strcmp(arg, "deny") == 0 || strcmp(arg, "deny-all") == 0 ||
@@ -439,6 +447,7 @@ int cli_run(int argc, char **argv)
 	struct tty_state tty = {0};
 	sigset_t mask;
 	_cleanup_free_ char *policy_json = NULL;
+	char pool_dir[200];
 	int c, code, egress_fd = -1, json_fd = -1;
 
 	memset(&o, 0, sizeof(o));
@@ -465,6 +474,9 @@ int cli_run(int argc, char **argv)
 		/* The log goes to memory too, to be returned in the result object. */
 		json_fd = memfd_create("airlock-egress", MFD_CLOEXEC);
 	}
+	/* Namespaces made ahead by `airlock pool fill`, if there are any (src/cli/pool.c). */
+	if (!o.no_pool && netpool_dir(NULL, pool_dir, sizeof(pool_dir)) == 0)
+		o.cfg.netpool_dir = pool_dir;
 	o.cfg.argv = argv + optind;
 	o.cfg.env = o.env;
 	o.cfg.files = o.files;

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/nsfs.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -301,7 +302,7 @@ static int build_in_gw_ns(struct net_gateway *g, struct al_error **err)
 	 * Loopback stays down: nothing in this namespace talks to itself (upstream sockets
 	 * are made in the upstream namespace), and bringing it up cost ~0.17 ms of IPv4 and
 	 * IPv6 address set-up on every gateway's start. */
-	if (net_nft_apply(err) < 0)
+	if (!g->pooled && net_nft_apply(err) < 0) /* a pooled namespace has it already */
 		return -1;
 	if ((g->fd_udp = listen_on(SOCK_DGRAM, NET_DNS_PORT, err)) < 0 ||
 	    (g->fd_tcp_dns = listen_on(SOCK_STREAM, NET_DNS_PORT, err)) < 0 ||
@@ -357,10 +358,19 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 		return -1;
 	if (gw_tls_ensure(g, g->policy, err) < 0)
 		return -1;
-	/* Make the gateway namespace, build it, and come back. */
-	if (unshare(CLONE_NEWNET) < 0)
-		return al_error_set(err, errno, "unshare(CLONE_NEWNET) for the gateway");
-	g->gw_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	/* Make the gateway namespace (or join the pooled one), build it, and come back. */
+	if (o->pooled_netns) {
+		g->pooled = true;
+		g->gw_ns = open(o->pooled_netns, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (g->gw_ns < 0 || ioctl(g->gw_ns, NS_GET_NSTYPE) != CLONE_NEWNET ||
+		    setns(g->gw_ns, CLONE_NEWNET) < 0)
+			return al_error_set(err, errno ? errno : EINVAL,
+					    "pooled gateway namespace '%s'", o->pooled_netns);
+	} else {
+		if (unshare(CLONE_NEWNET) < 0)
+			return al_error_set(err, errno, "unshare(CLONE_NEWNET) for the gateway");
+		g->gw_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	}
 	r = g->gw_ns < 0 ? al_error_set(err, errno, "open the gateway netns") : build_in_gw_ns(g, err);
 	if (setns(host_ns, CLONE_NEWNET) < 0 && r == 0)
 		r = al_error_set(err, errno, "setns back to the host netns");
@@ -396,6 +406,10 @@ int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err)
 	char path[64];
 	int r;
 
+	if (g->pooled) { /* the sandbox joined the link's other end, made with the pool entry */
+		wait_link_running(g);
+		return 0;
+	}
 	if (host_ns < 0 || setns(g->gw_ns, CLONE_NEWNET) < 0)
 		return al_error_set(err, errno, "enter the gateway netns");
 	nl = net_nl_open(err);

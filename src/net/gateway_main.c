@@ -6,6 +6,9 @@
  *   airlock-gateway --policy JSON --sandbox ID --log-fd N
  *                   [--upstream-netns NS] [--upstream-dns IP[:PORT]]
  *                   [--ca-dir DIR [--ca-constrain 1]] [--upstream-ca FILE]
+ *                   [--pooled-netns PATH]
+ * --pooled-netns: a gateway namespace from the one-shot pool (net/netpool.h), its ruleset
+ * and link made; the sandbox joins the link's other end itself.
  * --ca-dir: where the sandbox's CA lives (made there when a policy first has
  * per-request rules; its certificate is DIR/ca.pem for the caller to install).
  *
@@ -341,6 +344,8 @@ int main(int argc, char **argv)
 			o.ca_constrain = strcmp(argv[i + 1], "0") != 0;
 		else if (strcmp(argv[i], "--ca-ephemeral") == 0)
 			o.ca_ephemeral = strcmp(argv[i + 1], "0") != 0;
+		else if (strcmp(argv[i], "--pooled-netns") == 0)
+			o.pooled_netns = argv[i + 1];
 		else if (strcmp(argv[i], "--generation") == 0)
 			generation = strtoull(argv[i + 1], NULL, 10);
 	}

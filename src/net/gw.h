@@ -69,6 +69,7 @@ struct net_gateway {
 	struct net_cidr forbidden[2];
 	char *sandbox_id;
 	int gw_ns;              /* the gateway's netns */
+	bool pooled;            /* gw_ns came ready from the one-shot pool: ruleset and link made */
 	int up_ns;              /* where upstream sockets are made (-1: the caller's) */
 	struct sockaddr_storage dns_up;
 	socklen_t dns_up_len;

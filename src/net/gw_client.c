@@ -169,12 +169,12 @@ pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd, co
 }
 
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
-		    struct gw_client **out, struct al_error **err)
+		    const char *pooled_netns, struct gw_client **out, struct al_error **err)
 {
 	struct gw_client *c = xzalloc(sizeof(*c));
 	char *path = NULL, logfd[16];
 	int sp[2];
-	const char *argv[24];
+	const char *argv[26];
 	int a = 0;
 
 	*out = c;
@@ -219,6 +219,8 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	}
 	if (cfg->upstream_ca)
 		argv[a++] = "--upstream-ca", argv[a++] = cfg->upstream_ca;
+	if (pooled_netns)
+		argv[a++] = "--pooled-netns", argv[a++] = pooled_netns;
 	argv[a] = NULL;
 	c->pid = gw_exec(path, argv, sp[1], log_fd, NULL);
 	close(sp[1]);

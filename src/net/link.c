@@ -110,13 +110,14 @@ int net_veth_create(int nl, const char *name, const char *peer, struct al_error 
 	return net_veth_create_in(nl, name, peer, 0, err);
 }
 
-int net_veth_create_in(int nl, const char *name, const char *peer, pid_t peer_pid,
-		       struct al_error **err)
+/* The peer goes into the namespace named by attribute ns_attr (a pid or an fd; 0: none). */
+static int veth_create(int nl, const char *name, const char *peer, unsigned short ns_attr,
+		       uint32_t ns, struct al_error **err)
 {
 	struct nlreq r;
 	struct rtattr *info, *data, *pinfo;
 	struct ifinfomsg pifi = {.ifi_family = AF_UNSPEC};
-	uint32_t p = (uint32_t)peer_pid, one = 1;
+	uint32_t one = 1;
 
 	/*
 	 * One queue each way on both ends, said up front. Without it veth makes one per
@@ -135,12 +136,25 @@ int net_veth_create_in(int nl, const char *name, const char *peer, pid_t peer_pi
 	put_attr(&r, IFLA_IFNAME, peer, strlen(peer) + 1);
 	put_attr(&r, IFLA_NUM_TX_QUEUES, &one, sizeof(one));
 	put_attr(&r, IFLA_NUM_RX_QUEUES, &one, sizeof(one));
-	if (peer_pid > 0) /* born in the sandbox: no move, so no synchronize_net() (~20 ms) */
-		put_attr(&r, IFLA_NET_NS_PID, &p, sizeof(p));
+	if (ns_attr) /* born in the sandbox: no move, so no synchronize_net() (~20 ms) */
+		put_attr(&r, ns_attr, &ns, sizeof(ns));
 	end_nest(&r, pinfo);
 	end_nest(&r, data);
 	end_nest(&r, info);
 	return talk(nl, &r, "create veth", err);
+}
+
+int net_veth_create_in(int nl, const char *name, const char *peer, pid_t peer_pid,
+		       struct al_error **err)
+{
+	return veth_create(nl, name, peer, peer_pid > 0 ? IFLA_NET_NS_PID : 0, (uint32_t)peer_pid,
+			   err);
+}
+
+int net_veth_create_in_fd(int nl, const char *name, const char *peer, int peer_nsfd,
+			  struct al_error **err)
+{
+	return veth_create(nl, name, peer, IFLA_NET_NS_FD, (uint32_t)peer_nsfd, err);
 }
 
 int net_link_up(int nl, const char *ifname, struct al_error **err)

@@ -14,6 +14,9 @@ int net_veth_create(int nl, const char *name, const char *peer, struct al_error 
  * (0: here). Cheaper than creating it here and moving it: a move waits for RCU. */
 int net_veth_create_in(int nl, const char *name, const char *peer, pid_t peer_pid,
 		       struct al_error **err);
+/* The same with the peer created in the network namespace nsfd refers to. */
+int net_veth_create_in_fd(int nl, const char *name, const char *peer, int peer_nsfd,
+			  struct al_error **err);
 int net_link_up(int nl, const char *ifname, struct al_error **err);
 int net_addr_add4(int nl, const char *ifname, struct in_addr addr, int prefix,
 		  struct al_error **err);

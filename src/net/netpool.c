@@ -1,0 +1,458 @@
+/* SPDX-License-Identifier: MIT */
+/* The one-shot pool of network namespaces made ahead (see netpool.h for the layout). */
+#include "net/netpool.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/syscalls.h"
+#include "net/gateway.h"
+#include "net/link.h"
+#include "net/nft.h"
+#include "gw_nft_batch.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *const kind_dir[] = {[NETPOOL_LOOPBACK] = "loopback", [NETPOOL_LINK] = "link"};
+
+/* What a pooled namespace was built from: the ruleset's bytes and the link's addresses. */
+static unsigned version_hash(void)
+{
+	static const char link[] = NET_GW_ADDR " " NET_SBX_ADDR " " NET_SBX_LINK " " NET_GW_LINK;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < sizeof(gw_nft_batch); i++)
+		h = (h ^ gw_nft_batch[i]) * 16777619u;
+	for (size_t i = 0; i < sizeof(link); i++)
+		h = (h ^ (unsigned char)link[i]) * 16777619u;
+	h = (h ^ (uint32_t)NETPOOL_LINK) * 16777619u; /* the layout's own version: 1 */
+	return h;
+}
+
+int netpool_dir(const char *root, char *buf, size_t len)
+{
+	int n;
+
+	if (!root)
+		root = getenv("AIRLOCK_NETPOOL");
+	if (!root || root[0] != '/')
+		root = NETPOOL_ROOT;
+	n = snprintf(buf, len, "%s/v1-%08x", root, version_hash());
+	return n > 0 && (size_t)n < len && (size_t)n < sizeof(((struct netpool_claim *)0)->dir)
+		       ? 0
+		       : -1;
+}
+
+unsigned netpool_size(const char *dir)
+{
+	char path[256], buf[16];
+	unsigned long n;
+	ssize_t got;
+	char *end;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/size", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	got = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (got <= 0)
+		return 0;
+	buf[got] = '\0';
+	n = strtoul(buf, &end, 10);
+	return (*end == '\n' || *end == '\0') && n <= NETPOOL_MAX_SIZE ? (unsigned)n : 0;
+}
+
+/* Is fd a network namespace? (An unmounted pin is an empty file: never join that.) */
+static bool is_netns(int fd)
+{
+	return fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNET;
+}
+
+/* Unpin and remove one entry directory (its namespaces go when their last user does). */
+static void discard(const char *entry)
+{
+	static const char *const files[] = {"sbx", "gw"};
+	char path[400];
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		snprintf(path, sizeof(path), "%s/%s", entry, files[i]);
+		while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+			; /* a pin made twice: take every layer */
+		unlink(path);
+	}
+	rmdir(entry);
+}
+
+bool netpool_claim(const char *dir, enum netpool_kind kind, struct netpool_claim *c)
+{
+	char kdir[256], from[600];
+	struct dirent *e;
+	bool found = false;
+	DIR *d;
+
+	memset(c, 0, sizeof(*c));
+	c->sbx_fd = -1;
+	snprintf(kdir, sizeof(kdir), "%s/%s", dir, kind_dir[kind]);
+	d = opendir(kdir);
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d))) {
+		if (e->d_name[0] == '.' || strlen(e->d_name) > 100)
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", kdir, e->d_name);
+		snprintf(c->entry, sizeof(c->entry), "%s/claimed/%d-%s", dir, (int)getpid(),
+			 e->d_name);
+		found = rename(from, c->entry) == 0; /* ENOENT: another run took it first */
+	}
+	closedir(d);
+	if (!found)
+		return false;
+	snprintf(c->dir, sizeof(c->dir), "%s", dir);
+	snprintf(from, sizeof(from), "%s/sbx", c->entry);
+	c->sbx_fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	c->held = true;
+	if (kind == NETPOOL_LINK) {
+		_cleanup_close_ int gw = -1;
+
+		snprintf(c->gw_path, sizeof(c->gw_path), "%s/gw", c->entry);
+		gw = open(c->gw_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (!is_netns(gw))
+			al_closep(&c->sbx_fd);
+	}
+	if (is_netns(c->sbx_fd))
+		return true;
+	al_closep(&c->sbx_fd);
+	discard(c->entry);
+	c->held = false;
+	return false;
+}
+
+/* A new namespace for this thread, loopback up; its fd in *out. The thread stays in it. */
+static int new_netns(int *out, bool loopback, struct al_error **err)
+{
+	if (unshare(CLONE_NEWNET) < 0)
+		return al_error_set(err, errno, "unshare(CLONE_NEWNET)");
+	*out = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (*out < 0)
+		return al_error_set(err, errno, "open the new network namespace");
+	if (loopback) {
+		_cleanup_close_ int nl = net_nl_open(err);
+
+		if (nl < 0 || net_link_up(nl, "lo", err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The link's two ends, as net_gateway_attach and the sandbox would have made them: eth0
+ * configured first, gw0 up last, so that both have their carrier at once. */
+static int build_link(int sbx, int gw, struct al_error **err)
+{
+	_cleanup_close_ int nl = net_nl_open(err);
+	struct in_addr a;
+
+	if (nl < 0 || net_nft_apply(err) < 0 ||
+	    net_veth_create_in_fd(nl, NET_GW_LINK, NET_SBX_LINK, sbx, err) < 0)
+		return -1;
+	if (setns(sbx, CLONE_NEWNET) < 0)
+		return al_error_set(err, errno, "enter the pooled sandbox namespace");
+	if (net_sandbox_link_setup(err) < 0)
+		return -1;
+	if (setns(gw, CLONE_NEWNET) < 0)
+		return al_error_set(err, errno, "enter the pooled gateway namespace");
+	inet_pton(AF_INET, NET_GW_ADDR, &a);
+	if (net_addr_add4(nl, NET_GW_LINK, a, NET_LINK_PREFIX, err) < 0)
+		return -1;
+	net_disable_ipv6(NET_GW_LINK);
+	return net_link_up(nl, NET_GW_LINK, err);
+}
+
+/* Bind-mount namespace fd onto DIR/name. */
+static int pin(int fd, const char *dir, const char *name, struct al_error **err)
+{
+	char path[400], src[64];
+	int f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+	f = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (f < 0)
+		return al_error_set(err, errno, "create '%s'", path);
+	close(f);
+	if (mount(src, path, NULL, MS_BIND, NULL) < 0)
+		return al_error_set(err, errno, "bind-mount a namespace on '%s'", path);
+	return 0;
+}
+
+/* Make one entry in new/, then publish it with a rename. -1 with err; -2 when this thread
+ * could not get back to its own namespace (the caller must stop: it is stranded). */
+static int make_entry(const char *dir, enum netpool_kind kind, unsigned serial,
+		      struct al_error **err)
+{
+	_cleanup_close_ int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int sbx = -1, gw = -1;
+	char tmp[300], dst[300];
+	struct timespec ts;
+	int r;
+
+	if (home < 0)
+		return al_error_set(err, errno, "open this thread's network namespace");
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(tmp, sizeof(tmp), "%s/new/%d-%u-%lld%09ld", dir, (int)getpid(), serial,
+		 (long long)ts.tv_sec, ts.tv_nsec);
+	snprintf(dst, sizeof(dst), "%s/%s/%s", dir, kind_dir[kind], strrchr(tmp, '/') + 1);
+	if (mkdir(tmp, 0700) < 0)
+		return al_error_set(err, errno, "mkdir '%s'", tmp);
+	r = new_netns(&sbx, true, err);
+	if (r == 0 && kind == NETPOOL_LINK) {
+		r = new_netns(&gw, false, err);
+		if (r == 0)
+			r = build_link(sbx, gw, err);
+	}
+	if (setns(home, CLONE_NEWNET) < 0) {
+		al_error_set(err, errno, "setns back from a pooled namespace");
+		return -2;
+	}
+	if (r == 0)
+		r = pin(sbx, tmp, "sbx", err);
+	if (r == 0 && kind == NETPOOL_LINK)
+		r = pin(gw, tmp, "gw", err);
+	if (r == 0 && rename(tmp, dst) < 0)
+		r = al_error_set(err, errno, "publish '%s'", dst);
+	if (r < 0) {
+		discard(tmp);
+		return al_error_wrap(err, "pooled network namespace");
+	}
+	return 0;
+}
+
+static unsigned count_in(const char *dir, const char *sub)
+{
+	char path[300];
+	struct dirent *e;
+	unsigned n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, sub);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+void netpool_count(const char *dir, unsigned *loopback, unsigned *link)
+{
+	*loopback = count_in(dir, kind_dir[NETPOOL_LOOPBACK]);
+	*link = count_in(dir, kind_dir[NETPOOL_LINK]);
+}
+
+/* Entries whose maker or claimer is gone (its pid leads the name). With the lock held,
+ * all of new/ is dead; claimed/ only where the claiming process no longer exists. */
+static int sweep(const char *dir, const char *sub, bool only_dead)
+{
+	char path[300], entry[600];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, sub);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((e = readdir(d))) {
+		int pid = atoi(e->d_name);
+
+		if (e->d_name[0] == '.' || (only_dead && pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH)))
+			continue;
+		snprintf(entry, sizeof(entry), "%s/%s", path, e->d_name);
+		discard(entry);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* With the lock held: make entries until size of each kind are ready. */
+static int fill_locked(const char *dir, unsigned size, struct al_error **err)
+{
+	unsigned serial = 0;
+	int made = 0;
+
+	sweep(dir, "new", false);
+	sweep(dir, "claimed", true);
+	for (int k = NETPOOL_LINK; k >= NETPOOL_LOOPBACK; k--) {
+		while (count_in(dir, kind_dir[k]) < size && netpool_size(dir) >= size) {
+			int r = make_entry(dir, (enum netpool_kind)k, serial++, err);
+
+			if (r == -2)
+				_exit(AL_EXIT_SETUP); /* stranded in a pooled namespace: never go on */
+			if (r < 0)
+				return -1;
+			made++;
+		}
+	}
+	return made;
+}
+
+static int open_lock(const char *dir, int how)
+{
+	char path[300];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/lock", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0 && flock(fd, how) < 0)
+		al_closep(&fd);
+	return fd;
+}
+
+static int mkdirs(const char *dir, struct al_error **err)
+{
+	static const char *const subs[] = {"loopback", "link", "claimed", "new"};
+	char path[300], *slash;
+
+	snprintf(path, sizeof(path), "%s", dir);
+	for (slash = strchr(path + 1, '/');; slash = strchr(slash + 1, '/')) {
+		if (slash)
+			*slash = '\0';
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return al_error_set(err, errno, "mkdir '%s'", path);
+		if (!slash)
+			break;
+		*slash = '/';
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
+		if (mkdir(path, 0700) < 0 && errno != EEXIST)
+			return al_error_set(err, errno, "mkdir '%s'", path);
+	}
+	return 0;
+}
+
+static int write_size(const char *dir, unsigned size, struct al_error **err)
+{
+	char tmp[300], path[300];
+	int fd, len;
+	char buf[16];
+
+	snprintf(tmp, sizeof(tmp), "%s/size.%d", dir, (int)getpid());
+	snprintf(path, sizeof(path), "%s/size", dir);
+	len = snprintf(buf, sizeof(buf), "%u\n", size);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0 || write(fd, buf, (size_t)len) != len || close(fd) < 0 || rename(tmp, path) < 0) {
+		int e = errno;
+
+		unlink(tmp);
+		return al_error_set(err, e, "write '%s'", path);
+	}
+	return 0;
+}
+
+int netpool_fill(const char *dir, unsigned size, struct al_error **err)
+{
+	_cleanup_close_ int lock = -1;
+
+	if (size > NETPOOL_MAX_SIZE)
+		return al_error_msg(err, EINVAL, "pool size %u is more than the most, %u", size,
+				    NETPOOL_MAX_SIZE);
+	if (mkdirs(dir, err) < 0 || write_size(dir, size, err) < 0)
+		return -1;
+	lock = open_lock(dir, LOCK_EX);
+	if (lock < 0)
+		return al_error_set(err, errno, "lock the pool '%s'", dir);
+	return fill_locked(dir, size, err);
+}
+
+void netpool_release(struct netpool_claim *c)
+{
+	sigset_t all;
+	pid_t pid;
+	int fd;
+
+	if (!c || !c->held)
+		return;
+	al_closep(&c->sbx_fd);
+	c->held = false;
+	pid = fork();
+	if (pid > 0)
+		return;
+	if (pid < 0) { /* no refill then, but the entry must not stay pinned */
+		discard(c->entry);
+		return;
+	}
+	/* The refiller: nothing of the caller's (its pipes would keep a reader waiting for
+	 * EOF), no terminal, below the caller's next run in priority. */
+	setsid();
+	sys_close_range(0, ~0U, 0);
+	fd = open("/dev/null", O_RDWR);
+	if (fd == 0) {
+		dup2(0, 1);
+		dup2(0, 2);
+	}
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	setpriority(PRIO_PROCESS, 0, 10);
+	discard(c->entry);
+	unsigned size = netpool_size(c->dir);
+	if (size) {
+		int lock = open_lock(c->dir, LOCK_EX | LOCK_NB); /* busy: a filler is at work */
+
+		if (lock >= 0)
+			fill_locked(c->dir, size, NULL);
+	}
+	_exit(0);
+}
+
+int netpool_drain(const char *root, struct al_error **err)
+{
+	static const char *const subs[] = {"loopback", "link", "new"};
+	char path[300];
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	if (!root)
+		root = getenv("AIRLOCK_NETPOOL");
+	if (!root || root[0] != '/')
+		root = NETPOOL_ROOT;
+	d = opendir(root);
+	if (!d)
+		return errno == ENOENT ? 0 : al_error_set(err, errno, "open '%s'", root);
+	while ((e = readdir(d))) {
+		_cleanup_close_ int lock = -1;
+
+		if (e->d_name[0] == '.' || strlen(e->d_name) > 100)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/size", root, e->d_name);
+		unlink(path); /* off first: no refill starts from here on */
+		snprintf(path, sizeof(path), "%s/%s", root, e->d_name);
+		lock = open_lock(path, LOCK_EX); /* a filler at work finishes its entry */
+		for (size_t i = 0; i < ARRAY_SIZE(subs); i++)
+			n += sweep(path, subs[i], false);
+		/* Claimed entries of live runs are theirs to release. */
+		n += sweep(path, "claimed", true);
+	}
+	closedir(d);
+	return n;
+}
