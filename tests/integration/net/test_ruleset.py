@@ -69,7 +69,8 @@ def ruleset_of_a_live_gateway(args):
                 target = os.readlink(path)
             except OSError:
                 continue
-            if target.startswith("net:") and target != host_ns:
+            # its own namespace: made there ("net:[...]"), or opened from the one-shot pool
+            if (target.startswith("net:") and target != host_ns) or target.endswith("/gw"):
                 r = subprocess.run(["nsenter", f"--net={path}", "nft", "list", "ruleset"],
                                    capture_output=True, text=True)
                 if r.returncode == 0 and "table inet airlock" in r.stdout:

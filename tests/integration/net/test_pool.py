@@ -1,0 +1,298 @@
+"""The one-shot pool: network namespaces made ahead (`airlock pool`, src/net/netpool.h).
+
+What must hold: a run joins a pooled namespace only when the pool has one, and each
+namespace serves one sandbox, once -- never reused, never shared by two runs at once,
+never one of another build's; a pooled allowlist run enforces and logs exactly as a
+cold one (the gateway's pooled namespace holds the same ruleset); nothing of the pool is
+visible inside a sandbox; bad input changes nothing; drain leaves no mount behind.
+Each test uses a pool of its own ($AIRLOCK_NETPOOL), drained and checked at teardown.
+"""
+import concurrent.futures
+import glob
+import os
+import re
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from . import test_link
+from .test_gateway_lite import BIN, probe_gateway_of_run
+from .test_ruleset import EXPECTED, lines
+
+AIRLOCK = str(BIN / "airlock")
+
+
+def mounts_under(root):
+    with open("/proc/self/mountinfo") as f:
+        return [ln for ln in f if f" {root}/" in ln]
+
+
+def netns_inode_of(out):
+    m = re.search(r"net:\[(\d+)\]", out)
+    assert m, out
+    return int(m.group(1))
+
+
+# A network namespace's identity: its cookie (SO_NETNS_COOKIE), which the kernel never
+# hands out twice. Inode numbers are recycled once a namespace is gone.
+COOKIE = ["/usr/bin/python3", "-c",
+          "import socket; s = socket.socket(); "
+          "print('cookie', int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 71, 8), 'little'))"]
+
+
+def cookie_in(out):
+    m = re.search(r"cookie (\d+)", out)
+    assert m, out
+    return int(m.group(1))
+
+
+def cookie_of(nsfile):
+    r = subprocess.run(["nsenter", f"--net={nsfile}", *COOKIE], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return cookie_in(r.stdout)
+
+
+class Pool:
+    def __init__(self, root):
+        self.root = root
+        self.env = dict(os.environ, AIRLOCK_NETPOOL=root)
+
+    def cmd(self, *args):
+        return subprocess.run([AIRLOCK, "pool", *args], capture_output=True, text=True,
+                              env=self.env, timeout=60)
+
+    def fill(self, n):
+        r = self.cmd("fill", str(n))
+        assert r.returncode == 0, r.stderr
+        return r
+
+    @property
+    def dir(self):
+        dirs = glob.glob(f"{self.root}/v1-*")
+        assert len(dirs) == 1, dirs
+        return dirs[0]
+
+    def ready(self, kind):
+        """{netns inode: entry directory} of the ready entries of a kind."""
+        out = {}
+        for entry in glob.glob(f"{self.dir}/{kind}/*"):
+            try:
+                out[os.stat(f"{entry}/sbx").st_ino] = entry
+            except OSError:
+                pass  # claimed meanwhile
+        return out
+
+    def cookies(self, kind):
+        """{netns cookie: entry directory} of the ready entries of a kind."""
+        return {cookie_of(f"{e}/sbx"): e for e in self.ready(kind).values()}
+
+    def wait_full(self, n, timeout=15):
+        """Until the detached refills have made n of each kind again."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.ready("loopback")) == n and len(self.ready("link")) == n:
+                return
+            time.sleep(0.02)
+        pytest.fail(f"the pool was not refilled to {n}: {self.cmd('status').stdout}")
+
+    def run(self, *args, pooled=True, **kw):
+        argv = [AIRLOCK, "run", *([] if pooled else ["--no-pool"]), *args]
+        return subprocess.run(argv, capture_output=True, text=True, env=self.env,
+                              timeout=60, **kw)
+
+
+@pytest.fixture
+def pool(monkeypatch):
+    root = f"/run/airlock/test-netpool-{os.getpid()}"
+    monkeypatch.setenv("AIRLOCK_NETPOOL", root)  # for the suite's own run helpers too
+    p = Pool(root)
+    yield p
+    r = p.cmd("drain")
+    deadline = time.monotonic() + 10
+    while mounts_under(root) and time.monotonic() < deadline:
+        time.sleep(0.05)  # a refill finishing its entry, then drained by the next sweep
+        p.cmd("drain")
+    left = mounts_under(root)
+    shutil.rmtree(root, ignore_errors=True)
+    assert r.returncode == 0, r.stderr
+    assert left == [], f"pool mounts left after drain: {left}"
+
+
+def test_fill_status_and_drain(pool):
+    r = pool.fill(2)
+    assert "ready: 2 deny-all, 2 linked" in r.stdout, r.stdout
+    # Each entry pins its namespaces with bind mounts: 2 loopback + 2 x (sbx, gw).
+    assert len(mounts_under(pool.root)) == 6, mounts_under(pool.root)
+    r = pool.cmd("status")
+    assert r.returncode == 0 and "size 2; ready: 2 deny-all, 2 linked" in r.stdout, r.stdout
+    r = pool.cmd("drain")
+    assert r.returncode == 0 and "4 entries released" in r.stdout, r.stdout
+    assert mounts_under(pool.root) == []
+    r = pool.cmd("status")
+    assert "size 0; ready: 0 deny-all, 0 linked" in r.stdout, r.stdout
+    # Off means off: a run after the drain makes its own namespace and refills nothing.
+    assert pool.run("--", "true").returncode == 0
+    time.sleep(0.3)
+    assert pool.ready("loopback") == {} and mounts_under(pool.root) == []
+
+
+@pytest.mark.parametrize("bad", ["0", "-1", "65", "abc", "", "3x", "99999999999999999999"])
+def test_a_bad_size_is_a_usage_error_and_changes_nothing(pool, bad):
+    r = pool.cmd("fill", bad)
+    assert r.returncode == 64, (r.returncode, r.stdout, r.stderr)
+    assert "expected a number from 1 to 64" in r.stderr, r.stderr
+    assert not os.path.exists(pool.root)
+
+
+def test_unknown_pool_commands_are_usage_errors(pool):
+    for args in (["bogus"], [], ["status", "extra"], ["drain", "now"]):
+        r = pool.cmd(*args)
+        assert r.returncode == 64, (args, r.returncode, r.stderr)
+        assert "usage: airlock pool" in r.stderr, r.stderr
+    assert not os.path.exists(pool.root)
+
+
+def test_each_pooled_namespace_serves_one_run_and_is_never_used_again(pool):
+    pool.fill(3)
+    used = set()
+    for i in range(6):
+        pool.wait_full(3)
+        before = pool.cookies("loopback")
+        r = pool.run("--", *COOKIE)
+        assert r.returncode == 0, r.stderr
+        cookie = cookie_in(r.stdout)
+        assert cookie in before, (i, cookie, before)      # it came from the pool ...
+        assert cookie not in used, (i, cookie, used)      # ... was never used before
+        used.add(cookie)
+        pool.wait_full(3)
+        assert cookie not in pool.cookies("loopback"), i  # ... nor is it offered again
+    # The claimed entries were unpinned: only the ready ones are mounted.
+    assert len(mounts_under(pool.root)) == 3 + 2 * 3
+    assert os.listdir(f"{pool.dir}/claimed") == []
+
+
+def test_concurrent_runs_never_share_a_namespace(pool):
+    pool.fill(4)
+    pooled = set(pool.cookies("loopback"))
+    script = ("import socket, sys, time; s = socket.socket(); "
+              "print('cookie', int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 71, 8), 'little')); "
+              "open('/tmp/mine', 'w').write(sys.argv[1]); time.sleep(0.3); "
+              "print('mine', open('/tmp/mine').read())")
+
+    def one(i):
+        return pool.run("--", "/usr/bin/python3", "-c", script, f"run{i}")
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as ex:
+        results = list(ex.map(one, range(8)))
+    cookies = []
+    for i, r in enumerate(results):
+        assert r.returncode == 0, r.stderr
+        assert f"mine run{i}\n" in r.stdout, r.stdout  # its /tmp is its own
+        cookies.append(cookie_in(r.stdout))
+    assert len(set(cookies)) == 8, cookies  # all alive at once: all different
+    assert pooled & set(cookies), (pooled, cookies)  # the pool was drawn from
+
+
+def test_no_pool_ignores_the_pool(pool):
+    pool.fill(1)
+    before = pool.cookies("loopback")
+    r = pool.run("--", *COOKIE, pooled=False)
+    assert r.returncode == 0, r.stderr
+    assert cookie_in(r.stdout) not in before
+    assert pool.cookies("loopback") == before
+
+
+def test_nothing_of_the_pool_is_visible_in_a_pooled_sandbox(pool):
+    pool.fill(2)
+    r = pool.run("--", "sh", "-c", "cat /proc/self/mountinfo; ls -a /run; "
+                 "ls /run/airlock 2>&1; echo END")
+    assert r.returncode == 0 and r.stdout.rstrip().endswith("END"), r.stderr
+    assert "nsfs" not in r.stdout, r.stdout
+    assert "netpool" not in r.stdout, r.stdout
+    assert "No such file" in r.stdout, r.stdout
+
+
+def test_an_unsound_entry_is_discarded_and_never_joined(pool):
+    pool.fill(1)
+    # A forged entry whose "namespace" is a plain file: joining it must never happen
+    # (setns would fail); the run is sound either way and the forgery goes.
+    forged = f"{pool.dir}/loopback/0-forged"
+    os.makedirs(forged)
+    with open(f"{forged}/sbx", "w") as f:
+        f.write("not a namespace")
+    for _ in range(6):
+        r = pool.run("--", "readlink", "/proc/self/ns/net")
+        assert r.returncode == 0, r.stderr
+        if not os.path.exists(forged):
+            break
+        pool.wait_full(1)
+    assert not os.path.exists(forged)
+    assert not glob.glob(f"{pool.dir}/claimed/*-0-forged")
+
+
+def test_another_builds_entries_are_never_joined(pool):
+    pool.fill(1)
+    other = f"{pool.root}/v1-00000000/loopback/1-old"
+    os.makedirs(other)
+    open(f"{other}/sbx", "w").close()
+    subprocess.run(["unshare", f"--net={other}/sbx", "true"], check=True)
+    try:
+        old = cookie_of(f"{other}/sbx")
+        for _ in range(3):
+            r = pool.run("--", *COOKIE)
+            assert r.returncode == 0, r.stderr
+            assert cookie_in(r.stdout) != old
+        assert cookie_of(f"{other}/sbx") == old  # untouched
+        pool.cmd("drain")  # drain releases every version's entries
+        assert not os.path.exists(f"{other}/sbx")
+    finally:
+        subprocess.run(["umount", f"{other}/sbx"], capture_output=True)
+
+
+def test_a_pooled_allowlist_run_enforces_and_logs(pool, run_net, net, world):
+    pool.fill(2)
+    before = pool.cookies("link")
+    r = run_net(["--allow", "allowed.test", "--", "/bin/sh", "-c",
+                 f"{' '.join(COOKIE[:2])} \"{COOKIE[2]}\"; "
+                 f"{net.CURL} https://allowed.test/pooled; {net.CURL} https://denied.test/; "
+                 "exit 0"])
+    assert r.returncode == 0, (r.out, r.err)
+    assert cookie_in(r.out) in before, (r.out, before)
+    assert "HTTPCODE=200" in r.out, r.out
+    assert net.find(r.egress, verdict="allow", name="allowed.test"), r.egress
+    assert net.find(r.egress, verdict="deny", name="denied.test"), r.egress
+    assert world.hits("denied") == [], world.hits("denied")
+
+
+def test_a_pooled_link_has_the_cold_links_shape(pool, run_net, net):
+    pool.fill(1)
+    before = set(pool.cookies("link"))
+    test_link.test_link_address_route_resolver_env(run_net, net)
+    pool.wait_full(1)
+    assert not before & set(pool.cookies("link"))  # the run took the pooled link
+
+
+def test_the_pooled_gateway_runs_in_the_entrys_namespace_with_the_ruleset(pool):
+    pool.fill(1)
+    (entry,) = pool.ready("link").values()
+    gw_ino = os.stat(f"{entry}/gw").st_ino  # alive (pinned) meanwhile: unambiguous
+    listed = subprocess.run(["nsenter", f"--net={entry}/gw", "nft", "list", "ruleset"],
+                            capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert lines(listed.stdout) == lines(EXPECTED), listed.stdout
+    host = os.readlink("/proc/self/ns/net")
+
+    def gateway_netns(pid, exe):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                t = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            # a namespace of its own: made there ("net:[...]") or opened from the pool
+            if (t.startswith("net:") and t != host) or t.endswith("/gw"):
+                return os.stat(f"/proc/{pid}/fd/{fd}").st_ino
+        return None
+
+    assert probe_gateway_of_run(["--allow", "allowed.test"], gateway_netns) == gw_ino
