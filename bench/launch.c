@@ -1,7 +1,7 @@
 /*
  * launch: start-up latency driver for comparing process launchers.
  *
- *   launch [--runs N] [--warmup N] [--timeout SEC] [--json FILE] [--no-rotate]
+ *   launch [--runs N] [--warmup N] [--timeout SEC] [--json FILE] [--no-rotate] [--pause-ms P]
  *          [--throughput SEC --workers W [--rounds R]]
  *          --name NAME [--max-runs M] [--] ARGV... [--name NAME ...]...
  *
@@ -146,6 +146,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: launch [--runs N] [--warmup N] [--timeout SEC] [--json FILE] [--no-rotate]\n"
+		"              [--pause-ms P]\n"
 		"              [--throughput SEC [--workers W] [--rounds R]]\n"
 		"              --name NAME [--max-runs M] [--] ARGV... [--name NAME ...]...\n"
 		"\n"
@@ -154,6 +155,8 @@ static void usage(FILE *f)
 		"and prints median/min/max/p90 in ms plus each median's ratio to the first\n"
 		"contender's median.  Every run must exit 0; failures are counted as errors.\n"
 		"--max-runs M times that contender in only M of the N iterations, spread evenly.\n"
+		"--pause-ms P sleeps P ms (untimed) after every run of every contender, so that\n"
+		"work a run leaves behind (e.g. a pool's refill) never overlaps a timed run.\n"
 		"--throughput SEC instead counts successful launches per second with W\n"
 		"concurrent workers (default 2) over SEC seconds per contender, in R\n"
 		"alternated rounds (default 5).\n");
@@ -610,6 +613,7 @@ int main(int argc, char **argv)
 	long tp_seconds = 0, tp_workers = 2, tp_rounds = 5;
 	const char *json_path = NULL;
 	int rotate = 1;
+	long pause_ms = 0;
 	struct contender *cs = calloc((size_t)argc, sizeof *cs);
 	int k = 0;
 	if (!cs)
@@ -641,6 +645,9 @@ int main(int argc, char **argv)
 			i += 2;
 		} else if (!strcmp(a, "--rounds") && i + 1 < argc) {
 			tp_rounds = parse_long(a, argv[i + 1], 1, 10000);
+			i += 2;
+		} else if (!strcmp(a, "--pause-ms") && i + 1 < argc) {
+			pause_ms = parse_long(a, argv[i + 1], 0, 60000);
 			i += 2;
 		} else if (!strcmp(a, "--no-rotate")) {
 			rotate = 0;
@@ -736,6 +743,11 @@ int main(int argc, char **argv)
 			char err[160];
 			if (timed && !due(ct, it - warmup, runs))
 				continue;
+			if (pause_ms) {
+				struct timespec p = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
+				while (nanosleep(&p, &p) < 0 && errno == EINTR)
+					;
+			}
 			if (run_once(ct, &w, &cpu, err, sizeof err, -1) == RUN_OK) {
 				if (timed) {
 					ct->ms[ct->n_ok] = w;
@@ -829,8 +841,9 @@ int main(int argc, char **argv)
 		strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tm);
 		fprintf(f, "{\n  \"tool\": \"launch\",\n  \"started_utc\": ");
 		json_str(f, tbuf);
-		fprintf(f, ",\n  \"runs\": %ld,\n  \"warmup\": %ld,\n  \"rotate\": %s,\n",
-			runs, warmup, rotate ? "true" : "false");
+		fprintf(f, ",\n  \"runs\": %ld,\n  \"warmup\": %ld,\n  \"rotate\": %s,\n"
+			   "  \"pause_ms\": %ld,\n",
+			runs, warmup, rotate ? "true" : "false", pause_ms);
 		fprintf(f, "  \"timer\": \"CLOCK_MONOTONIC, posix_spawn..wait4, ms\",\n");
 		fprintf(f, "  \"quantiles\": \"linear interpolation\",\n");
 		fprintf(f, "  \"host\": {\"kernel\": ");

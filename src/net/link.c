@@ -110,13 +110,14 @@ int net_veth_create(int nl, const char *name, const char *peer, struct al_error 
 	return net_veth_create_in(nl, name, peer, 0, err);
 }
 
-/* The peer goes into the namespace named by attribute ns_attr (a pid or an fd; 0: none). */
+/* The peer goes into the namespace named by attribute ns_attr (a pid or an fd; 0: none).
+ * index, peer_index: the two ends' interface indexes (0, 0: the kernel picks). */
 static int veth_create(int nl, const char *name, const char *peer, unsigned short ns_attr,
-		       uint32_t ns, struct al_error **err)
+		       uint32_t ns, int index, int peer_index, struct al_error **err)
 {
 	struct nlreq r;
 	struct rtattr *info, *data, *pinfo;
-	struct ifinfomsg pifi = {.ifi_family = AF_UNSPEC};
+	struct ifinfomsg pifi = {.ifi_family = AF_UNSPEC, .ifi_index = peer_index};
 	uint32_t one = 1;
 
 	/*
@@ -125,7 +126,7 @@ static int veth_create(int nl, const char *name, const char *peer, unsigned shor
 	 * synchronize_net(): two expedited RCU grace periods (~0.06 ms each here, on the
 	 * gateway's path to a linked sandbox), for a queue count nothing of ours uses.
 	 */
-	link_req(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 0);
+	link_req(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, index);
 	put_attr(&r, IFLA_IFNAME, name, strlen(name) + 1);
 	put_attr(&r, IFLA_NUM_TX_QUEUES, &one, sizeof(one));
 	put_attr(&r, IFLA_NUM_RX_QUEUES, &one, sizeof(one));
@@ -144,17 +145,42 @@ static int veth_create(int nl, const char *name, const char *peer, unsigned shor
 	return talk(nl, &r, "create veth", err);
 }
 
+/*
+ * A pair whose ends live in two fresh namespaces would both get index 2 (after lo), and
+ * a veth whose peer's index equals its own looks like a device of no other's to the
+ * kernel's link watcher: its carrier change then waits for the watcher's next round, up
+ * to a second, before the end counts as running (and the gateway waits for that). With
+ * two different indexes the change is urgent and done at once. If either index is taken
+ * (a namespace with more devices), the kernel picks them.
+ */
+static int veth_create_split(int nl, const char *name, const char *peer, unsigned short ns_attr,
+			     uint32_t ns, struct al_error **err)
+{
+	struct al_error *first = NULL;
+
+	if (veth_create(nl, name, peer, ns_attr, ns, NET_VETH_INDEX, NET_VETH_INDEX + 1,
+			&first) == 0)
+		return 0;
+	if (first->code != EBUSY && first->code != EEXIST) {
+		*err = first;
+		return -1;
+	}
+	al_error_free(first);
+	return veth_create(nl, name, peer, ns_attr, ns, 0, 0, err);
+}
+
 int net_veth_create_in(int nl, const char *name, const char *peer, pid_t peer_pid,
 		       struct al_error **err)
 {
-	return veth_create(nl, name, peer, peer_pid > 0 ? IFLA_NET_NS_PID : 0, (uint32_t)peer_pid,
-			   err);
+	if (peer_pid <= 0)
+		return veth_create(nl, name, peer, 0, 0, 0, 0, err);
+	return veth_create_split(nl, name, peer, IFLA_NET_NS_PID, (uint32_t)peer_pid, err);
 }
 
 int net_veth_create_in_fd(int nl, const char *name, const char *peer, int peer_nsfd,
 			  struct al_error **err)
 {
-	return veth_create(nl, name, peer, IFLA_NET_NS_FD, (uint32_t)peer_nsfd, err);
+	return veth_create_split(nl, name, peer, IFLA_NET_NS_FD, (uint32_t)peer_nsfd, err);
 }
 
 int net_link_up(int nl, const char *ifname, struct al_error **err)

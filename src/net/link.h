@@ -7,6 +7,10 @@
 #include <netinet/in.h>
 #include <sys/types.h>
 
+/* The two ends of a pair made across namespaces: gw0 gets this index, eth0 the next
+ * (different indexes make carrier changes urgent for the kernel; link.c). */
+#define NET_VETH_INDEX 10
+
 /* All of these act in the network namespace of the calling thread. */
 int net_nl_open(struct al_error **err);
 int net_veth_create(int nl, const char *name, const char *peer, struct al_error **err);
