@@ -388,11 +388,11 @@ def contenders(w):
 
 CWD = tmp / "cwd"
 CWD.mkdir()
-# The one-shot pool of this run only (src/net/netpool.h), drained at the end.
-POOL_ROOT = f"/run/airlock/bench-netpool-{os.getpid()}"
+# The one-shot pool of this run only (src/jail/pool.h), drained at the end.
+POOL_ROOT = f"/run/airlock/bench-pool-{os.getpid()}"
 POOL_SIZE = 8
 CLEAN_ENV = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"),
-             "AIRLOCK_NETPOOL": POOL_ROOT}
+             "AIRLOCK_POOL": POOL_ROOT}
 
 
 def pool_cmd(*a):

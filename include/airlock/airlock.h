@@ -99,9 +99,9 @@ struct al_config {
 	const char *upstream_dns;   /* "IP[:PORT]" the gateway asks (NULL: host resolv.conf) */
 	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
 	const char *sandbox_id;     /* names the sandbox in the egress log */
-	/* The one-shot pool to draw a network namespace from (src/net/netpool.h: its
+	/* The one-shot pool to draw a network namespace from (src/jail/pool.h: its
 	 * version directory), or NULL to make them. An empty or absent pool is no error. */
-	const char *netpool_dir;
+	const char *pool_dir;
 };
 
 AL_PUBLIC void al_config_init(struct al_config *cfg);

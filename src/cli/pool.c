@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * airlock pool fill [N] | status | drain: the one-shot pool of network namespaces made
- * ahead (src/net/netpool.h). `airlock run` draws from it while it has entries, and each
+ * ahead (src/jail/pool.h). `airlock run` draws from it while it has entries, and each
  * run that drew one tops it up again in a detached process.
  */
 #include "cli/cli.h"
 #include "common/error.h"
-#include "net/netpool.h"
+#include "jail/pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +30,9 @@ static void usage(FILE *out)
 		"  status     the size and how many are ready\n"
 		"  drain      release every entry and turn the pool off\n"
 		"\n"
-		"The pool lives in %s ($AIRLOCK_NETPOOL to move it), one directory per build.\n"
+		"The pool lives in %s ($AIRLOCK_POOL to move it), one directory per build.\n"
 		"`airlock run --no-pool` ignores it.\n",
-		POOL_DEFAULT_SIZE, NETPOOL_MAX_SIZE, NETPOOL_ROOT);
+		POOL_DEFAULT_SIZE, JAIL_POOL_MAX_SIZE, JAIL_POOL_ROOT);
 }
 
 static int pool_error(struct al_error *err)
@@ -57,8 +57,8 @@ int cli_pool(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (netpool_dir(NULL, dir, sizeof(dir)) < 0) {
-		fprintf(stderr, "airlock pool: $AIRLOCK_NETPOOL is too long\n");
+	if (jail_pool_dir(NULL, dir, sizeof(dir)) < 0) {
+		fprintf(stderr, "airlock pool: $AIRLOCK_POOL is too long\n");
 		return AL_EXIT_USAGE;
 	}
 	if (strcmp(argv[1], "fill") == 0) {
@@ -68,28 +68,28 @@ int cli_pool(int argc, char **argv)
 
 		if (argc == 3) {
 			n = strtoul(argv[2], &end, 10);
-			if (!argv[2][0] || *end || argv[2][0] == '-' || n < 1 || n > NETPOOL_MAX_SIZE) {
+			if (!argv[2][0] || *end || argv[2][0] == '-' || n < 1 || n > JAIL_POOL_MAX_SIZE) {
 				fprintf(stderr, "airlock pool fill: '%s': expected a number from 1 to %u\n",
-					argv[2], NETPOOL_MAX_SIZE);
+					argv[2], JAIL_POOL_MAX_SIZE);
 				return AL_EXIT_USAGE;
 			}
 		}
-		made = netpool_fill(dir, (unsigned)n, &err);
+		made = jail_pool_fill(dir, (unsigned)n, &err);
 		if (made < 0)
 			return pool_error(err);
-		netpool_count(dir, &lo, &link);
+		jail_pool_count(dir, &lo, &link);
 		printf("pool %s: size %lu, made %d; ready: %u deny-all, %u linked\n", dir, n, made,
 		       lo, link);
 		return 0;
 	}
 	if (argc == 2 && strcmp(argv[1], "status") == 0) {
-		netpool_count(dir, &lo, &link);
-		printf("pool %s: size %u; ready: %u deny-all, %u linked\n", dir, netpool_size(dir),
+		jail_pool_count(dir, &lo, &link);
+		printf("pool %s: size %u; ready: %u deny-all, %u linked\n", dir, jail_pool_size(dir),
 		       lo, link);
 		return 0;
 	}
 	if (argc == 2 && strcmp(argv[1], "drain") == 0) {
-		int n = netpool_drain(NULL, &err);
+		int n = jail_pool_drain(NULL, &err);
 
 		if (n < 0)
 			return pool_error(err);

@@ -4,7 +4,7 @@
 #include "common/cleanup.h"
 #include "common/parse.h"
 #include "common/xalloc.h"
-#include "net/netpool.h"
+#include "jail/pool.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -475,8 +475,8 @@ int cli_run(int argc, char **argv)
 		json_fd = memfd_create("airlock-egress", MFD_CLOEXEC);
 	}
 	/* Namespaces made ahead by `airlock pool fill`, if there are any (src/cli/pool.c). */
-	if (!o.no_pool && netpool_dir(NULL, pool_dir, sizeof(pool_dir)) == 0)
-		o.cfg.netpool_dir = pool_dir;
+	if (!o.no_pool && jail_pool_dir(NULL, pool_dir, sizeof(pool_dir)) == 0)
+		o.cfg.pool_dir = pool_dir;
 	o.cfg.argv = argv + optind;
 	o.cfg.env = o.env;
 	o.cfg.files = o.files;

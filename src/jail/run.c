@@ -9,7 +9,7 @@
 #include "jail/relay.h"
 #include "net/gateway.h"
 #include "net/gw_client.h"
-#include "net/netpool.h"
+#include "jail/pool.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
@@ -160,7 +160,7 @@ struct run {
 	int pidfd;
 	pid_t pid;
 	struct gw_client *gw; /* NULL for deny-all */
-	struct netpool_claim pool; /* namespaces made ahead, when the pool had one */
+	struct jail_pool_claim pool; /* namespaces made ahead, when the pool had one */
 };
 
 static void run_cleanup(struct run *r)
@@ -184,7 +184,7 @@ static void run_cleanup(struct run *r)
 	r->gw = NULL;
 	free_env(r->ctx.envp);
 	r->ctx.envp = NULL;
-	netpool_release(&r->pool); /* never used again: unpinned, and the pool topped up */
+	jail_pool_release(&r->pool); /* never used again: unpinned, and the pool topped up */
 }
 
 static int open_channels(struct run *r, const struct al_config *cfg, const struct al_io *io,
@@ -220,7 +220,8 @@ static int spawn(struct run *r, struct al_error **err)
 	if (jail_clone(&r->ctx, r->cg, parent_ends, ARRAY_SIZE(parent_ends), &r->pid, &r->pidfd,
 		       err) < 0)
 		return -1;
-	al_closep(&r->pool.sbx_fd); /* the child has joined it, or holds its own copy */
+	al_closep(&r->pool.sbx_fd); /* the child has joined them, or holds its own copies */
+	al_closep(&r->pool.mnt_fd);
 	/* Parent: close the child's ends. */
 	al_closep(&r->sync[1]);
 	al_closep(&r->in[0]);
@@ -244,7 +245,7 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	   struct al_error **err)
 {
 	struct run r = {.sync = {-1, -1}, .in = {-1, -1}, .out = {-1, -1}, .errp = {-1, -1},
-			.pidfd = -1, .pool = {.sbx_fd = -1}};
+			.pidfd = -1, .pool = {.sbx_fd = -1, .mnt_fd = -1}};
 	struct relay rl;
 	bool with_net;
 	_cleanup_error_ struct al_error *setup = NULL;
@@ -265,11 +266,16 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	snprintf(name, sizeof(name), "run-%d-%lld", (int)getpid(), (long long)(t0 * 1000));
 
 	/* Namespaces made ahead, if there is a pool: the sandbox joins its own (loopback up,
-	 * or eth0 configured and linked to the gateway's, whose ruleset is in place). */
-	if (cfg->netpool_dir &&
-	    netpool_claim(cfg->netpool_dir, with_net ? NETPOOL_LINK : NETPOOL_LOOPBACK, &r.pool)) {
+	 * or eth0 configured and linked to the gateway's, whose ruleset is in place), and its
+	 * root too when its settings are the defaults the root was made with. */
+	if (cfg->pool_dir &&
+	    jail_pool_claim(cfg->pool_dir, with_net ? JAIL_POOL_LINK : JAIL_POOL_LOOPBACK, &r.pool)) {
 		r.ctx.netns_ahead = true;
 		r.ctx.netns_fd = r.pool.sbx_fd;
+		if (jail_pool_root_fits(cfg, with_net && !cfg->net_policy_no_rules)) {
+			r.ctx.mntns_ahead = true;
+			r.ctx.mntns_fd = r.pool.mnt_fd;
+		}
 	}
 	/* The gateway starts now and gets ready while the sandbox is built, unless the policy
 	 * may have per-request rules: then the sandbox needs its CA, made at start. */

@@ -54,7 +54,7 @@ struct net_gateway_opts {
 	const char *upstream_ca;    /* CA file for verifying terminated upstreams; NULL: system */
 	bool ca_constrain;          /* name-constrain a new CA to the policy's domains */
 	bool ca_ephemeral;          /* keep the CA key in memory only (one-shot runs) */
-	/* A namespace from the one-shot pool (net/netpool.h): its ruleset and link are made
+	/* A namespace from the one-shot pool (jail/pool.h): its ruleset and link are made
 	 * (the sandbox joins the other end), so prepare and attach only bind and check. */
 	const char *pooled_netns;
 };

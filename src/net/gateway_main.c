@@ -7,7 +7,7 @@
  *                   [--upstream-netns NS] [--upstream-dns IP[:PORT]]
  *                   [--ca-dir DIR [--ca-constrain 1]] [--upstream-ca FILE]
  *                   [--pooled-netns PATH]
- * --pooled-netns: a gateway namespace from the one-shot pool (net/netpool.h), its ruleset
+ * --pooled-netns: a gateway namespace from the one-shot pool (jail/pool.h), its ruleset
  * and link made; the sandbox joins the link's other end itself.
  * --ca-dir: where the sandbox's CA lives (made there when a policy first has
  * per-request rules; its certificate is DIR/ca.pem for the caller to install).

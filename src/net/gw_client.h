@@ -34,7 +34,7 @@ pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd,
 
 /* Spawn; does not wait. A policy surely without per-request rules
  * (cfg->net_policy_no_rules) gets airlock-gateway-lite, when it is next to airlock.
- * pooled_netns: the gateway namespace of a pool entry (net/netpool.h), or NULL. */
+ * pooled_netns: the gateway namespace of a pool entry (jail/pool.h), or NULL. */
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
 		    const char *pooled_netns, struct gw_client **out, struct al_error **err);
 /* Wait until ready (once; later calls return 0). An invalid policy is EINVAL with the

@@ -1,11 +1,11 @@
-"""The one-shot pool: network namespaces made ahead (`airlock pool`, src/net/netpool.h).
+"""The one-shot pool: network namespaces made ahead (`airlock pool`, src/jail/pool.h).
 
 What must hold: a run joins a pooled namespace only when the pool has one, and each
 namespace serves one sandbox, once -- never reused, never shared by two runs at once,
 never one of another build's; a pooled allowlist run enforces and logs exactly as a
 cold one (the gateway's pooled namespace holds the same ruleset); nothing of the pool is
 visible inside a sandbox; bad input changes nothing; drain leaves no mount behind.
-Each test uses a pool of its own ($AIRLOCK_NETPOOL), drained and checked at teardown.
+Each test uses a pool of its own ($AIRLOCK_POOL), drained and checked at teardown.
 """
 import concurrent.futures
 import glob
@@ -57,7 +57,7 @@ def cookie_of(nsfile):
 class Pool:
     def __init__(self, root):
         self.root = root
-        self.env = dict(os.environ, AIRLOCK_NETPOOL=root)
+        self.env = dict(os.environ, AIRLOCK_POOL=root)
 
     def cmd(self, *args):
         return subprocess.run([AIRLOCK, "pool", *args], capture_output=True, text=True,
@@ -105,8 +105,8 @@ class Pool:
 
 @pytest.fixture
 def pool(monkeypatch):
-    root = f"/run/airlock/test-netpool-{os.getpid()}"
-    monkeypatch.setenv("AIRLOCK_NETPOOL", root)  # for the suite's own run helpers too
+    root = f"/run/airlock/test-pool-{os.getpid()}"
+    monkeypatch.setenv("AIRLOCK_POOL", root)  # for the suite's own run helpers too
     p = Pool(root)
     yield p
     r = p.cmd("drain")
@@ -123,8 +123,8 @@ def pool(monkeypatch):
 def test_fill_status_and_drain(pool):
     r = pool.fill(2)
     assert "ready: 2 deny-all, 2 linked" in r.stdout, r.stdout
-    # Each entry pins its namespaces with bind mounts: 2 loopback + 2 x (sbx, gw).
-    assert len(mounts_under(pool.root)) == 6, mounts_under(pool.root)
+    # Each entry pins its namespaces with bind mounts: 2 x (sbx, mnt) + 2 x (sbx, gw, mnt).
+    assert len(mounts_under(pool.root)) == 10, mounts_under(pool.root)
     r = pool.cmd("status")
     assert r.returncode == 0 and "size 2; ready: 2 deny-all, 2 linked" in r.stdout, r.stdout
     r = pool.cmd("drain")
@@ -169,7 +169,7 @@ def test_each_pooled_namespace_serves_one_run_and_is_never_used_again(pool):
         pool.wait_full(3)
         assert cookie not in pool.cookies("loopback"), i  # ... nor is it offered again
     # The claimed entries were unpinned: only the ready ones are mounted.
-    assert len(mounts_under(pool.root)) == 3 + 2 * 3
+    assert len(mounts_under(pool.root)) == 3 * 2 + 3 * 3
     assert os.listdir(f"{pool.dir}/claimed") == []
 
 
@@ -210,7 +210,7 @@ def test_nothing_of_the_pool_is_visible_in_a_pooled_sandbox(pool):
                  "ls /run/airlock 2>&1; echo END")
     assert r.returncode == 0 and r.stdout.rstrip().endswith("END"), r.stderr
     assert "nsfs" not in r.stdout, r.stdout
-    assert "netpool" not in r.stdout, r.stdout
+    assert "/run/airlock/" not in r.stdout, r.stdout
     assert "No such file" in r.stdout, r.stdout
 
 
@@ -315,3 +315,63 @@ def test_the_links_two_ends_have_different_indexes(pool, pooled):
     assert m.group(1) != m.group(2), r.stdout
     if pooled:
         assert not os.path.exists(entry)  # it was this run's
+
+
+def mnt_inodes(pool, kind):
+    """{inode of the pinned root's mount namespace: entry} (pinned: unambiguous now)."""
+    out = {}
+    for entry in pool.ready(kind).values():
+        try:
+            out[os.stat(f"{entry}/mnt").st_ino] = entry
+        except OSError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("kind,args", [("loopback", []),
+                                       ("link", ["--allow", "example.test"])])
+def test_a_default_sandbox_joins_a_pooled_root_once(pool, kind, args):
+    pool.fill(2)
+    seen = set()
+    for i in range(4):
+        pool.wait_full(2)
+        before = mnt_inodes(pool, kind)
+        r = pool.run(*args, "--", "sh", "-c",
+                     "readlink /proc/self/ns/mnt; ls -A /workspace /tmp; "
+                     "echo secret > /workspace/left; echo secret > /tmp/left; "
+                     "cat /etc/resolv.conf")
+        assert r.returncode == 0, r.stderr
+        ino = int(re.search(r"mnt:\[(\d+)\]", r.stdout).group(1))
+        assert ino in before, (i, ino, before)       # the pooled root ...
+        assert ino not in seen, (i, ino, seen)       # ... a different one each time
+        seen.add(ino)
+        assert "left" not in r.stdout, r.stdout      # nothing of an earlier run in it
+        assert not os.path.exists(before[ino])       # and it is gone from the pool
+        want = "100.96.0.1" if kind == "link" else "deny-all"
+        assert want in r.stdout, r.stdout            # the resolver of its kind
+
+
+@pytest.mark.parametrize("args,check", [
+    (["--hostname", "elsewhere"], "hostname"),
+    (["--disk", "64M"], "df -k /workspace | tail -1"),
+    (["--workdir", "/w"], "pwd"),
+    (["--file", "/etc/hostname:copied"], "ls /workspace"),
+])
+def test_a_sandbox_with_its_own_settings_builds_its_own_root(pool, args, check):
+    pool.fill(1)
+    roots = mnt_inodes(pool, "loopback")
+    nets = set(pool.cookies("loopback"))
+    r = pool.run(*args, "--", "sh", "-c",
+                 f"readlink /proc/self/ns/mnt; {check}; {' '.join(COOKIE[:2])} \"{COOKIE[2]}\"")
+    assert r.returncode == 0, r.stderr
+    ino = int(re.search(r"mnt:\[(\d+)\]", r.stdout).group(1))
+    assert ino not in roots, (ino, roots)            # not the pooled root ...
+    assert cookie_in(r.stdout) in nets, r.stdout      # ... but the pooled network namespace
+    if args[0] == "--hostname":
+        assert "elsewhere" in r.stdout
+    elif args[0] == "--disk":
+        assert re.search(r"\s6553[0-9]\s", r.stdout), r.stdout
+    elif args[0] == "--workdir":
+        assert "/w\n" in r.stdout
+    else:
+        assert "copied" in r.stdout

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The one-shot pool of network namespaces made ahead (see netpool.h for the layout). */
-#include "net/netpool.h"
+/* The one-shot pool of namespaces made ahead (see pool.h for the layout). */
+#include "jail/pool.h"
+#include "jail/jail.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/syscalls.h"
@@ -29,37 +30,50 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const kind_dir[] = {[NETPOOL_LOOPBACK] = "loopback", [NETPOOL_LINK] = "link"};
+static const char *const kind_dir[] = {[JAIL_POOL_LOOPBACK] = "loopback", [JAIL_POOL_LINK] = "link"};
 
-/* What a pooled namespace was built from: the ruleset's bytes and the link's addresses. */
-static unsigned version_hash(void)
+static uint32_t fnv(uint32_t h, const void *p, size_t n)
 {
-	static const char link[] = NET_GW_ADDR " " NET_SBX_ADDR " " NET_SBX_LINK " " NET_GW_LINK;
-	uint32_t h = 2166136261u;
+	const unsigned char *b = p;
 
-	for (size_t i = 0; i < sizeof(gw_nft_batch); i++)
-		h = (h ^ gw_nft_batch[i]) * 16777619u;
-	for (size_t i = 0; i < sizeof(link); i++)
-		h = (h ^ (unsigned char)link[i]) * 16777619u;
-	h = (h ^ (uint32_t)NETPOOL_LINK) * 16777619u; /* the layout's own version: 1 */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 16777619u;
 	return h;
 }
 
-int netpool_dir(const char *root, char *buf, size_t len)
+/* What a pooled entry was built by: the ruleset's bytes, the link's addresses, and this
+ * very binary (a rebuild is a new file: its roots and links may differ). */
+static unsigned version_hash(void)
+{
+	static const char link[] = NET_GW_ADDR " " NET_SBX_ADDR " " NET_SBX_LINK " " NET_GW_LINK;
+	struct stat st;
+	uint32_t h = 2166136261u;
+
+	h = fnv(h, gw_nft_batch, sizeof(gw_nft_batch));
+	h = fnv(h, link, sizeof(link));
+	if (stat("/proc/self/exe", &st) == 0) {
+		uint64_t id[] = {st.st_dev, st.st_ino, (uint64_t)st.st_size,
+				 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+		h = fnv(h, id, sizeof(id));
+	}
+	return h;
+}
+
+int jail_pool_dir(const char *root, char *buf, size_t len)
 {
 	int n;
 
 	if (!root)
-		root = getenv("AIRLOCK_NETPOOL");
+		root = getenv("AIRLOCK_POOL");
 	if (!root || root[0] != '/')
-		root = NETPOOL_ROOT;
+		root = JAIL_POOL_ROOT;
 	n = snprintf(buf, len, "%s/v1-%08x", root, version_hash());
-	return n > 0 && (size_t)n < len && (size_t)n < sizeof(((struct netpool_claim *)0)->dir)
+	return n > 0 && (size_t)n < len && (size_t)n < sizeof(((struct jail_pool_claim *)0)->dir)
 		       ? 0
 		       : -1;
 }
 
-unsigned netpool_size(const char *dir)
+unsigned jail_pool_size(const char *dir)
 {
 	char path[256], buf[16];
 	unsigned long n;
@@ -77,19 +91,19 @@ unsigned netpool_size(const char *dir)
 		return 0;
 	buf[got] = '\0';
 	n = strtoul(buf, &end, 10);
-	return (*end == '\n' || *end == '\0') && n <= NETPOOL_MAX_SIZE ? (unsigned)n : 0;
+	return (*end == '\n' || *end == '\0') && n <= JAIL_POOL_MAX_SIZE ? (unsigned)n : 0;
 }
 
-/* Is fd a network namespace? (An unmounted pin is an empty file: never join that.) */
-static bool is_netns(int fd)
+/* Is fd a namespace of this type? (An unmounted pin is an empty file: never join that.) */
+static bool is_ns(int fd, int type)
 {
-	return fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == CLONE_NEWNET;
+	return fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == type;
 }
 
 /* Unpin and remove one entry directory (its namespaces go when their last user does). */
 static void discard(const char *entry)
 {
-	static const char *const files[] = {"sbx", "gw"};
+	static const char *const files[] = {"sbx", "gw", "mnt"};
 	char path[400];
 
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
@@ -101,7 +115,7 @@ static void discard(const char *entry)
 	rmdir(entry);
 }
 
-bool netpool_claim(const char *dir, enum netpool_kind kind, struct netpool_claim *c)
+bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool_claim *c)
 {
 	char kdir[256], from[600];
 	struct dirent *e;
@@ -109,7 +123,7 @@ bool netpool_claim(const char *dir, enum netpool_kind kind, struct netpool_claim
 	DIR *d;
 
 	memset(c, 0, sizeof(*c));
-	c->sbx_fd = -1;
+	c->sbx_fd = c->mnt_fd = -1;
 	snprintf(kdir, sizeof(kdir), "%s/%s", dir, kind_dir[kind]);
 	d = opendir(kdir);
 	if (!d)
@@ -129,17 +143,20 @@ bool netpool_claim(const char *dir, enum netpool_kind kind, struct netpool_claim
 	snprintf(from, sizeof(from), "%s/sbx", c->entry);
 	c->sbx_fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	c->held = true;
-	if (kind == NETPOOL_LINK) {
+	snprintf(from, sizeof(from), "%s/mnt", c->entry);
+	c->mnt_fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (kind == JAIL_POOL_LINK) {
 		_cleanup_close_ int gw = -1;
 
 		snprintf(c->gw_path, sizeof(c->gw_path), "%s/gw", c->entry);
 		gw = open(c->gw_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (!is_netns(gw))
+		if (!is_ns(gw, CLONE_NEWNET))
 			al_closep(&c->sbx_fd);
 	}
-	if (is_netns(c->sbx_fd))
+	if (is_ns(c->sbx_fd, CLONE_NEWNET) && is_ns(c->mnt_fd, CLONE_NEWNS))
 		return true;
 	al_closep(&c->sbx_fd);
+	al_closep(&c->mnt_fd);
 	discard(c->entry);
 	c->held = false;
 	return false;
@@ -204,11 +221,11 @@ static int pin(int fd, const char *dir, const char *name, struct al_error **err)
 
 /* Make one entry in new/, then publish it with a rename. -1 with err; -2 when this thread
  * could not get back to its own namespace (the caller must stop: it is stranded). */
-static int make_entry(const char *dir, enum netpool_kind kind, unsigned serial,
+static int make_entry(const char *dir, enum jail_pool_kind kind, unsigned serial,
 		      struct al_error **err)
 {
 	_cleanup_close_ int home = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-	_cleanup_close_ int sbx = -1, gw = -1;
+	_cleanup_close_ int sbx = -1, gw = -1, mnt = -1;
 	char tmp[300], dst[300];
 	struct timespec ts;
 	int r;
@@ -222,7 +239,7 @@ static int make_entry(const char *dir, enum netpool_kind kind, unsigned serial,
 	if (mkdir(tmp, 0700) < 0)
 		return al_error_set(err, errno, "mkdir '%s'", tmp);
 	r = new_netns(&sbx, true, err);
-	if (r == 0 && kind == NETPOOL_LINK) {
+	if (r == 0 && kind == JAIL_POOL_LINK) {
 		r = new_netns(&gw, false, err);
 		if (r == 0)
 			r = build_link(sbx, gw, err);
@@ -231,9 +248,21 @@ static int make_entry(const char *dir, enum netpool_kind kind, unsigned serial,
 		al_error_set(err, errno, "setns back from a pooled namespace");
 		return -2;
 	}
+	/* The root of a sandbox with the default settings (jail_pool_root_fits) */
+	if (r == 0) {
+		struct al_config cfg;
+		struct jail_ctx ctx = {.cfg = &cfg, .net_link = kind == JAIL_POOL_LINK};
+
+		al_config_init(&cfg);
+		r = jail_rootfs_ahead(&ctx, &mnt, err);
+		if (r == JAIL_NS_STRANDED)
+			return -2;
+	}
+	if (r == 0)
+		r = pin(mnt, tmp, "mnt", err);
 	if (r == 0)
 		r = pin(sbx, tmp, "sbx", err);
-	if (r == 0 && kind == NETPOOL_LINK)
+	if (r == 0 && kind == JAIL_POOL_LINK)
 		r = pin(gw, tmp, "gw", err);
 	if (r == 0 && rename(tmp, dst) < 0)
 		r = al_error_set(err, errno, "publish '%s'", dst);
@@ -261,10 +290,10 @@ static unsigned count_in(const char *dir, const char *sub)
 	return n;
 }
 
-void netpool_count(const char *dir, unsigned *loopback, unsigned *link)
+void jail_pool_count(const char *dir, unsigned *loopback, unsigned *link)
 {
-	*loopback = count_in(dir, kind_dir[NETPOOL_LOOPBACK]);
-	*link = count_in(dir, kind_dir[NETPOOL_LINK]);
+	*loopback = count_in(dir, kind_dir[JAIL_POOL_LOOPBACK]);
+	*link = count_in(dir, kind_dir[JAIL_POOL_LINK]);
 }
 
 /* Entries whose maker or claimer is gone (its pid leads the name). With the lock held,
@@ -301,9 +330,9 @@ static int fill_locked(const char *dir, unsigned size, struct al_error **err)
 
 	sweep(dir, "new", false);
 	sweep(dir, "claimed", true);
-	for (int k = NETPOOL_LINK; k >= NETPOOL_LOOPBACK; k--) {
-		while (count_in(dir, kind_dir[k]) < size && netpool_size(dir) >= size) {
-			int r = make_entry(dir, (enum netpool_kind)k, serial++, err);
+	for (int k = JAIL_POOL_LINK; k >= JAIL_POOL_LOOPBACK; k--) {
+		while (count_in(dir, kind_dir[k]) < size && jail_pool_size(dir) >= size) {
+			int r = make_entry(dir, (enum jail_pool_kind)k, serial++, err);
 
 			if (r == -2)
 				_exit(AL_EXIT_SETUP); /* stranded in a pooled namespace: never go on */
@@ -369,13 +398,13 @@ static int write_size(const char *dir, unsigned size, struct al_error **err)
 	return 0;
 }
 
-int netpool_fill(const char *dir, unsigned size, struct al_error **err)
+int jail_pool_fill(const char *dir, unsigned size, struct al_error **err)
 {
 	_cleanup_close_ int lock = -1;
 
-	if (size > NETPOOL_MAX_SIZE)
+	if (size > JAIL_POOL_MAX_SIZE)
 		return al_error_msg(err, EINVAL, "pool size %u is more than the most, %u", size,
-				    NETPOOL_MAX_SIZE);
+				    JAIL_POOL_MAX_SIZE);
 	if (mkdirs(dir, err) < 0 || write_size(dir, size, err) < 0)
 		return -1;
 	lock = open_lock(dir, LOCK_EX);
@@ -384,7 +413,7 @@ int netpool_fill(const char *dir, unsigned size, struct al_error **err)
 	return fill_locked(dir, size, err);
 }
 
-void netpool_release(struct netpool_claim *c)
+void jail_pool_release(struct jail_pool_claim *c)
 {
 	sigset_t all;
 	pid_t pid;
@@ -393,6 +422,7 @@ void netpool_release(struct netpool_claim *c)
 	if (!c || !c->held)
 		return;
 	al_closep(&c->sbx_fd);
+	al_closep(&c->mnt_fd);
 	c->held = false;
 	pid = fork();
 	if (pid > 0)
@@ -414,7 +444,7 @@ void netpool_release(struct netpool_claim *c)
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	setpriority(PRIO_PROCESS, 0, 10);
 	discard(c->entry);
-	unsigned size = netpool_size(c->dir);
+	unsigned size = jail_pool_size(c->dir);
 	if (size) {
 		int lock = open_lock(c->dir, LOCK_EX | LOCK_NB); /* busy: a filler is at work */
 
@@ -424,7 +454,7 @@ void netpool_release(struct netpool_claim *c)
 	_exit(0);
 }
 
-int netpool_drain(const char *root, struct al_error **err)
+int jail_pool_drain(const char *root, struct al_error **err)
 {
 	static const char *const subs[] = {"loopback", "link", "new"};
 	char path[300];
@@ -433,9 +463,9 @@ int netpool_drain(const char *root, struct al_error **err)
 	DIR *d;
 
 	if (!root)
-		root = getenv("AIRLOCK_NETPOOL");
+		root = getenv("AIRLOCK_POOL");
 	if (!root || root[0] != '/')
-		root = NETPOOL_ROOT;
+		root = JAIL_POOL_ROOT;
 	d = opendir(root);
 	if (!d)
 		return errno == ENOENT ? 0 : al_error_set(err, errno, "open '%s'", root);
@@ -455,4 +485,11 @@ int netpool_drain(const char *root, struct al_error **err)
 	}
 	closedir(d);
 	return n;
+}
+
+bool jail_pool_root_fits(const struct al_config *cfg, bool needs_ca)
+{
+	return jail_rootfs_can_ahead(cfg) && !needs_ca &&
+	       (cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT) == JAIL_DISK_DEFAULT &&
+	       (!cfg->hostname || strcmp(cfg->hostname, "sandbox") == 0);
 }
