@@ -7,6 +7,7 @@
 #include "common/syscalls.h"
 #include "net/gateway.h"
 #include "net/link.h"
+#include "net/gw_client.h"
 #include "net/nft.h"
 #include "gw_nft_batch.h"
 
@@ -15,7 +16,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
+#include <limits.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +30,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -100,11 +104,31 @@ static bool is_ns(int fd, int type)
 	return fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == type;
 }
 
+/* Tell an entry's gateway, if it has one waiting, to leave: a connection closed without
+ * a claim (it also leaves by itself once its socket is gone). */
+static void stop_gateway(const char *entry)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd;
+
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/gw.sock", entry) >=
+	    (int)sizeof(sa.sun_path))
+		return;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		(void)!connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+	}
+	unlink(sa.sun_path);
+}
+
 /* Unpin and remove one entry directory (its namespaces go when their last user does). */
 static void discard(const char *entry)
 {
 	static const char *const files[] = {"sbx", "gw", "mnt"};
 	char path[400];
+
+	stop_gateway(entry);
 
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", entry, files[i]);
@@ -149,6 +173,7 @@ bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool
 		_cleanup_close_ int gw = -1;
 
 		snprintf(c->gw_path, sizeof(c->gw_path), "%s/gw", c->entry);
+		snprintf(c->gw_sock, sizeof(c->gw_sock), "%s/gw.sock", c->entry);
 		gw = open(c->gw_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (!is_ns(gw, CLONE_NEWNET))
 			al_closep(&c->sbx_fd);
@@ -219,6 +244,57 @@ static int pin(int fd, const char *dir, const char *name, struct al_error **err)
 	return 0;
 }
 
+/* The gateway binary next to this one (the lite one: a pooled gateway has no rules). */
+static int gateway_path(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	char *slash;
+
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	slash = strrchr(buf, '/');
+	if (!slash || (size_t)(slash - buf) + sizeof("/airlock-gateway-lite") > len)
+		return -1;
+	strcpy(slash, "/airlock-gateway-lite");
+	return access(buf, X_OK);
+}
+
+/* A gateway made ahead in the entry's gateway namespace, listening on DIR/gw.sock for the
+ * run that claims it (airlock-gateway --pool-serve); returns once it listens (or failed). */
+static void start_gateway(const char *dir)
+{
+	char path[PATH_MAX], sock[400], ns[400], ready[256];
+	const char *argv[8];
+	int sp[2];
+	pid_t pid;
+
+	snprintf(sock, sizeof(sock), "%s/gw.sock", dir);
+	snprintf(ns, sizeof(ns), "%s/gw", dir);
+	if (gateway_path(path, sizeof(path)) < 0 || strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+		return;
+	argv[0] = "airlock-gateway";
+	argv[1] = "--pool-serve";
+	argv[2] = sock;
+	argv[3] = "--pooled-netns";
+	argv[4] = ns;
+	argv[5] = "--sandbox";
+	argv[6] = "pool";
+	argv[7] = NULL;
+	pid = gw_exec(path, argv, sp[1], -1, NULL);
+	close(sp[1]);
+	if (pid > 0) {
+		struct pollfd p = {.fd = sp[0], .events = POLLIN};
+
+		/* "P": listening. Anything else, or nothing within 10 s: it is of no use. */
+		if (poll(&p, 1, 10000) <= 0 || read(sp[0], ready, sizeof(ready)) <= 0 ||
+		    ready[0] != 'P')
+			kill(pid, SIGKILL);
+	}
+	close(sp[0]);
+}
+
 /* Make one entry in new/, then publish it with a rename. -1 with err; -2 when this thread
  * could not get back to its own namespace (the caller must stop: it is stranded). */
 static int make_entry(const char *dir, enum jail_pool_kind kind, unsigned serial,
@@ -264,6 +340,8 @@ static int make_entry(const char *dir, enum jail_pool_kind kind, unsigned serial
 		r = pin(sbx, tmp, "sbx", err);
 	if (r == 0 && kind == JAIL_POOL_LINK)
 		r = pin(gw, tmp, "gw", err);
+	if (r == 0 && kind == JAIL_POOL_LINK)
+		start_gateway(tmp); /* best effort: without it a run starts its own */
 	if (r == 0 && rename(tmp, dst) < 0)
 		r = al_error_set(err, errno, "publish '%s'", dst);
 	if (r < 0) {

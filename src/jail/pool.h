@@ -14,6 +14,8 @@
  *   ROOT/VERSION/loopback/ID/sbx a namespace with loopback up (deny-all runs)
  *   ROOT/VERSION/link/ID/sbx     a sandbox namespace whose eth0 is configured ...
  *   ROOT/VERSION/link/ID/gw      ... and its gateway's namespace: gw0, the ruleset
+ *   ROOT/VERSION/link/ID/gw.sock where a gateway made ahead in it waits to be claimed
+ *                                (airlock-gateway-lite --pool-serve; net/gw_client.h)
  *   ROOT/VERSION/KIND/ID/mnt     the sandbox's root (jail_rootfs_ahead, default settings;
  *                                a run whose settings differ makes its own)
  *   ROOT/VERSION/claimed/ID      entries taken, waiting to be unmounted
@@ -43,6 +45,7 @@ struct jail_pool_claim {
 	char dir[200];       /* the pool's version directory */
 	char entry[300];     /* the claimed entry's directory */
 	char gw_path[320];   /* its gateway namespace file (JAIL_POOL_LINK) */
+	char gw_sock[320];   /* where its gateway made ahead waits (JAIL_POOL_LINK; may be gone) */
 };
 
 /* ROOT/VERSION for root (NULL: $AIRLOCK_POOL, else JAIL_POOL_ROOT). 0, or -1 if too long. */

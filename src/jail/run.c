@@ -279,7 +279,11 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	}
 	/* The gateway starts now and gets ready while the sandbox is built, unless the policy
 	 * may have per-request rules: then the sandbox needs its CA, made at start. */
-	if (with_net && (gw_client_start(cfg, cfg->sandbox_id ? cfg->sandbox_id : name,
+	if (with_net && r.pool.held &&
+	    gw_client_start_pooled(cfg, cfg->sandbox_id ? cfg->sandbox_id : name,
+				   io->egress_log_fd, r.pool.gw_sock, &r.gw) == 0)
+		; /* the entry's own gateway, made ahead with it */
+	else if (with_net && (gw_client_start(cfg, cfg->sandbox_id ? cfg->sandbox_id : name,
 					 io->egress_log_fd, r.pool.held ? r.pool.gw_path : NULL,
 					 &r.gw, &setup) < 0 ||
 			 (!cfg->net_policy_no_rules && gw_client_ready(r.gw, &setup) < 0))) {

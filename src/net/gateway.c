@@ -377,6 +377,19 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	return r < 0 ? al_error_wrap(err, "network gateway") : 0;
 }
 
+int net_gateway_configure(struct net_gateway *g, const struct net_gateway_opts *o,
+			  struct al_error **err)
+{
+	if (o->upstream_netns && (g->up_ns = open_ns(o->upstream_netns, err)) < 0)
+		return -1;
+	if (parse_upstream_dns(g, o->upstream_dns, err) < 0)
+		return -1;
+	free(g->sandbox_id);
+	g->sandbox_id = xstrdup(o->sandbox_id ? o->sandbox_id : "");
+	g->log_fd = o->log_fd;
+	return net_gateway_set_policy(g, o->policy, err);
+}
+
 /*
  * gw0 was brought up before its peer, so without a carrier: the kernel attaches its real
  * queueing discipline only when its linkwatch work runs, and until then every packet gw0

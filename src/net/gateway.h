@@ -63,6 +63,11 @@ struct net_gateway_opts {
  * and the listening sockets (bound ahead of the link's address with IP_FREEBIND). */
 int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **out,
 			struct al_error **err);
+/* A gateway prepared ahead (for the one-shot pool, with a deny-all policy and no log):
+ * before it starts serving, take the sandbox's settings from o -- upstream namespace and
+ * resolver, sandbox id, log fd, and the policy (taken over, freed on failure). */
+int net_gateway_configure(struct net_gateway *g, const struct net_gateway_opts *o,
+			  struct al_error **err);
 /* Make the link: gw0 here, eth0 created directly in the sandbox (its PID 1 is pid: no
  * move, which would wait for RCU), and give eth0 its address and route from outside
  * (the sandbox may be running, or building its root meanwhile). */

@@ -7,6 +7,8 @@
  *                   [--upstream-netns NS] [--upstream-dns IP[:PORT]]
  *                   [--ca-dir DIR [--ca-constrain 1]] [--upstream-ca FILE]
  *                   [--pooled-netns PATH]
+ *   airlock-gateway --pool-serve PATH --pooled-netns NS
+ * a gateway made ahead for the one-shot pool, claimed by connecting to PATH (pool_serve).
  * --pooled-netns: a gateway namespace from the one-shot pool (jail/pool.h), its ruleset
  * and link made; the sandbox joins the link's other end itself.
  * --ca-dir: where the sandbox's CA lives (made there when a policy first has
@@ -51,6 +53,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <linux/openat2.h>
 
@@ -302,80 +305,80 @@ static int check_seccomp(void)
 	return 0;
 }
 
-int main(int argc, char **argv)
+struct gw_args {
+	struct net_gateway_opts o;
+	const char *policy, *ctl_path, *log_file, *pool_serve;
+	unsigned long long generation;
+	pid_t attach_pid;
+};
+
+/* "--key value" pairs, from argv or from a pooled gateway's claim. */
+static void parse_args(struct gw_args *a, int n, char **kv)
 {
-	struct net_gateway_opts o = {.log_fd = -1};
-	struct net_gateway *g = NULL;
+	for (int i = 0; i + 1 < n; i += 2) {
+		const char *k = kv[i], *v = kv[i + 1];
+
+		if (strcmp(k, "--policy") == 0)
+			a->policy = v;
+		else if (strcmp(k, "--sandbox") == 0)
+			a->o.sandbox_id = v;
+		else if (strcmp(k, "--log-fd") == 0)
+			a->o.log_fd = atoi(v);
+		else if (strcmp(k, "--upstream-netns") == 0)
+			a->o.upstream_netns = v;
+		else if (strcmp(k, "--upstream-dns") == 0)
+			a->o.upstream_dns = v;
+		else if (strcmp(k, "--attach-pid") == 0)
+			a->attach_pid = (pid_t)atoi(v);
+		else if (strcmp(k, "--control-socket") == 0)
+			a->ctl_path = v;
+		else if (strcmp(k, "--log-file") == 0)
+			a->log_file = v;
+		else if (strcmp(k, "--ca-dir") == 0)
+			a->o.ca_dir = v;
+		else if (strcmp(k, "--upstream-ca") == 0)
+			a->o.upstream_ca = v;
+		else if (strcmp(k, "--ca-constrain") == 0)
+			a->o.ca_constrain = strcmp(v, "0") != 0;
+		else if (strcmp(k, "--ca-ephemeral") == 0)
+			a->o.ca_ephemeral = strcmp(v, "0") != 0;
+		else if (strcmp(k, "--pooled-netns") == 0)
+			a->o.pooled_netns = v;
+		else if (strcmp(k, "--pool-serve") == 0)
+			a->pool_serve = v;
+		else if (strcmp(k, "--generation") == 0)
+			a->generation = strtoull(v, NULL, 10);
+	}
+}
+
+/* The policy text, parsed: EINVAL with the problem named (the caller's mistake). */
+static struct net_policy *parse_policy(const char *text, unsigned long long gen,
+				       struct al_error **err)
+{
 	struct net_policy *p = NULL;
+
+	if (!text) {
+		al_error_msg(err, EINVAL, "airlock-gateway: --policy is required");
+		return NULL;
+	}
+	if (net_policy_parse_string(text, strlen(text), &p, err) < 0) {
+		al_error_wrap(err, "network policy");
+		(*err)->code = EINVAL;
+		return NULL;
+	}
+	p->generation = gen;
+	return p;
+}
+
+/* A one-shot's gateway once ready: link the sandbox whose pid comes on CTL, serve until
+ * the caller closes CTL, then leave. */
+static int serve_one_shot(struct net_gateway *g)
+{
 	struct al_error *err = NULL;
-	const char *policy = NULL, *ctl_path = NULL, *log_file = NULL;
-	unsigned long long generation = 1;
-	pid_t attach_pid = 0;
 	char line[64];
 	ssize_t n;
 	pid_t pid;
 
-	signal(SIGPIPE, SIG_IGN);
-	if (argc == 2 && strcmp(argv[1], "--check-seccomp") == 0)
-		return check_seccomp();
-	raise_nofile();
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (strcmp(argv[i], "--policy") == 0)
-			policy = argv[i + 1];
-		else if (strcmp(argv[i], "--sandbox") == 0)
-			o.sandbox_id = argv[i + 1];
-		else if (strcmp(argv[i], "--log-fd") == 0)
-			o.log_fd = atoi(argv[i + 1]);
-		else if (strcmp(argv[i], "--upstream-netns") == 0)
-			o.upstream_netns = argv[i + 1];
-		else if (strcmp(argv[i], "--upstream-dns") == 0)
-			o.upstream_dns = argv[i + 1];
-		else if (strcmp(argv[i], "--attach-pid") == 0)
-			attach_pid = (pid_t)atoi(argv[i + 1]);
-		else if (strcmp(argv[i], "--control-socket") == 0)
-			ctl_path = argv[i + 1];
-		else if (strcmp(argv[i], "--log-file") == 0)
-			log_file = argv[i + 1];
-		else if (strcmp(argv[i], "--ca-dir") == 0)
-			o.ca_dir = argv[i + 1];
-		else if (strcmp(argv[i], "--upstream-ca") == 0)
-			o.upstream_ca = argv[i + 1];
-		else if (strcmp(argv[i], "--ca-constrain") == 0)
-			o.ca_constrain = strcmp(argv[i + 1], "0") != 0;
-		else if (strcmp(argv[i], "--ca-ephemeral") == 0)
-			o.ca_ephemeral = strcmp(argv[i + 1], "0") != 0;
-		else if (strcmp(argv[i], "--pooled-netns") == 0)
-			o.pooled_netns = argv[i + 1];
-		else if (strcmp(argv[i], "--generation") == 0)
-			generation = strtoull(argv[i + 1], NULL, 10);
-	}
-	if (!policy) {
-		al_error_msg(&err, EINVAL, "airlock-gateway: --policy is required");
-		return fail(err);
-	}
-	/* An invalid policy is the caller's mistake: EINVAL, the message names the problem. */
-	if (net_policy_parse_string(policy, strlen(policy), &p, &err) < 0) {
-		al_error_wrap(&err, "network policy");
-		err->code = EINVAL;
-		return fail(err);
-	}
-	p->generation = generation;
-	o.policy = p;
-	if (log_file)
-		o.log_fd = open(log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-	if (net_gateway_prepare(&o, &g, &err) < 0)
-		return fail(err);
-	if (attach_pid > 0) {
-		if (!ctl_path) {
-			al_error_msg(&err, EINVAL, "--attach-pid needs --control-socket");
-			return fail(err);
-		}
-		if (net_gateway_attach(g, attach_pid, &err) < 0 ||
-		    gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
-			return fail(err);
-		set_resolver(attach_pid);
-		return serve_daemon_mode(g, attach_pid, ctl_path, "R", false);
-	}
 	dprintf(CTL, "R\n");
 	n = read(CTL, line, sizeof(line) - 1);
 	if (n <= 0)
@@ -384,12 +387,6 @@ int main(int argc, char **argv)
 	pid = (pid_t)atoi(line);
 	if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0)
 		return fail(err);
-	if (ctl_path) {
-		/* airlockd's create started us before the sandbox existed: from here on as with
-		 * --attach-pid, answering "A" as soon as the link and control socket are up. */
-		set_resolver(pid);
-		return serve_daemon_mode(g, pid, ctl_path, "A", true);
-	}
 	/* The link is there: the sandbox may start its workload. What it sends meanwhile waits
 	 * in the listeners' queues (they are bound and listening) for the threads started now.
 	 * If this fails, the gateway exits and nothing flows. */
@@ -410,4 +407,181 @@ int main(int argc, char **argv)
 	 * stacks, sockets, namespaces, memory) to the kernel instead of freeing it first. */
 	net_gateway_quiesce(g);
 	_exit(0);
+}
+
+/*
+ * The claim of a pooled gateway: a 4-byte length, then that many bytes of NUL-separated
+ * "--key\0value\0" pairs (the options above), the egress log's fd alongside (SCM_RIGHTS).
+ * Returns the pairs in kv[0..*n), pointing into *buf; -1 if it is malformed.
+ */
+#define CLAIM_MAX (1u << 20)
+static int read_claim(int c, char **buf, char **kv, int max_kv, int *n, int *log_fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	uint32_t len = 0;
+	struct iovec iov = {.iov_base = &len, .iov_len = sizeof(len)};
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
+			   .msg_controllen = sizeof(ctl.b)};
+	size_t got = 0;
+	char *p;
+
+	*log_fd = -1;
+	if (recvmsg(c, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL) != sizeof(len))
+		return -1;
+	for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
+		    h->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(log_fd, CMSG_DATA(h), sizeof(int));
+	if (len == 0 || len > CLAIM_MAX)
+		return -1;
+	*buf = malloc(len + 1);
+	if (!*buf)
+		return -1;
+	while (got < len) {
+		ssize_t r = read(c, *buf + got, len - got);
+
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	(*buf)[len] = '\0';
+	if ((*buf)[len - 1] != '\0')
+		return -1; /* every string ends with its NUL */
+	*n = 0;
+	for (p = *buf; p < *buf + len; p += strlen(p) + 1) {
+		if (*n == max_kv)
+			return -1;
+		kv[(*n)++] = p;
+	}
+	return *n % 2 == 0 ? 0 : -1;
+}
+
+/*
+ * --pool-serve PATH: a gateway made ahead for the one-shot pool (src/jail/pool.h), in the
+ * pooled namespace given by --pooled-netns, with its listeners bound. It says "P" on fd 3
+ * when PATH listens, then waits for one claim there: the caller's connection becomes its
+ * control channel and from then on it is an ordinary one-shot gateway. It leaves without a
+ * claim when PATH is removed (the pool drained) or when a connection closes unclaimed.
+ */
+static int pool_serve(struct gw_args *a)
+{
+	struct al_error *err = NULL;
+	struct net_gateway *g = NULL;
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	char *dir = strdup(a->pool_serve), *slash, *buf = NULL, *kv[32];
+	int lfd, c, n = 0, log_fd;
+	_cleanup_close_ int dirfd = -1;
+	struct gw_args claim = {.o.log_fd = -1, .generation = 1};
+
+	/* The pool's, not the terminal's or the pipes of whoever filled it (a caller that
+	 * reads its filler's output to the end must not wait for us). */
+	setsid();
+	lfd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (lfd < 0 || dup2(lfd, 0) < 0 || dup2(lfd, 1) < 0 || dup2(lfd, 2) < 0)
+		_exit(1);
+	close(lfd);
+	a->o.policy = net_policy_new(NET_POLICY_DENY_ALL);
+	if (!a->o.pooled_netns) {
+		al_error_msg(&err, EINVAL, "--pool-serve needs --pooled-netns");
+		return fail(err);
+	}
+	if (!dir || !(slash = strrchr(dir, '/')) || strlen(a->pool_serve) >= sizeof(sa.sun_path)) {
+		al_error_msg(&err, ENAMETOOLONG, "--pool-serve '%s'", a->pool_serve);
+		return fail(err);
+	}
+	*slash = '\0';
+	dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC); /* follows the entry's renames */
+	free(dir);
+	if (dirfd < 0 || net_gateway_prepare(&a->o, &g, &err) < 0)
+		return fail(err);
+	lfd = control_listen(a->pool_serve, &err);
+	if (lfd < 0)
+		return fail(err);
+	dprintf(CTL, "P\n");
+	for (;;) {
+		struct pollfd p = {.fd = lfd, .events = POLLIN};
+		struct stat st;
+
+		if (poll(&p, 1, 5000) == 0) {
+			if (fstatat(dirfd, strrchr(a->pool_serve, '/') + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				_exit(0); /* drained */
+			continue;
+		}
+		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (c >= 0)
+			break;
+	}
+	close(lfd);
+	unlinkat(dirfd, strrchr(a->pool_serve, '/') + 1, 0);
+	if (dup2(c, CTL) < 0)
+		_exit(1);
+	close(c);
+	if (read_claim(CTL, &buf, kv, 32, &n, &log_fd) < 0)
+		_exit(0); /* closed unclaimed (a drain), or nonsense: nothing was served */
+	parse_args(&claim, n, kv);
+	claim.o.log_fd = log_fd;
+	claim.o.policy = parse_policy(claim.policy, 1, &err);
+	if (!claim.o.policy || claim.o.ca_dir || net_gateway_configure(g, &claim.o, &err) < 0) {
+		if (!err)
+			al_error_msg(&err, EINVAL, "a pooled gateway terminates no TLS (--ca-dir)");
+		return fail(err);
+	}
+	return serve_one_shot(g);
+}
+
+int main(int argc, char **argv)
+{
+	struct gw_args a = {.o.log_fd = -1, .generation = 1};
+	struct net_gateway *g = NULL;
+	struct al_error *err = NULL;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (argc == 2 && strcmp(argv[1], "--check-seccomp") == 0)
+		return check_seccomp();
+	raise_nofile();
+	parse_args(&a, argc - 1, argv + 1);
+	if (a.pool_serve)
+		return pool_serve(&a);
+	/* An invalid policy is the caller's mistake: EINVAL, the message names the problem. */
+	a.o.policy = parse_policy(a.policy, a.generation, &err);
+	if (!a.o.policy)
+		return fail(err);
+	if (a.log_file)
+		a.o.log_fd = open(a.log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (net_gateway_prepare(&a.o, &g, &err) < 0)
+		return fail(err);
+	if (a.attach_pid > 0) {
+		if (!a.ctl_path) {
+			al_error_msg(&err, EINVAL, "--attach-pid needs --control-socket");
+			return fail(err);
+		}
+		if (net_gateway_attach(g, a.attach_pid, &err) < 0 ||
+		    gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
+			return fail(err);
+		set_resolver(a.attach_pid);
+		return serve_daemon_mode(g, a.attach_pid, a.ctl_path, "R", false);
+	}
+	if (a.ctl_path) {
+		/* airlockd's create starts us before the sandbox exists: "R", then its pid on
+		 * CTL, then the same as with --attach-pid, answering "A" as soon as the link and
+		 * control socket are up. */
+		char line[64];
+		ssize_t n;
+		pid_t pid;
+
+		dprintf(CTL, "R\n");
+		n = read(CTL, line, sizeof(line) - 1);
+		if (n <= 0)
+			return 0; /* the caller gave up */
+		line[n] = '\0';
+		pid = (pid_t)atoi(line);
+		if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0)
+			return fail(err);
+		set_resolver(pid);
+		return serve_daemon_mode(g, pid, a.ctl_path, "A", true);
+	}
+	return serve_one_shot(g);
 }

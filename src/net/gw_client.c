@@ -17,11 +17,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 struct gw_client {
 	pid_t pid;
+	int pidfd;        /* a pooled gateway's (not our child): to wait for and signal it */
 	int ctl;
 	char ca_dir[64];  /* a private directory for the sandbox CA's certificate ("" if none) */
 	char *ca_pem;     /* the certificate, when the policy has per-request rules */
@@ -177,6 +180,8 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	const char *argv[26];
 	int a = 0;
 
+	c->pidfd = -1;
+
 	*out = c;
 	c->ctl = -1;
 	/* A policy without per-request rules never needs TLS termination (a one-shot's policy
@@ -233,6 +238,96 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	return 0;
 }
 
+/* The claim (see airlock-gateway's read_claim): length, "--key\0value\0" pairs, log fd. */
+static int send_claim(int fd, const char *const *kv, int n, int log_fd)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	size_t len = 0, off = 0;
+	uint32_t len32;
+	char *buf;
+	struct iovec iov[2];
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+	ssize_t sent;
+
+	for (int i = 0; i < n; i++)
+		len += strlen(kv[i]) + 1;
+	buf = xzalloc(len ? len : 1);
+	for (int i = 0; i < n; i++) {
+		memcpy(buf + off, kv[i], strlen(kv[i]) + 1);
+		off += strlen(kv[i]) + 1;
+	}
+	len32 = (uint32_t)len;
+	iov[0] = (struct iovec){.iov_base = &len32, .iov_len = sizeof(len32)};
+	iov[1] = (struct iovec){.iov_base = buf, .iov_len = len};
+	if (log_fd >= 0) {
+		struct cmsghdr *h;
+
+		memset(&ctl, 0, sizeof(ctl));
+		m.msg_control = ctl.b;
+		m.msg_controllen = sizeof(ctl.b);
+		h = CMSG_FIRSTHDR(&m);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(h), &log_fd, sizeof(int));
+	}
+	sent = sendmsg(fd, &m, MSG_NOSIGNAL);
+	if (sent < (ssize_t)sizeof(len32))
+		sent = -1;
+	/* A stream socket may take less at once: the rest of the bytes, without the fd again. */
+	for (off = sent > 0 ? (size_t)sent : 0; sent > 0 && off < sizeof(len32) + len; off += (size_t)sent)
+		sent = send(fd, buf + (off - sizeof(len32)), sizeof(len32) + len - off, MSG_NOSIGNAL);
+	free(buf);
+	return sent > 0 ? 0 : -1;
+}
+
+int gw_client_start_pooled(const struct al_config *cfg, const char *sandbox_id, int log_fd,
+			   const char *sock_path, struct gw_client **out)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	const char *kv[10];
+	int n = 0, fd;
+	struct gw_client *c;
+
+	*out = NULL;
+	if (!cfg->net_policy_no_rules || strlen(sock_path) >= sizeof(sa.sun_path))
+		return -1;
+	strcpy(sa.sun_path, sock_path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 || cred.pid <= 0) {
+		close(fd);
+		return -1;
+	}
+	kv[n++] = "--policy", kv[n++] = cfg->net_policy_json;
+	kv[n++] = "--sandbox", kv[n++] = sandbox_id;
+	if (cfg->upstream_netns)
+		kv[n++] = "--upstream-netns", kv[n++] = cfg->upstream_netns;
+	if (cfg->upstream_dns)
+		kv[n++] = "--upstream-dns", kv[n++] = cfg->upstream_dns;
+	c = xzalloc(sizeof(*c));
+	c->ctl = fd;
+	c->pid = cred.pid;
+	/* Opened before it can have exited: a claimed gateway only exits once ctl closes. */
+	c->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
+	if (c->pidfd < 0 || send_claim(fd, kv, n, log_fd) < 0) {
+		if (c->pidfd >= 0)
+			close(c->pidfd);
+		close(fd);
+		free(c);
+		return -1;
+	}
+	*out = c;
+	return 0;
+}
+
 int gw_client_ready(struct gw_client *c, struct al_error **err)
 {
 	while (c->state == GW_STARTING) {
@@ -270,7 +365,13 @@ void gw_client_stop(struct gw_client *c)
 	if (!c)
 		return;
 	gw_client_close(c);
-	if (c->pid > 0) {
+	if (c->pidfd >= 0) { /* a pooled gateway: not our child, so no waitpid */
+		struct pollfd p = {.fd = c->pidfd, .events = POLLIN};
+
+		if (poll(&p, 1, 5000) <= 0)
+			sys_pidfd_send_signal(c->pidfd, SIGKILL);
+		close(c->pidfd);
+	} else if (c->pid > 0) {
 		int pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0), st;
 		struct pollfd p = {.fd = pidfd, .events = POLLIN};
 

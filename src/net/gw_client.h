@@ -37,6 +37,12 @@ pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd,
  * pooled_netns: the gateway namespace of a pool entry (jail/pool.h), or NULL. */
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
 		    const char *pooled_netns, struct gw_client **out, struct al_error **err);
+/* Claim the gateway a pool entry made ahead, waiting at sock_path (net/netpool: the lite
+ * gateway, so only for a policy surely without rules): it takes the policy, sandbox id,
+ * upstream settings and log fd, and from then on is like one started. -1 (nothing to
+ * report: the caller starts one instead) if there is none, or it is gone. */
+int gw_client_start_pooled(const struct al_config *cfg, const char *sandbox_id, int log_fd,
+			   const char *sock_path, struct gw_client **out);
 /* Wait until ready (once; later calls return 0). An invalid policy is EINVAL with the
  * gateway's message. */
 int gw_client_ready(struct gw_client *c, struct al_error **err);

@@ -12,7 +12,8 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "bench" / "run"
-TARGET_IDS = {"oneshot_vs_bwrap", "oneshot_vs_floor", "allow_vs_deny", "throughput_vs_bwrap",
+TARGET_IDS = {"oneshot_vs_bwrap", "oneshot_vs_floor", "oneshot_vs_floor_warm", "allow_vs_deny",
+              "allow_vs_deny_warm", "throughput_vs_bwrap", "throughput_vs_bwrap_warm",
               "daemon_cycle", "daemon_cycle_warm", "daemon_rt", "daemon_p99", "density"}
 
 
@@ -35,7 +36,8 @@ def test_results_file_is_well_formed(results):
     assert doc["benchmark"] == "airlock bench/run" and doc["format"] == 1
     assert doc["quick"] is True and doc["settings"]["sections"] == ["oneshot"]
     for w in ("true", "python"):
-        for name in ("airlock", "airlock-allow", "bwrap", "bare"):
+        for name in ("airlock", "airlock-allow", "airlock-warm", "airlock-allow-warm", "bwrap",
+                     "bare"):
             f = doc["figures"][f"oneshot.{w}.{name}"]
             assert f["unit"] == "ms" and f["value"] > 0 and f["min"] <= f["value"] <= f["max"]
             assert f["n"] == 3 and f["command"] and f["ratio_to_airlock"] > 0
@@ -43,13 +45,25 @@ def test_results_file_is_well_formed(results):
     assert {t["id"] for t in doc["targets"]} == TARGET_IDS
     for t in doc["targets"]:
         # measured here: a verdict; not measured (other sections): none
-        measured = t["id"] in ("oneshot_vs_bwrap", "oneshot_vs_floor", "allow_vs_deny")
+        measured = t["id"] in ("oneshot_vs_bwrap", "oneshot_vs_floor", "oneshot_vs_floor_warm",
+                               "allow_vs_deny", "allow_vs_deny_warm")
         assert (t["met"] is not None) == measured, t
     # a peer that fails is reported in failures, never silently dropped
     names = {k.split(".")[2] for k in doc["figures"]}
     for peer in ("firejail", "runsc"):
         assert peer in names or any(peer in f["message"] for f in doc["failures"])
     assert "targets (issue 7" in r.stdout
+    # the warm contenders' pool is drained at the end: no pin, no gateway waiting
+    with open("/proc/self/mountinfo") as f:
+        assert "/run/airlock/bench-pool-" not in f.read()
+    assert not [d for d in os.listdir("/run/airlock") if d.startswith("bench-pool-")]
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    assert b"/run/airlock/bench-pool-" not in f.read(), d
+            except OSError:
+                pass
 
 
 def test_compare_reads_a_results_file(results):

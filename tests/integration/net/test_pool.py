@@ -18,7 +18,7 @@ import time
 import pytest
 
 from . import test_link
-from .test_gateway_lite import BIN, probe_gateway_of_run
+from .test_gateway_lite import BIN
 from .test_ruleset import EXPECTED, lines
 
 AIRLOCK = str(BIN / "airlock")
@@ -274,28 +274,68 @@ def test_a_pooled_link_has_the_cold_links_shape(pool, run_net, net):
     assert not before & set(pool.cookies("link"))  # the run took the pooled link
 
 
-def test_the_pooled_gateway_runs_in_the_entrys_namespace_with_the_ruleset(pool):
+def gateway_waiting_in(entry):
+    """The pid of the gateway made ahead for a pool entry (airlock-gateway --pool-serve)."""
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    # made in new/ID, published as KIND/ID: the id names it
+                    if f"/{os.path.basename(entry)}/gw.sock".encode() in f.read():
+                        return int(d)
+            except OSError:
+                pass
+    return None
+
+
+def test_the_pooled_gateway_serves_one_run_in_the_entrys_namespace(pool, run_net, net):
     pool.fill(1)
     (entry,) = pool.ready("link").values()
-    gw_ino = os.stat(f"{entry}/gw").st_ino  # alive (pinned) meanwhile: unambiguous
+    gw_ino = os.stat(f"{entry}/gw").st_ino  # pinned meanwhile: unambiguous
     listed = subprocess.run(["nsenter", f"--net={entry}/gw", "nft", "list", "ruleset"],
                             capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr
     assert lines(listed.stdout) == lines(EXPECTED), listed.stdout
-    host = os.readlink("/proc/self/ns/net")
+    # The entry's own gateway, made ahead: waiting, unclaimed, in the entry's namespace.
+    pid = gateway_waiting_in(entry)
+    assert pid, "no gateway waits for the entry"
+    assert os.readlink(f"/proc/{pid}/exe").endswith("/airlock-gateway-lite")
+    held = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            held.add(os.stat(f"/proc/{pid}/fd/{fd}").st_ino)
+        except OSError:
+            pass
+    assert gw_ino in held
+    # The run claims it: its decisions are logged under the run's sandbox id ...
+    r = run_net(["--allow", "allowed.test", "--", "/bin/sh", "-c",
+                 f"{net.CURL} https://allowed.test/x; {net.CURL} https://denied.test/; exit 0"])
+    assert r.returncode == 0 and "HTTPCODE=200" in r.out, (r.out, r.err)
+    assert net.find(r.egress, verdict="allow", name="allowed.test"), r.egress
+    assert net.find(r.egress, verdict="deny", name="denied.test"), r.egress
+    assert all(e["sandbox"] != "pool" for e in r.egress), r.egress
+    # ... and it served that one run only: it exited before the run ended (the run waits
+    # for its log lines); what may be left is its zombie, until init reaps it.
+    assert exited(pid), f"pooled gateway {pid} outlived its run"
 
-    def gateway_netns(pid, exe):
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                t = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            # a namespace of its own: made there ("net:[...]") or opened from the pool
-            if (t.startswith("net:") and t != host) or t.endswith("/gw"):
-                return os.stat(f"/proc/{pid}/fd/{fd}").st_ino
-        return None
 
-    assert probe_gateway_of_run(["--allow", "allowed.test"], gateway_netns) == gw_ino
+def exited(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_drain_stops_the_gateways_made_ahead(pool):
+    pool.fill(2)
+    pids = [gateway_waiting_in(e) for e in pool.ready("link").values()]
+    assert all(pids), pids
+    assert pool.cmd("drain").returncode == 0
+    deadline = time.monotonic() + 5
+    while not all(exited(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert all(exited(p) for p in pids), pids
 
 
 @pytest.mark.parametrize("pooled", [True, False])
@@ -332,7 +372,6 @@ def mnt_inodes(pool, kind):
                                        ("link", ["--allow", "example.test"])])
 def test_a_default_sandbox_joins_a_pooled_root_once(pool, kind, args):
     pool.fill(2)
-    seen = set()
     for i in range(4):
         pool.wait_full(2)
         before = mnt_inodes(pool, kind)
@@ -342,11 +381,12 @@ def test_a_default_sandbox_joins_a_pooled_root_once(pool, kind, args):
                      "cat /etc/resolv.conf")
         assert r.returncode == 0, r.stderr
         ino = int(re.search(r"mnt:\[(\d+)\]", r.stdout).group(1))
-        assert ino in before, (i, ino, before)       # the pooled root ...
-        assert ino not in seen, (i, ino, seen)       # ... a different one each time
-        seen.add(ino)
-        assert "left" not in r.stdout, r.stdout      # nothing of an earlier run in it
-        assert not os.path.exists(before[ino])       # and it is gone from the pool
+        # Pinned when listed, so the inode names one live namespace: the pooled root ...
+        assert ino in before, (i, ino, before)
+        # ... whose entry is gone, so no later run can join it (inode numbers of freed
+        # namespaces are recycled: "the same number later" proves nothing either way) ...
+        assert not os.path.exists(before[ino])
+        assert "left" not in r.stdout, r.stdout      # ... and nothing of an earlier run
         want = "100.96.0.1" if kind == "link" else "deny-all"
         assert want in r.stdout, r.stdout            # the resolver of its kind
 
