@@ -471,7 +471,7 @@ static int pool_serve(struct gw_args *a)
 	struct al_error *err = NULL;
 	struct net_gateway *g = NULL;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	char *dir = strdup(a->pool_serve), *slash, *buf = NULL, *kv[32];
+	char dir[sizeof(sa.sun_path)], *slash, *buf = NULL, *kv[32];
 	int lfd, c, n = 0, log_fd;
 	_cleanup_close_ int dirfd = -1;
 	struct gw_args claim = {.o.log_fd = -1, .generation = 1};
@@ -488,13 +488,13 @@ static int pool_serve(struct gw_args *a)
 		al_error_msg(&err, EINVAL, "--pool-serve needs --pooled-netns");
 		return fail(err);
 	}
-	if (!dir || !(slash = strrchr(dir, '/')) || strlen(a->pool_serve) >= sizeof(sa.sun_path)) {
+	if (snprintf(dir, sizeof(dir), "%s", a->pool_serve) >= (int)sizeof(dir) ||
+	    !(slash = strrchr(dir, '/'))) {
 		al_error_msg(&err, ENAMETOOLONG, "--pool-serve '%s'", a->pool_serve);
 		return fail(err);
 	}
 	*slash = '\0';
 	dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC); /* follows the entry's renames */
-	free(dir);
 	if (dirfd < 0 || net_gateway_prepare(&a->o, &g, &err) < 0)
 		return fail(err);
 	lfd = control_listen(a->pool_serve, &err);
