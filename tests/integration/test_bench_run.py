@@ -36,12 +36,17 @@ def test_results_file_is_well_formed(results):
     assert doc["benchmark"] == "airlock bench/run" and doc["format"] == 1
     assert doc["quick"] is True and doc["settings"]["sections"] == ["oneshot"]
     for w in ("true", "python"):
-        for name in ("airlock", "airlock-allow", "airlock-warm", "airlock-allow-warm", "bwrap",
-                     "bare"):
+        for name in ("airlock", "airlock-allow", "bwrap", "bare"):
             f = doc["figures"][f"oneshot.{w}.{name}"]
             assert f["unit"] == "ms" and f["value"] > 0 and f["min"] <= f["value"] <= f["max"]
             assert f["n"] == 3 and f["command"] and f["ratio_to_airlock"] > 0
     assert doc["figures"]["oneshot.true.airlock"]["ratio_to_airlock"] == 1.0
+    # 1b: the one-shot pool warm, every contender paused alike, cold airlock beside it
+    for name in ("airlock", "airlock-warm", "airlock-allow", "airlock-allow-warm", "floor",
+                 "bwrap"):
+        f = doc["figures"][f"oneshot_warm.true.{name}"]
+        assert f["value"] > 0 and f["n"] == 3, (name, f)
+    assert doc["sections"]["oneshot_warm"]["pause_ms"] == 20
     assert {t["id"] for t in doc["targets"]} == TARGET_IDS
     for t in doc["targets"]:
         # measured here: a verdict; not measured (other sections): none
