@@ -57,6 +57,10 @@ int cli_pool(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (getenv("AIRLOCK_POOL") && getenv("AIRLOCK_POOL")[0] != '/') {
+		fprintf(stderr, "airlock pool: $AIRLOCK_POOL must be an absolute path\n");
+		return AL_EXIT_USAGE;
+	}
 	if (jail_pool_dir(NULL, dir, sizeof(dir)) < 0) {
 		fprintf(stderr, "airlock pool: $AIRLOCK_POOL is too long\n");
 		return AL_EXIT_USAGE;

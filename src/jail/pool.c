@@ -139,6 +139,15 @@ static void discard(const char *entry)
 	rmdir(entry);
 }
 
+/* Only a directory of our own that no one else may write in is a pool to join from. */
+static bool pool_dir_is_ours(const char *dir)
+{
+	struct stat st;
+
+	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
 bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool_claim *c)
 {
 	char kdir[256], from[600];
@@ -148,6 +157,8 @@ bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool
 
 	memset(c, 0, sizeof(*c));
 	c->sbx_fd = c->mnt_fd = -1;
+	if (!pool_dir_is_ours(dir))
+		return false;
 	snprintf(kdir, sizeof(kdir), "%s/%s", dir, kind_dir[kind]);
 	d = opendir(kdir);
 	if (!d)
@@ -483,7 +494,13 @@ int jail_pool_fill(const char *dir, unsigned size, struct al_error **err)
 	if (size > JAIL_POOL_MAX_SIZE)
 		return al_error_msg(err, EINVAL, "pool size %u is more than the most, %u", size,
 				    JAIL_POOL_MAX_SIZE);
-	if (mkdirs(dir, err) < 0 || write_size(dir, size, err) < 0)
+	if (mkdirs(dir, err) < 0)
+		return -1;
+	if (!pool_dir_is_ours(dir))
+		return al_error_msg(err, EPERM,
+				    "'%s' is not a directory of this user that only it may write to",
+				    dir);
+	if (write_size(dir, size, err) < 0)
 		return -1;
 	lock = open_lock(dir, LOCK_EX);
 	if (lock < 0)

@@ -415,3 +415,24 @@ def test_a_sandbox_with_its_own_settings_builds_its_own_root(pool, args, check):
         assert "/w\n" in r.stdout
     else:
         assert "copied" in r.stdout
+
+
+def test_a_pool_others_may_write_to_is_never_joined(pool):
+    pool.fill(1)
+    before = set(pool.cookies("loopback"))
+    os.chmod(pool.dir, 0o777)  # anyone could have planted entries here
+    try:
+        r = pool.run("--", *COOKIE)
+        assert r.returncode == 0, r.stderr
+        assert cookie_in(r.stdout) not in before
+        assert set(pool.cookies("loopback")) == before  # not taken
+        r = pool.cmd("fill", "1")
+        assert r.returncode == 125 and "only it may write to" in r.stderr, r.stderr
+    finally:
+        os.chmod(pool.dir, 0o700)
+
+
+def test_a_relative_pool_path_is_a_usage_error(pool):
+    r = subprocess.run([AIRLOCK, "pool", "status"], capture_output=True, text=True,
+                       env=dict(os.environ, AIRLOCK_POOL="relative/pool"))
+    assert r.returncode == 64 and "absolute path" in r.stderr, r.stderr
