@@ -436,3 +436,30 @@ def test_a_relative_pool_path_is_a_usage_error(pool):
     r = subprocess.run([AIRLOCK, "pool", "status"], capture_output=True, text=True,
                        env=dict(os.environ, AIRLOCK_POOL="relative/pool"))
     assert r.returncode == 64 and "absolute path" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_the_gateway_is_gone_when_airlock_returns(tmp_path, log):
+    """The one-shot's gateway has exited, and been reaped, by the time airlock returns,
+    with or without an egress log; with one, every line is out by then."""
+    args = ["--allow", "example.test"]
+    if log:
+        args += ["--egress-log", str(tmp_path / "log.jsonl")]
+    # A name off the allowlist: the gateway refuses it itself, nothing goes upstream.
+    p = subprocess.Popen([AIRLOCK, "run", "--no-pool", *args, "--", "getent", "hosts",
+                          "other.test"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.communicate(timeout=30)
+    assert p.returncode == 2  # refused: the gateway answered
+    left = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if f"run-{p.pid}-".encode() in f.read():
+                        left.append(d)
+            except OSError:
+                pass
+    assert left == [], left
+    if log:
+        lines_ = (tmp_path / "log.jsonl").read_text().splitlines()
+        assert any('"name":"other.test"' in ln and '"deny"' in ln for ln in lines_), lines_
