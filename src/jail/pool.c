@@ -411,7 +411,31 @@ static int sweep(const char *dir, const char *sub, bool only_dead)
 	return n;
 }
 
-/* With the lock held: make entries until size of each kind are ready. */
+/* A smaller size: take the entries beyond it (as a run would: by rename) and release them. */
+static void shrink(const char *dir, const char *kind, unsigned size)
+{
+	char path[300], from[600], to[600];
+	unsigned n = count_in(dir, kind);
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, kind);
+	d = opendir(path);
+	while (d && n > size && (e = readdir(d))) {
+		if (e->d_name[0] == '.' || strlen(e->d_name) > 100)
+			continue;
+		snprintf(from, sizeof(from), "%s/%s", path, e->d_name);
+		snprintf(to, sizeof(to), "%s/claimed/%d-%s", dir, (int)getpid(), e->d_name);
+		if (rename(from, to) == 0) {
+			discard(to);
+			n--;
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
+/* With the lock held: make (or release) entries until size of each kind are ready. */
 static int fill_locked(const char *dir, unsigned size, struct al_error **err)
 {
 	unsigned serial = 0;
@@ -419,6 +443,8 @@ static int fill_locked(const char *dir, unsigned size, struct al_error **err)
 
 	sweep(dir, "new", false);
 	sweep(dir, "claimed", true);
+	for (int k = JAIL_POOL_LINK; k >= JAIL_POOL_LOOPBACK; k--)
+		shrink(dir, kind_dir[k], size);
 	for (int k = JAIL_POOL_LINK; k >= JAIL_POOL_LOOPBACK; k--) {
 		while (count_in(dir, kind_dir[k]) < size && jail_pool_size(dir) >= size) {
 			int r = make_entry(dir, (enum jail_pool_kind)k, serial++, err);

@@ -463,3 +463,19 @@ def test_the_gateway_is_gone_when_airlock_returns(tmp_path, log):
     if log:
         lines_ = (tmp_path / "log.jsonl").read_text().splitlines()
         assert any('"name":"other.test"' in ln and '"deny"' in ln for ln in lines_), lines_
+
+
+def test_a_smaller_size_releases_the_extra_entries(pool):
+    pool.fill(4)
+    pids = {e: gateway_waiting_in(e) for e in pool.ready("link").values()}
+    r = pool.fill(1)
+    assert "size 1, made 0; ready: 1 deny-all, 1 linked" in r.stdout, r.stdout
+    assert len(mounts_under(pool.root)) == 2 + 3, mounts_under(pool.root)
+    assert os.listdir(f"{pool.dir}/claimed") == []
+    kept = set(pool.ready("link").values())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not all(
+            exited(p) for e, p in pids.items() if e not in kept):
+        time.sleep(0.02)
+    assert all(exited(p) for e, p in pids.items() if e not in kept), pids  # theirs stopped
+    assert all(not exited(p) for e, p in pids.items() if e in kept), pids  # the kept one waits
