@@ -372,7 +372,7 @@ static struct net_policy *parse_policy(const char *text, unsigned long long gen,
 
 /* A one-shot's gateway once ready: link the sandbox whose pid comes on CTL, serve until
  * the caller closes CTL, then leave. */
-static int serve_one_shot(struct net_gateway *g)
+static int serve_one_shot(struct net_gateway *g, bool filtered)
 {
 	struct al_error *err = NULL;
 	char line[64];
@@ -391,7 +391,7 @@ static int serve_one_shot(struct net_gateway *g)
 	 * in the listeners' queues (they are bound and listening) for the threads started now.
 	 * If this fails, the gateway exits and nothing flows. */
 	dprintf(CTL, "A\n");
-	if (gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
+	if ((!filtered && gw_seccomp_install(&err) < 0) || net_gateway_start(g, &err) < 0)
 		return fail(err);
 	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). */
 	for (;;) {
@@ -498,7 +498,9 @@ static int pool_serve(struct gw_args *a)
 	if (dirfd < 0 || net_gateway_prepare(&a->o, &g, &err) < 0)
 		return fail(err);
 	lfd = control_listen(a->pool_serve, &err);
-	if (lfd < 0)
+	/* Everything that needs more than the gateway's own filter allows is done: from here
+	 * on, idle and while it reads a claim, it runs under that filter. */
+	if (lfd < 0 || gw_seccomp_install(&err) < 0)
 		return fail(err);
 	dprintf(CTL, "P\n");
 	for (;;) {
@@ -529,7 +531,7 @@ static int pool_serve(struct gw_args *a)
 			al_error_msg(&err, EINVAL, "a pooled gateway terminates no TLS (--ca-dir)");
 		return fail(err);
 	}
-	return serve_one_shot(g);
+	return serve_one_shot(g, true);
 }
 
 int main(int argc, char **argv)
@@ -583,5 +585,5 @@ int main(int argc, char **argv)
 		set_resolver(pid);
 		return serve_daemon_mode(g, pid, a.ctl_path, "A", true);
 	}
-	return serve_one_shot(g);
+	return serve_one_shot(g, false);
 }

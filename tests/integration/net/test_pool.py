@@ -307,6 +307,10 @@ def test_the_pooled_gateway_serves_one_run_in_the_entrys_namespace(pool, run_net
         except OSError:
             pass
     assert gw_ino in held
+    # Idle, it already runs under the gateway's own seccomp filter (mode 2: filter).
+    with open(f"/proc/{pid}/status") as f:
+        status = dict(ln.split(":", 1) for ln in f if ":" in ln)
+    assert status["Seccomp"].strip() == "2", status["Seccomp"]
     # The run claims it: its decisions are logged under the run's sandbox id ...
     r = run_net(["--allow", "allowed.test", "--", "/bin/sh", "-c",
                  f"{net.CURL} https://allowed.test/x; {net.CURL} https://denied.test/; exit 0"])
