@@ -129,7 +129,6 @@ static void discard(const char *entry)
 	char path[400];
 
 	stop_gateway(entry);
-
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", entry, files[i]);
 		while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
