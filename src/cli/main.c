@@ -17,7 +17,7 @@ static void usage(FILE *out)
 	      "commands:\n"
 	      "  run [flags] -- CMD [ARGS...]   run one command in a fresh sandbox, then remove it\n"
 	      "  serve [flags]                  run the daemon (airlockd): sandboxes behind an HTTP API\n"
-	      "  pool fill [N] | status | drain network namespaces made ahead for `run` (opt-in)\n"
+	      "  pool fill [N] | status | drain sandbox parts made ahead for `run` (opt-in)\n"
 	      "\n"
 	      "talking to airlockd (--url URL | --socket PATH, --token TOKEN, --json; or AIRLOCK_URL,\n"
 	      "AIRLOCK_SOCKET, AIRLOCK_TOKEN; default http://127.0.0.1:7070 and the daemon's token file):\n"
