@@ -448,18 +448,21 @@ def oneshot():
             continue
         d = json.loads(p.read_text())
         doc["sections"]["oneshot"][w] = d
-        byname = {c["name"]: c for c in d["contenders"]}
-        ref = byname["airlock"]["median_ms"]
-        for c in d["contenders"]:
-            if c["median_ms"] is None:
-                fail("oneshot", f"{c['name']} {WL_LABEL[w]}: no successful run "
-                     f"({c.get('first_error')})")
-                continue
-            figure(f"oneshot.{w}.{c['name']}", f"one-shot {WL_LABEL[w]}: {c['name']}",
-                   c["median_ms"], "ms", "lower", shown(c["argv"]),
-                   min=c["min_ms"], max=c["max_ms"], p90=c["p90_ms"], n=c["ok"],
-                   errors=c["errors"] + c["warmup_errors"],
-                   ratio_to_airlock=c["median_ms"] / ref if ref else None)
+        launch_figures(d, f"oneshot.{w}", f"one-shot {WL_LABEL[w]}", WL_LABEL[w])
+
+
+def launch_figures(d, key, label, what):
+    """One figure per contender of a bench/launch result, its ratio to airlock's."""
+    ref = {c["name"]: c for c in d["contenders"]}["airlock"]["median_ms"]
+    for c in d["contenders"]:
+        if c["median_ms"] is None:
+            fail("oneshot", f"{c['name']} {what}: no successful run ({c.get('first_error')})")
+            continue
+        figure(f"{key}.{c['name']}", f"{label}: {c['name']}",
+               c["median_ms"], "ms", "lower", shown(c["argv"]),
+               min=c["min_ms"], max=c["max_ms"], p90=c["p90_ms"], n=c["ok"],
+               errors=c["errors"] + c["warmup_errors"],
+               ratio_to_airlock=c["median_ms"] / ref if ref else None)
 
 
 def oneshot_warm():
@@ -492,17 +495,7 @@ def oneshot_warm():
         return
     d = json.loads(p.read_text())
     doc["sections"]["oneshot_warm"] = d
-    byname = {c["name"]: c for c in d["contenders"]}
-    ref = byname["airlock"]["median_ms"]
-    for c in d["contenders"]:
-        if c["median_ms"] is None:
-            fail("oneshot", f"warm: {c['name']}: no successful run ({c.get('first_error')})")
-            continue
-        figure(f"oneshot_warm.true.{c['name']}", f"pool warm, paused: {c['name']}",
-               c["median_ms"], "ms", "lower", shown(c["argv"]),
-               min=c["min_ms"], max=c["max_ms"], p90=c["p90_ms"], n=c["ok"],
-               errors=c["errors"] + c["warmup_errors"],
-               ratio_to_airlock=c["median_ms"] / ref if ref else None)
+    launch_figures(d, "oneshot_warm.true", "pool warm, paused", "(pool warm)")
 
 
 # ---------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * airlock pool fill [N] | status | drain: the one-shot pool of network namespaces made
+ * airlock pool fill [N] | status | drain: the one-shot pool of sandbox parts made
  * ahead (src/jail/pool.h). `airlock run` draws from it while it has entries, and each
  * run that drew one tops it up again in a detached process.
  */

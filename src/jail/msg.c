@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "jail/jail.h"
 #include "common/error.h"
+#include "common/fdpass.h"
 
 #include <errno.h>
 #include <string.h>
@@ -9,60 +10,19 @@
 
 int jail_msg_send(int fd, const struct jail_msg *m, int pass_fd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = (void *)m, .iov_len = sizeof(*m)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	ssize_t n;
-
-	if (pass_fd >= 0) {
-		struct cmsghdr *c;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
-	}
-	do
-		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)sizeof(*m))
-		return -1;
-	return 0;
+	return al_send_with_fd(fd, m, sizeof(*m), pass_fd) == (ssize_t)sizeof(*m) ? 0 : -1;
 }
 
 int jail_msg_recv(int fd, struct jail_msg *m, int *got_fd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = m, .iov_len = sizeof(*m)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf)};
-	struct cmsghdr *c;
-	ssize_t n;
+	int flags = 0;
+	ssize_t n = al_recv_with_fd(fd, m, sizeof(*m), 0, got_fd, &flags);
 
-	*got_fd = -1;
-	do
-		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
 	if (n == 0)
 		return 0;
 	if (n < 0)
 		return -errno;
-	for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(got_fd, CMSG_DATA(c), sizeof(int));
-	}
-	if (n != (ssize_t)sizeof(*m) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+	if (n != (ssize_t)sizeof(*m) || (flags & (MSG_TRUNC | MSG_CTRUNC)))
 		return -EBADMSG;
 	m->text[sizeof(m->text) - 1] = '\0';
 	return 1;

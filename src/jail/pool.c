@@ -16,7 +16,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
-#include <limits.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -63,15 +62,48 @@ static unsigned version_hash(void)
 	return h;
 }
 
-int jail_pool_dir(const char *root, char *buf, size_t len)
+/* root, else $AIRLOCK_POOL, else JAIL_POOL_ROOT (a relative path counts as none). */
+static const char *pool_root(const char *root)
 {
-	int n;
-
 	if (!root)
 		root = getenv("AIRLOCK_POOL");
-	if (!root || root[0] != '/')
-		root = JAIL_POOL_ROOT;
-	n = snprintf(buf, len, "%s/v1-%08x", root, version_hash());
+	return root && root[0] == '/' ? root : JAIL_POOL_ROOT;
+}
+
+/* The next entry's name in d, skipping "." and ".." (and names longer than any of ours);
+ * NULL at the end. */
+static const char *next_entry(DIR *d)
+{
+	struct dirent *e;
+
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && strlen(e->d_name) <= 100)
+			return e->d_name;
+	return NULL;
+}
+
+/* DIR/SUB, opened for next_entry (its path in path), or NULL. */
+static DIR *open_sub(const char *dir, const char *sub, char *path, size_t len)
+{
+	snprintf(path, len, "%s/%s", dir, sub);
+	return opendir(path);
+}
+
+/* Take entry name of DIR/KIND: rename(2) into claimed/, which one caller alone can win
+ * (ENOENT: another took it first). Its new path in to. */
+static bool take(const char *dir, const char *kind, const char *name, char *to, size_t len)
+{
+	char from[600];
+
+	snprintf(from, sizeof(from), "%s/%s/%s", dir, kind, name);
+	snprintf(to, len, "%s/claimed/%d-%s", dir, (int)getpid(), name);
+	return rename(from, to) == 0;
+}
+
+int jail_pool_dir(const char *root, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s/v1-%08x", pool_root(root), version_hash());
+
 	return n > 0 && (size_t)n < len && (size_t)n < sizeof(((struct jail_pool_claim *)0)->dir)
 		       ? 0
 		       : -1;
@@ -150,26 +182,16 @@ static bool pool_dir_is_ours(const char *dir)
 bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool_claim *c)
 {
 	char kdir[256], from[600];
-	struct dirent *e;
+	const char *name;
 	bool found = false;
 	DIR *d;
 
 	memset(c, 0, sizeof(*c));
 	c->sbx_fd = c->mnt_fd = -1;
-	if (!pool_dir_is_ours(dir))
+	if (!pool_dir_is_ours(dir) || !(d = open_sub(dir, kind_dir[kind], kdir, sizeof(kdir))))
 		return false;
-	snprintf(kdir, sizeof(kdir), "%s/%s", dir, kind_dir[kind]);
-	d = opendir(kdir);
-	if (!d)
-		return false;
-	while (!found && (e = readdir(d))) {
-		if (e->d_name[0] == '.' || strlen(e->d_name) > 100)
-			continue;
-		snprintf(from, sizeof(from), "%s/%s", kdir, e->d_name);
-		snprintf(c->entry, sizeof(c->entry), "%s/claimed/%d-%s", dir, (int)getpid(),
-			 e->d_name);
-		found = rename(from, c->entry) == 0; /* ENOENT: another run took it first */
-	}
+	while (!found && (name = next_entry(d)))
+		found = take(dir, kind_dir[kind], name, c->entry, sizeof(c->entry));
 	closedir(d);
 	if (!found)
 		return false;
@@ -254,34 +276,20 @@ static int pin(int fd, const char *dir, const char *name, struct al_error **err)
 	return 0;
 }
 
-/* The gateway binary next to this one (the lite one: a pooled gateway has no rules). */
-static int gateway_path(char *buf, size_t len)
-{
-	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
-	char *slash;
-
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	slash = strrchr(buf, '/');
-	if (!slash || (size_t)(slash - buf) + sizeof("/airlock-gateway-lite") > len)
-		return -1;
-	strcpy(slash, "/airlock-gateway-lite");
-	return access(buf, X_OK);
-}
-
 /* A gateway made ahead in the entry's gateway namespace, listening on DIR/gw.sock for the
  * run that claims it (airlock-gateway --pool-serve); returns once it listens (or failed). */
 static void start_gateway(const char *dir)
 {
-	char path[PATH_MAX], sock[400], ns[400], ready[256];
+	/* The lite gateway next to us: a pooled gateway serves no per-request rules. */
+	_cleanup_free_ char *path = gw_sibling("airlock-gateway-lite");
+	char sock[400], ns[400], ready[256];
 	const char *argv[8];
 	int sp[2];
 	pid_t pid;
 
 	snprintf(sock, sizeof(sock), "%s/gw.sock", dir);
 	snprintf(ns, sizeof(ns), "%s/gw", dir);
-	if (gateway_path(path, sizeof(path)) < 0 || strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
+	if (access(path, X_OK) < 0 || strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 		return;
 	argv[0] = "airlock-gateway";
@@ -364,16 +372,13 @@ static int make_entry(const char *dir, enum jail_pool_kind kind, unsigned serial
 static unsigned count_in(const char *dir, const char *sub)
 {
 	char path[300];
-	struct dirent *e;
 	unsigned n = 0;
-	DIR *d;
+	DIR *d = open_sub(dir, sub, path, sizeof(path));
 
-	snprintf(path, sizeof(path), "%s/%s", dir, sub);
-	d = opendir(path);
 	if (!d)
 		return 0;
-	while ((e = readdir(d)))
-		n += e->d_name[0] != '.';
+	while (next_entry(d))
+		n++;
 	closedir(d);
 	return n;
 }
@@ -389,20 +394,18 @@ void jail_pool_count(const char *dir, unsigned *loopback, unsigned *link)
 static int sweep(const char *dir, const char *sub, bool only_dead)
 {
 	char path[300], entry[600];
-	struct dirent *e;
+	const char *name;
 	int n = 0;
-	DIR *d;
+	DIR *d = open_sub(dir, sub, path, sizeof(path));
 
-	snprintf(path, sizeof(path), "%s/%s", dir, sub);
-	d = opendir(path);
 	if (!d)
 		return 0;
-	while ((e = readdir(d))) {
-		int pid = atoi(e->d_name);
+	while ((name = next_entry(d))) {
+		int pid = atoi(name);
 
-		if (e->d_name[0] == '.' || (only_dead && pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH)))
+		if (only_dead && pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH))
 			continue;
-		snprintf(entry, sizeof(entry), "%s/%s", path, e->d_name);
+		snprintf(entry, sizeof(entry), "%s/%s", path, name);
 		discard(entry);
 		n++;
 	}
@@ -413,19 +416,13 @@ static int sweep(const char *dir, const char *sub, bool only_dead)
 /* A smaller size: take the entries beyond it (as a run would: by rename) and release them. */
 static void shrink(const char *dir, const char *kind, unsigned size)
 {
-	char path[300], from[600], to[600];
+	char path[300], to[600];
 	unsigned n = count_in(dir, kind);
-	struct dirent *e;
-	DIR *d;
+	const char *name;
+	DIR *d = open_sub(dir, kind, path, sizeof(path));
 
-	snprintf(path, sizeof(path), "%s/%s", dir, kind);
-	d = opendir(path);
-	while (d && n > size && (e = readdir(d))) {
-		if (e->d_name[0] == '.' || strlen(e->d_name) > 100)
-			continue;
-		snprintf(from, sizeof(from), "%s/%s", path, e->d_name);
-		snprintf(to, sizeof(to), "%s/claimed/%d-%s", dir, (int)getpid(), e->d_name);
-		if (rename(from, to) == 0) {
+	while (d && n > size && (name = next_entry(d))) {
+		if (take(dir, kind, name, to, sizeof(to))) {
 			discard(to);
 			n--;
 		}
@@ -578,25 +575,20 @@ int jail_pool_drain(const char *root, struct al_error **err)
 {
 	static const char *const subs[] = {"loopback", "link", "new"};
 	char path[300];
-	struct dirent *e;
+	const char *name;
 	int n = 0;
 	DIR *d;
 
-	if (!root)
-		root = getenv("AIRLOCK_POOL");
-	if (!root || root[0] != '/')
-		root = JAIL_POOL_ROOT;
+	root = pool_root(root);
 	d = opendir(root);
 	if (!d)
 		return errno == ENOENT ? 0 : al_error_set(err, errno, "open '%s'", root);
-	while ((e = readdir(d))) {
+	while ((name = next_entry(d))) {
 		_cleanup_close_ int lock = -1;
 
-		if (e->d_name[0] == '.' || strlen(e->d_name) > 100)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/size", root, e->d_name);
+		snprintf(path, sizeof(path), "%s/%s/size", root, name);
 		unlink(path); /* off first: no refill starts from here on */
-		snprintf(path, sizeof(path), "%s/%s", root, e->d_name);
+		snprintf(path, sizeof(path), "%s/%s", root, name);
 		lock = open_lock(path, LOCK_EX); /* a filler at work finishes its entry */
 		for (size_t i = 0; i < ARRAY_SIZE(subs); i++)
 			n += sweep(path, subs[i], false);

@@ -35,6 +35,7 @@
 #include "net/policy.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/fdpass.h"
 
 #include <errno.h>
 #include <sys/ptrace.h>
@@ -53,7 +54,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
-#include <sys/uio.h>
 #include <unistd.h>
 #include <linux/openat2.h>
 
@@ -370,9 +370,9 @@ static struct net_policy *parse_policy(const char *text, unsigned long long gen,
 	return p;
 }
 
-/* A one-shot's gateway once ready: link the sandbox whose pid comes on CTL, serve until
- * the caller closes CTL, then leave. */
-static int serve_one_shot(struct net_gateway *g, bool filtered)
+/* Ready: say "R", then link the sandbox whose pid comes on CTL. Its pid; 0 if the caller
+ * gave up; -1 when the link failed (said on CTL). */
+static pid_t await_link(struct net_gateway *g)
 {
 	struct al_error *err = NULL;
 	char line[64];
@@ -382,11 +382,25 @@ static int serve_one_shot(struct net_gateway *g, bool filtered)
 	dprintf(CTL, "R\n");
 	n = read(CTL, line, sizeof(line) - 1);
 	if (n <= 0)
-		return 0; /* the caller gave up */
+		return 0;
 	line[n] = '\0';
 	pid = (pid_t)atoi(line);
-	if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0)
-		return fail(err);
+	if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0) {
+		fail(err);
+		return -1;
+	}
+	return pid;
+}
+
+/* A one-shot's gateway once ready: link the sandbox whose pid comes on CTL, serve until
+ * the caller closes CTL, then leave. */
+static int serve_one_shot(struct net_gateway *g, bool filtered)
+{
+	struct al_error *err = NULL;
+	pid_t pid = await_link(g);
+
+	if (pid <= 0)
+		return pid < 0; /* 0: the caller gave up */
 	/* The link is there: the sandbox may start its workload. What it sends meanwhile waits
 	 * in the listeners' queues (they are bound and listening) for the threads started now.
 	 * If this fails, the gateway exits and nothing flows. */
@@ -417,24 +431,12 @@ static int serve_one_shot(struct net_gateway *g, bool filtered)
 #define CLAIM_MAX (1u << 20)
 static int read_claim(int c, char **buf, char **kv, int max_kv, int *n, int *log_fd)
 {
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
 	uint32_t len = 0;
-	struct iovec iov = {.iov_base = &len, .iov_len = sizeof(len)};
-	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
-			   .msg_controllen = sizeof(ctl.b)};
 	size_t got = 0;
 	char *p;
 
-	*log_fd = -1;
-	if (recvmsg(c, &m, MSG_CMSG_CLOEXEC | MSG_WAITALL) != sizeof(len))
+	if (al_recv_with_fd(c, &len, sizeof(len), MSG_WAITALL, log_fd, NULL) != sizeof(len))
 		return -1;
-	for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
-		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
-		    h->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(log_fd, CMSG_DATA(h), sizeof(int));
 	if (len == 0 || len > CLAIM_MAX)
 		return -1;
 	*buf = malloc(len + 1);
@@ -472,6 +474,7 @@ static int pool_serve(struct gw_args *a)
 	struct net_gateway *g = NULL;
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char dir[sizeof(sa.sun_path)], *slash, *buf = NULL, *kv[32];
+	const char *name;
 	int lfd, c, n = 0, log_fd;
 	_cleanup_close_ int dirfd = -1;
 	struct gw_args claim = {.o.log_fd = -1, .generation = 1};
@@ -494,6 +497,7 @@ static int pool_serve(struct gw_args *a)
 		return fail(err);
 	}
 	*slash = '\0';
+	name = slash + 1 - dir + a->pool_serve; /* the socket's name inside dir */
 	dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC); /* follows the entry's renames */
 	if (dirfd < 0 || net_gateway_prepare(&a->o, &g, &err) < 0)
 		return fail(err);
@@ -508,7 +512,7 @@ static int pool_serve(struct gw_args *a)
 		struct stat st;
 
 		if (poll(&p, 1, 5000) == 0) {
-			if (fstatat(dirfd, strrchr(a->pool_serve, '/') + 1, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 				_exit(0); /* drained */
 			continue;
 		}
@@ -517,7 +521,7 @@ static int pool_serve(struct gw_args *a)
 			break;
 	}
 	close(lfd);
-	unlinkat(dirfd, strrchr(a->pool_serve, '/') + 1, 0);
+	unlinkat(dirfd, name, 0);
 	if (dup2(c, CTL) < 0)
 		_exit(1);
 	close(c);
@@ -570,18 +574,10 @@ int main(int argc, char **argv)
 		/* airlockd's create starts us before the sandbox exists: "R", then its pid on
 		 * CTL, then the same as with --attach-pid, answering "A" as soon as the link and
 		 * control socket are up. */
-		char line[64];
-		ssize_t n;
-		pid_t pid;
+		pid_t pid = await_link(g);
 
-		dprintf(CTL, "R\n");
-		n = read(CTL, line, sizeof(line) - 1);
-		if (n <= 0)
-			return 0; /* the caller gave up */
-		line[n] = '\0';
-		pid = (pid_t)atoi(line);
-		if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0)
-			return fail(err);
+		if (pid <= 0)
+			return pid < 0; /* 0: the caller gave up */
 		set_resolver(pid);
 		return serve_daemon_mode(g, pid, a.ctl_path, "A", true);
 	}

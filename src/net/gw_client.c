@@ -2,6 +2,7 @@
 #include "net/gw_client.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/fdpass.h"
 #include "common/syscalls.h"
 #include "common/xalloc.h"
 #include "jail/jail.h"
@@ -17,7 +18,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,7 +118,7 @@ bool gw_client_policy_refused(const struct gw_client *c)
 	return c && c->policy_refused;
 }
 
-static char *sibling(const char *name)
+char *gw_sibling(const char *name)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -187,14 +187,14 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	/* A policy without per-request rules never needs TLS termination (a one-shot's policy
 	 * never changes): the gateway built without OpenSSL starts ~0.5 ms sooner. */
 	if (cfg->net_policy_no_rules) {
-		path = sibling("airlock-gateway-lite");
+		path = gw_sibling("airlock-gateway-lite");
 		if (access(path, X_OK) < 0) { /* not installed next to us: the full one */
 			free(path);
 			path = NULL;
 		}
 	}
 	if (!path)
-		path = sibling("airlock-gateway");
+		path = gw_sibling("airlock-gateway");
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
 		free(path);
 		return al_error_set(err, errno, "socketpair");
@@ -241,45 +241,24 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 /* The claim (see airlock-gateway's read_claim): length, "--key\0value\0" pairs, log fd. */
 static int send_claim(int fd, const char *const *kv, int n, int log_fd)
 {
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	size_t len = 0, off = 0;
+	size_t len = 0, off = sizeof(uint32_t);
+	ssize_t sent;
 	uint32_t len32;
 	char *buf;
-	struct iovec iov[2];
-	struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
-	ssize_t sent;
 
 	for (int i = 0; i < n; i++)
 		len += strlen(kv[i]) + 1;
-	buf = xzalloc(len ? len : 1);
+	buf = xzalloc(sizeof(len32) + len);
+	len32 = (uint32_t)len;
+	memcpy(buf, &len32, sizeof(len32));
 	for (int i = 0; i < n; i++) {
 		memcpy(buf + off, kv[i], strlen(kv[i]) + 1);
 		off += strlen(kv[i]) + 1;
 	}
-	len32 = (uint32_t)len;
-	iov[0] = (struct iovec){.iov_base = &len32, .iov_len = sizeof(len32)};
-	iov[1] = (struct iovec){.iov_base = buf, .iov_len = len};
-	if (log_fd >= 0) {
-		struct cmsghdr *h;
-
-		memset(&ctl, 0, sizeof(ctl));
-		m.msg_control = ctl.b;
-		m.msg_controllen = sizeof(ctl.b);
-		h = CMSG_FIRSTHDR(&m);
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(h), &log_fd, sizeof(int));
-	}
-	sent = sendmsg(fd, &m, MSG_NOSIGNAL);
-	if (sent < (ssize_t)sizeof(len32))
-		sent = -1;
-	/* A stream socket may take less at once: the rest of the bytes, without the fd again. */
-	for (off = sent > 0 ? (size_t)sent : 0; sent > 0 && off < sizeof(len32) + len; off += (size_t)sent)
-		sent = send(fd, buf + (off - sizeof(len32)), sizeof(len32) + len - off, MSG_NOSIGNAL);
+	/* The fd goes with the first bytes; a stream socket may take the rest later. */
+	sent = al_send_with_fd(fd, buf, off, log_fd);
+	for (size_t done = sent > 0 ? (size_t)sent : 0; sent > 0 && done < off; done += (size_t)sent)
+		sent = send(fd, buf + done, off - done, MSG_NOSIGNAL);
 	free(buf);
 	return sent > 0 ? 0 : -1;
 }

@@ -26,6 +26,9 @@
 
 struct gw_client;
 
+/* NAME in the directory of the running binary (a heap string; NAME itself if that
+ * directory cannot be read). */
+char *gw_sibling(const char *name);
 /* Start a gateway binary, vfork-style: ctl becomes its fd 3 (the control channel), log_fd
  * its fd 4 (-1: none), every other fd is closed. If it cannot be run, an E line on the
  * channel says why (hint appended). Returns its pid, or -1 with errno. */
