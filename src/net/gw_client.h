@@ -40,7 +40,7 @@ pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd,
  * pooled_netns: the gateway namespace of a pool entry (jail/pool.h), or NULL. */
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
 		    const char *pooled_netns, struct gw_client **out, struct al_error **err);
-/* Claim the gateway a pool entry made ahead, waiting at sock_path (net/netpool: the lite
+/* Claim the gateway a pool entry made ahead, waiting at sock_path (jail/pool.h: the lite
  * gateway, so only for a policy surely without rules): it takes the policy, sandbox id,
  * upstream settings and log fd, and from then on is like one started. -1 (nothing to
  * report: the caller starts one instead) if there is none, or it is gone. */
