@@ -320,6 +320,8 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m)
 	fcntl(c->fd[2], F_SETFL, O_NONBLOCK);
 	a->cmds[a->n_cmds++] = c;
 	watch_output(a, c);
+	if (m->data_len || m->stdin_eof) /* the first stdin bytes came with the EXEC */
+		agent_cmd_stdin(a, c, m->data, m->data_len, m->stdin_eof);
 	proto_begin(&b, PROTO_OK, m->id);
 	proto_put_u32(&b, PT_PID, (uint32_t)pid);
 	agent_send(a, &b);

@@ -91,7 +91,12 @@ static bool overridden(const char *const *all, size_t n, size_t i)
 
 /* The EXEC frame. Environment: the base, then the sandbox's, then the command's -- a later
  * entry replaces an earlier one of the same name. */
-static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c,
+/* Small stdin (the usual case: none) rides in the EXEC with its end: no STDIN/STDIN_CLOSE
+ * exchange, which cost a command ~0.1 ms of agent and daemon wake-ups before it ran. */
+#define DM_EXEC_STDIN_MAX (64u * 1024)
+
+/* Builds the EXEC; true if it carries the command's stdin (then nothing more is sent). */
+static bool build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c,
 		       const struct dm_sbx *s, const struct dm_exec *e, bool with_net, bool with_ca)
 {
 	static const char *const base[] = {
@@ -132,6 +137,14 @@ static void build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c
 	proto_put_str(b, PT_CWD, c->cwd, strlen(c->cwd));
 	proto_put_u32(b, PT_UID, uid);
 	free(all);
+	/* Only while the frame stays well inside its limit (a huge argv comes first). */
+	if (e->stdin_len > DM_EXEC_STDIN_MAX || b->len + e->stdin_len + 64 > PROTO_MAX_FRAME / 2)
+		return false;
+	if (e->stdin_len)
+		proto_put_bytes(b, PT_DATA, e->stdin_data, e->stdin_len);
+	if (!e->keep_stdin)
+		proto_put_u8(b, PT_STDIN_EOF, 1);
+	return true;
 }
 
 static int send_stdin(struct daemon *d, struct dm_sbx *s, const char *id, const void *data,
@@ -169,6 +182,7 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	struct dm_sbx *s;
 	struct dm_cmd *c;
 	char id[DM_ID_LEN + 1];
+	bool stdin_sent;
 
 	if (validate_exec(e, err) < 0)
 		return -1;
@@ -201,8 +215,9 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	/* A policy that allows something means a gateway (the watchdog keeps one running). */
-	build_exec(&b, dm_agent_next_id(s), c, s, e, !dm_policy_is_deny_all(s->policy_json),
-		   dm_sandbox_has_ca(d, s->id));
+	stdin_sent = build_exec(&b, dm_agent_next_id(s), c, s, e,
+				!dm_policy_is_deny_all(s->policy_json),
+				dm_sandbox_has_ca(d, s->id));
 	strcpy(id, c->id);
 	pthread_mutex_unlock(&d->mu);
 
@@ -222,7 +237,7 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	/* The command runs now: whatever happens to its stdin, never report a failure that
 	 * would make a client start it again. If it ended or closed stdin before taking it
 	 * all, the rest is dropped -- as with a pipe. */
-	{
+	if (!stdin_sent) {
 		struct al_error *ignored = NULL;
 
 		send_stdin(d, s, id, e->stdin_data, e->stdin_len, !e->keep_stdin, &ignored);

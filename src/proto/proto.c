@@ -44,7 +44,8 @@ static const struct schema command_schema = {
 static const struct schema *schema_for(uint16_t type)
 {
 	static const struct schema exec = {
-		.allowed = TAG(PT_ENV) | TAG(PT_CWD) | TAG(PT_UID) | TAG(PT_TTY),
+		.allowed = TAG(PT_ENV) | TAG(PT_CWD) | TAG(PT_UID) | TAG(PT_TTY) | TAG(PT_DATA) |
+			   TAG(PT_STDIN_EOF),
 		.required = TAG(PT_CMD_ID) | TAG(PT_ARG),
 	};
 	static const struct schema stdin_ = {.required = TAG(PT_CMD_ID) | TAG(PT_DATA)};
@@ -223,7 +224,7 @@ static int get_int(const struct field *f, size_t size, uint64_t *v)
 	return 0;
 }
 
-/* The integer tags with a range: u8 STREAM 1..2, u8 TTY 0..1, u32 UID, SIGNAL 1..64, PID. */
+/* The integer tags with a range: u8 STREAM 1..2, u8 TTY and STDIN_EOF 0..1, u32 UID, SIGNAL 1..64, PID. */
 static int decode_ranged_int(struct proto_msg *m, const struct field *f)
 {
 	uint64_t v;
@@ -238,11 +239,12 @@ static int decode_ranged_int(struct proto_msg *m, const struct field *f)
 		m->stream = (uint8_t)v;
 		return 0;
 	case PT_TTY:
+	case PT_STDIN_EOF:
 		if ((r = get_int(f, 1, &v)) < 0)
 			return r;
 		if (v > 1)
 			return -EBADMSG;
-		m->tty = (uint8_t)v;
+		*(f->tag == PT_TTY ? &m->tty : &m->stdin_eof) = (uint8_t)v;
 		return 0;
 	case PT_UID:
 		if ((r = get_int(f, 4, &v)) < 0)

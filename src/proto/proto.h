@@ -82,6 +82,7 @@ enum proto_tag {
 	PT_OUT_BYTES = 17,  /* u64 */
 	PT_ERR_BYTES = 18,  /* u64 */
 	PT_TTY = 19,        /* u8 0/1 */
+	PT_STDIN_EOF = 20,  /* u8 0/1: EXEC's stdin ends after its DATA (saves a STDIN_CLOSE) */
 };
 
 /* A decoded message. Only the fields of its type are meaningful. */
@@ -112,6 +113,7 @@ struct proto_msg {
 	uint64_t out_bytes;        /* COMMAND entry, EXIT: bytes of stdout / stderr so far */
 	uint64_t err_bytes;
 	uint8_t tty;
+	uint8_t stdin_eof;
 	uint32_t present;          /* bit (1 << tag) for every single-valued tag seen */
 	/* HELLO: command entries, decoded lazily with proto_hello_next() */
 	const uint8_t *payload;

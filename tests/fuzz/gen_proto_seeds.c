@@ -72,6 +72,8 @@ static int daemon_seeds(const char *dir, struct proto_buf *b)
 	proto_put_str(b, PT_CWD, S("/workspace"));
 	proto_put_u32(b, PT_UID, 1000);
 	proto_put_u8(b, PT_TTY, 0);
+	proto_put_bytes(b, PT_DATA, "in\n", 3);
+	proto_put_u8(b, PT_STDIN_EOF, 1);
 	r |= write_seed(dir, "exec-full", b);
 
 	proto_begin(b, PROTO_STDIN, 3);

@@ -99,6 +99,28 @@ static void rt_exec(struct proto_buf *b)
 	CHECK(m.uid == 1000 && m.tty == 1, "EXEC uid and tty");
 	CHECK(m.present == ((1u << PT_CMD_ID) | (1u << PT_CWD) | (1u << PT_UID) | (1u << PT_TTY)),
 	      "EXEC present mask 0x%x", m.present);
+	CHECK(m.data == NULL && m.stdin_eof == 0, "EXEC without stdin fields");
+
+	/* An EXEC may carry the command's first stdin bytes and their end. */
+	proto_begin(b, PROTO_EXEC, 9);
+	proto_put_str(b, PT_CMD_ID, S("c2"));
+	proto_put_str(b, PT_ARG, S("cat"));
+	proto_put_bytes(b, PT_DATA, "a\0b", 3);
+	proto_put_u8(b, PT_STDIN_EOF, 1);
+	CHECK(roundtrip(b, &m) == 0, "EXEC with DATA and STDIN_EOF decodes");
+	CHECK(m.data_len == 3 && memcmp(m.data, "a\0b", 3) == 0 && m.stdin_eof == 1,
+	      "EXEC stdin bytes and eof");
+	proto_begin(b, PROTO_EXEC, 10);
+	proto_put_str(b, PT_CMD_ID, S("c3"));
+	proto_put_str(b, PT_ARG, S("cat"));
+	proto_put_u8(b, PT_STDIN_EOF, 1);
+	proto_put_u8(b, PT_STDIN_EOF, 1);
+	expect(b, -EPROTO, "STDIN_EOF twice");
+	proto_begin(b, PROTO_STDIN, 11);
+	proto_put_str(b, PT_CMD_ID, S("c3"));
+	proto_put_bytes(b, PT_DATA, "x", 1);
+	proto_put_u8(b, PT_STDIN_EOF, 1);
+	expect(b, -EPROTO, "STDIN_EOF outside EXEC");
 }
 
 static void rt_stdin_kill_replay(struct proto_buf *b)
@@ -503,6 +525,10 @@ static void bad_strings(struct proto_buf *b)
 	expect(b, -EBADMSG, "NUL in cwd");
 	exec_with_u(b, PT_TTY, 1, 2);
 	expect(b, -EBADMSG, "tty 2");
+	exec_with_u(b, PT_STDIN_EOF, 1, 2);
+	expect(b, -EBADMSG, "stdin_eof 2");
+	exec_with_u(b, PT_STDIN_EOF, 4, 1);
+	expect(b, -EBADMSG, "stdin_eof as a u32");
 	exec_with_u(b, PT_UID, 4, 0xffffffffu);
 	expect(b, -EBADMSG, "uid 0xffffffff");
 	exec_with_u(b, PT_UID, 4, 0);

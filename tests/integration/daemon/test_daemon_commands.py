@@ -4,6 +4,8 @@ environment, cwd, state within and across sandboxes, volume and concurrency."""
 import threading
 import time
 
+import pytest
+
 from .conftest import HOST_SECRET
 
 PY = "/usr/bin/python3"
@@ -335,6 +337,17 @@ def test_large_stdin_in_the_request(api, sandbox):
     assert r.status == 201, f"{len(text)} bytes of stdin refused: {r}"
     c = api.wait_ok(sandbox, r.json["command"]["id"])
     out = api.logs(sandbox, c["id"])
+    assert out.stdout.split()[0].decode() == hashlib.sha256(text.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("size", [65536, 65537])
+def test_stdin_at_the_exec_frame_boundary(api, sandbox, size):
+    """Up to 64 KiB of stdin rides in the agent's EXEC frame, more goes in STDIN
+    frames after it: on both sides of that line the command reads every byte, once."""
+    import hashlib
+    text = ("0123456789abcdef" * (size // 16 + 1))[:size]
+    out = api.run(sandbox, "/usr/bin/sha256sum", stdin=text)
+    assert out.exit["exit_code"] == 0, out.exit
     assert out.stdout.split()[0].decode() == hashlib.sha256(text.encode()).hexdigest()
 
 
