@@ -323,6 +323,9 @@ int main(int argc, char **argv)
 			case W_IN:
 				agent_cmd_stdin_ready(&a, w->cmd);
 				break;
+			case W_REPORT:
+				agent_cmd_report(&a, w->cmd);
+				break;
 			}
 		}
 	}

@@ -16,7 +16,7 @@
 #define AGENT_CHUNK (256u << 10)      /* largest OUTPUT payload */
 #define AGENT_STDIN_CAP (16u << 20)   /* stdin buffered per command */
 
-enum watch_kind { W_LISTEN, W_CONN, W_SIGNAL, W_OUT, W_ERR, W_IN };
+enum watch_kind { W_LISTEN, W_CONN, W_SIGNAL, W_OUT, W_ERR, W_IN, W_REPORT };
 
 struct watch {
 	enum watch_kind kind;
@@ -33,8 +33,8 @@ struct agent_cmd {
 	char id[PROTO_ID_MAX + 1];
 	pid_t pid;
 	int fd[3];        /* stdin (write end), stdout, stderr (read ends); -1 when closed */
-	int report_fd;    /* exec-report pipe (read end) */
-	struct watch w_out, w_err, w_in;
+	int report_fd;    /* report pipe (read end): the exec error, then the shim's "done" */
+	struct watch w_out, w_err, w_in, w_report;
 	char *in_buf;     /* stdin bytes accepted from the daemon, not yet in the pipe */
 	size_t in_len, in_off;
 	bool in_close;    /* close stdin once in_buf is drained */
@@ -70,6 +70,8 @@ int agent_cmd_stdin(struct agent *a, struct agent_cmd *c, const void *data, size
 		    bool close_after);
 void agent_cmd_stdin_ready(struct agent *a, struct agent_cmd *c);
 void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status);
+/* The report pipe is readable: an exec error, or the shim's word that the command ended. */
+void agent_cmd_report(struct agent *a, struct agent_cmd *c);
 void agent_send_exit(struct agent *a, const struct agent_cmd *c);
 void agent_send_output(struct agent *a, const struct agent_cmd *c, int stream, uint64_t off,
 		       const char *data, size_t len);

@@ -85,8 +85,19 @@ static char **collect(const struct proto_msg *m, bool env)
 	return v;
 }
 
-/* The shim's fds: the command's stdio at 0..2, its exec-error pipe, the Landlock ruleset. */
+/* The shim's fds: the command's stdio at 0..2, its report pipe, the Landlock ruleset. */
 enum { SHIM_FD_REPORT = 3, SHIM_FD_LANDLOCK = 4 };
+
+/*
+ * What the report pipe carries, each record in one write (atomic, under PIPE_BUF): at most
+ * one struct jail_exec_report from the command's process if its exec failed (err != 0),
+ * then the shim's "done" record with the command's wait status as soon as it is reaped.
+ * The agent answers EXIT on "done", without waiting for the shim's own exit.
+ */
+struct shim_done {
+	int32_t zero; /* 0: tells it from an exec report, whose err is never 0 */
+	int32_t status;
+};
 
 /* In the shim's child: become the command. */
 __attribute__((noreturn)) static void child(struct agent *a, const struct proto_msg *m)
@@ -212,7 +223,9 @@ __attribute__((noreturn)) static void shim(struct agent *a, const struct proto_m
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
 	cmd = jail_clone_vfork(child_entry, &(struct child_args){a, m});
-	sys_close_range(0, ~0U, 0);
+	/* Only the report pipe stays: the command's stdio must reach EOF with the command. */
+	sys_close_range(0, SHIM_FD_REPORT - 1, 0);
+	sys_close_range(SHIM_FD_REPORT + 1, ~0U, 0);
 	if (cmd < 0)
 		_exit(AL_EXIT_SETUP);
 	for (;;) {
@@ -222,8 +235,15 @@ __attribute__((noreturn)) static void shim(struct agent *a, const struct proto_m
 			pid_t p;
 			bool done = false;
 
-			while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-				done |= p == cmd;
+			while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+				if (p == cmd) {
+					struct shim_done rec = {0, st};
+
+					(void)!write(SHIM_FD_REPORT, &rec, sizeof(rec));
+					done = true;
+					break; /* st is the command's: reap the rest later */
+				}
+			}
 			if (done)
 				break;
 		} else if (si.si_signo == SIGRTMIN) {
@@ -260,6 +280,9 @@ static void watch_output(struct agent *a, struct agent_cmd *c)
 	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd[1], &ev);
 	ev.data.ptr = &c->w_err;
 	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd[2], &ev);
+	c->w_report = (struct watch){.kind = W_REPORT, .cmd = c};
+	ev.data.ptr = &c->w_report;
+	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->report_fd, &ev);
 }
 
 int agent_cmd_exec(struct agent *a, const struct proto_msg *m)
@@ -318,6 +341,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m)
 	fcntl(c->fd[0], F_SETFL, O_NONBLOCK);
 	fcntl(c->fd[1], F_SETFL, O_NONBLOCK);
 	fcntl(c->fd[2], F_SETFL, O_NONBLOCK);
+	fcntl(c->report_fd, F_SETFL, O_NONBLOCK);
 	a->cmds[a->n_cmds++] = c;
 	watch_output(a, c);
 	if (m->data_len || m->stdin_eof) /* the first stdin bytes came with the EXEC */
@@ -480,20 +504,70 @@ void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream)
 	maybe_finish(a, c);
 }
 
-void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status)
+static void report_close(struct agent *a, struct agent_cmd *c)
 {
-	struct jail_exec_report rep = {0};
+	if (c->report_fd >= 0)
+		epoll_ctl(a->ep, EPOLL_CTL_DEL, c->report_fd, NULL);
+	al_closep(&c->report_fd);
+}
 
+/* Read the records waiting in the report pipe; true if "done" came (*status set). */
+static bool read_reports(struct agent *a, struct agent_cmd *c, int *status)
+{
+	union {
+		struct jail_exec_report rep;
+		struct shim_done done;
+	} r;
+
+	while (c->report_fd >= 0) {
+		ssize_t n = read(c->report_fd, &r, sizeof(r.rep));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return false;
+		if (n == (ssize_t)sizeof(r.done) && r.done.zero == 0) {
+			*status = r.done.status;
+			report_close(a, c); /* nothing follows "done" */
+			return true;
+		}
+		if (n == (ssize_t)sizeof(r.rep) && r.rep.err != 0) {
+			c->exec_err = r.rep.err;
+			memcpy(c->exec_msg, r.rep.text, sizeof(c->exec_msg) - 1);
+			continue;
+		}
+		report_close(a, c); /* EOF (the shim is gone) or a torn record */
+	}
+	return false;
+}
+
+static void ended(struct agent *a, struct agent_cmd *c, int status)
+{
 	c->exited = true;
 	c->status = status;
-	if (read(c->report_fd, &rep, sizeof(rep)) == sizeof(rep)) {
-		c->exec_err = rep.err;
-		memcpy(c->exec_msg, rep.text, sizeof(c->exec_msg) - 1);
-	}
-	al_closep(&c->report_fd);
 	agent_cmd_pump(a, c, 1);
 	agent_cmd_pump(a, c, 2);
 	maybe_finish(a, c);
+}
+
+void agent_cmd_report(struct agent *a, struct agent_cmd *c)
+{
+	int status;
+
+	if (!c->exited && read_reports(a, c, &status))
+		ended(a, c, status);
+}
+
+/* The shim was reaped. Its "done" record, if it wrote one, says how the command ended;
+ * without one (the shim itself was killed) its own status stands for the command's. */
+void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status)
+{
+	int done_status;
+
+	if (read_reports(a, c, &done_status))
+		status = done_status;
+	report_close(a, c);
+	ended(a, c, status);
 }
 
 void agent_replay(struct agent *a, struct agent_cmd *c, int stream, uint64_t off)

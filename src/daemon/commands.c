@@ -174,10 +174,57 @@ static int send_stdin(struct daemon *d, struct dm_sbx *s, const char *id, const 
 	return 0;
 }
 
+/* A command whose row could not be written: never sent, it is forgotten. */
+static void forget(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c)
+{
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < s->n_cmds; i++)
+		if (s->cmds[i] == c) {
+			memmove(&s->cmds[i], &s->cmds[i + 1], (s->n_cmds - i - 1) * sizeof(c));
+			s->n_cmds--;
+			break;
+		}
+	pthread_mutex_unlock(&d->mu);
+	free(c->argv_json), free(c->cwd), free(c);
+}
+
+/*
+ * Write the command's row, not under d->mu (the store costs ~40 us, which every other
+ * request would wait for). If the command has already ended by then (its EXIT found no
+ * row to update), its end is written here. -1 if the row could not be written.
+ */
+static int store_new_cmd(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
+			 struct al_error **err)
+{
+	struct store_command row = {
+		.id = c->id, .sandbox_id = s->id, .argv_json = c->argv_json, .cwd = c->cwd,
+		.sudo = c->sudo, .started_ms = c->started_ms,
+		.deadline_ms = (int64_t)c->deadline_ms,
+	};
+	struct store_command end = {0};
+	char *reason = NULL;
+
+	if (store_command_put(d->store, &row, err) < 0)
+		return -1;
+	pthread_mutex_lock(&d->mu);
+	c->row_stored = true;
+	if (c->reason) {
+		reason = xstrdup(c->reason);
+		end.finished_ms = c->finished_ms;
+		end.exit_code = c->exit_code;
+		end.signal = c->signal;
+	}
+	pthread_mutex_unlock(&d->mu);
+	if (reason)
+		store_command_finish(d->store, c->id, end.finished_ms, end.exit_code, end.signal,
+				     reason, NULL);
+	free(reason);
+	return 0;
+}
+
 int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
 		 char **out_cmd_id, struct al_error **err)
 {
-	struct store_command row = {0};
 	struct proto_buf b = {0};
 	struct dm_sbx *s;
 	struct dm_cmd *c;
@@ -200,18 +247,6 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	c->sudo = e->sudo;
 	c->started_ms = dm_now_ms();
 	c->deadline_ms = e->timeout_ms ? (uint64_t)c->started_ms + e->timeout_ms : 0;
-	row.id = c->id;
-	row.sandbox_id = s->id;
-	row.argv_json = c->argv_json;
-	row.cwd = c->cwd;
-	row.sudo = c->sudo;
-	row.started_ms = c->started_ms;
-	row.deadline_ms = (int64_t)c->deadline_ms;
-	if (store_command_put(d->store, &row, err) < 0) {
-		pthread_mutex_unlock(&d->mu);
-		free(c->argv_json), free(c->cwd), free(c);
-		return -1;
-	}
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	/* A policy that allows something means a gateway (the watchdog keeps one running). */
@@ -221,6 +256,11 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	strcpy(id, c->id);
 	pthread_mutex_unlock(&d->mu);
 
+	if (store_new_cmd(d, s, c, err) < 0) {
+		forget(d, s, c);
+		proto_buf_free(&b);
+		return -1;
+	}
 	if (dm_agent_request(d, s, &b, NULL, err) < 0) {
 		pthread_mutex_lock(&d->mu);
 		if (!c->reason) {

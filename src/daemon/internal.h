@@ -49,6 +49,9 @@ struct dm_cmd {
 	uint64_t deadline_ms;    /* command timeout (epoch ms), 0 none */
 	bool timed_out;          /* we killed it for its timeout */
 	bool truncated;          /* output beyond DM_OUTPUT_MAX was dropped */
+	bool row_stored;         /* its store row exists (the start path writes it while the
+				  * agent starts the command; whoever comes second of that
+				  * write and the command's end writes the end) */
 };
 
 struct dm_pending {

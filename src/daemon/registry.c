@@ -753,6 +753,7 @@ static int load_cmd(void *ctx, const struct store_command *r)
 
 	snprintf(c->id, sizeof(c->id), "%s", r->id);
 	c->sbx = s;
+	c->row_stored = true;
 	c->argv_json = xstrdup(r->argv_json ? r->argv_json : "[]");
 	c->cwd = r->cwd ? xstrdup(r->cwd) : NULL;
 	c->sudo = r->sudo;

@@ -192,6 +192,35 @@ def test_stop_cut_short_by_a_daemon_crash_is_finished_after_restart(api, daemon,
     assert r.status == 200 and r.json["sandbox"]["status"] == "stopped", r.json
 
 
+def test_command_end_not_yet_stored_is_recovered_from_the_agent(api, daemon, make_sandbox):
+    """airlockd answers a command's end before it writes that end to its store (the write
+    follows the answer). A daemon killed in between leaves the row "running"; the agent
+    still knows how the command ended, and after a restart the command is finished with
+    its real exit code and output -- not lost, not running for ever."""
+    import sqlite3
+    sid = make_sandbox()
+    out = api.sh(sid, "echo kept; exit 5")
+    assert out.exit["exit_code"] == 5, out.exit
+    cid = out.exit["id"]
+    daemon.kill9()
+    db = sqlite3.connect(str(daemon.state_dir / "airlock.db"))
+    with db:  # the row as the crash leaves it: started, end not written
+        n = db.execute("UPDATE commands SET finished_ms = 0, exit_code = 0, signal = 0, "
+                       "reason = NULL WHERE id = ?", (cid,)).rowcount
+    db.close()
+    assert n == 1
+    daemon.start()
+    done = api.wait_ok(sid, cid, timeout_ms=5000)
+    assert done["status"] == "finished", done
+    assert done["exit_code"] == 5 and done["reason"] == "exited", done
+    assert api.logs(sid, cid).stdout == b"kept\n"
+    # and the store has it now: after one more restart it is still finished
+    daemon.kill9()
+    daemon.start()
+    again = api.wait_ok(sid, cid, timeout_ms=5000)
+    assert again["exit_code"] == 5 and again["reason"] == "exited", again
+
+
 def test_agent_killed_sandbox_fails(api, make_sandbox):
     sid = make_sandbox()
     c = api.start_ok(sid, "/bin/sleep", "300")
