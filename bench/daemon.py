@@ -5,15 +5,23 @@ Figures, all in one run against one fresh daemon:
                    POST .../stop, over one kept-alive connection, N times
   oneshot_run      `airlock run -- /bin/true` spawned from here, alternated with
                    the cycles above (so it includes Python's fork/exec cost)
-  round_trip       one command (`true`, waiting) in a live sandbox, M times
-  concurrent       C clients at once, each with its own connection and its own
-                   live sandbox, each running `true` round trips back to back
-                   (closed loop) for S seconds; latency of every round trip
+  round_trip       one command (`true`, waiting) in a live sandbox, M times, from
+                   bench/httpload (a C client: its own cost is ~0.02 ms)
+  round_trip_python  the same from Python's http.client (as an SDK-like client)
+  concurrent       C clients at once (bench/httpload), each with its own connection
+                   and its own live sandbox, each running `true` round trips back to
+                   back (closed loop) for S seconds: the daemon's capacity; by
+                   Little's law its latency is C / (round trips per second)
+  paced            the same C clients, each sending a command at Poisson arrivals of
+                   R per second (open loop; latency counted from each request's
+                   scheduled time, so a late send is not hidden), for each R of
+                   --paced-rates: latency under concurrent load short of saturation
 """
 import argparse
 import http.client
 import json
 import os
+import resource
 import socket
 import statistics
 import subprocess
@@ -30,18 +38,33 @@ ap.add_argument("--concurrent", type=int, default=100,
                 help="clients in the concurrent case (0: skip it)")
 ap.add_argument("--concurrent-seconds", type=float, default=10.0)
 ap.add_argument("--client-procs", type=int, default=4,
-                help="client processes the concurrent clients are spread over")
+                help="(ignored: the concurrent clients are one bench/httpload process)")
+ap.add_argument("--paced-rates", default="2,5,8",
+                help="commands per second per client in the paced cases ('' skips them)")
+ap.add_argument("--paced-seconds", type=float, default=6.0)
 ap.add_argument("--out", help="JSON file (default bench/results/daemon-<date>.json)")
 ap.add_argument("--pool", type=int, default=0,
                 help="airlock serve --pool N: creates take pre-started sandboxes when one "
                      "is ready; warm and cold cycles are reported apart")
 args = ap.parse_args()
+try:
+    PACED = [float(x) for x in args.paced_rates.split(",") if x.strip()]
+except ValueError:
+    ap.error(f"--paced-rates: not a comma-separated list of numbers: {args.paced_rates!r}")
+if any(r <= 0 for r in PACED):
+    ap.error("--paced-rates: rates must be > 0")
 
 TOKEN = "bench-token"
 H = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 state = tempfile.mkdtemp(prefix="airlock-bench-")
 with open(os.path.join(state, "tokens"), "w") as f:
     f.write(f"{TOKEN} bench\n")
+HTTPLOAD = os.path.join(state, "httpload")
+_cc = subprocess.run([os.environ.get("CC", "cc"), "-O2", "-Wall", "-Werror", "-o", HTTPLOAD,
+                      os.path.join(os.path.dirname(os.path.abspath(__file__)), "httpload.c")],
+                     capture_output=True, text=True)
+if _cc.returncode != 0:
+    sys.exit("bench/daemon: building bench/httpload.c failed:\n" + _cc.stderr[-2000:])
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 port = s.getsockname()[1]
@@ -129,79 +152,61 @@ def server_cpu():
     return cpu_seconds(daemon.pid), sum(cpu_seconds(k) for k in kids)
 
 
-def concurrent_case(main, n_clients, seconds, n_procs):
-    """C clients, each with its own connection and sandbox, closed loop."""
-    sbxs = [main.create() for _ in range(n_clients)]
-    n_procs = max(1, min(n_procs, n_clients))
-    start_at = time.time() + 1.5 + n_clients * 0.01   # all connect and warm up first
-    end_at = start_at + seconds
-    readers = []
-    for p in range(n_procs):
-        mine = sbxs[p::n_procs]
-        rfd, wfd = os.pipe()
-        pid = os.fork()
-        if pid == 0:                       # client process: one thread per client
-            os.close(rfd)
-            lat, errs = [], []
-            lock = threading.Lock()
-
-            def client(sbx):
-                try:
-                    c = Client()
-                    c.run_true(sbx)        # warm the connection
-                    mine_lat = []
-                    time.sleep(max(0.0, start_at - time.time()))
-                    while time.time() < end_at:
-                        t = time.perf_counter()
-                        c.run_true(sbx)
-                        mine_lat.append((time.perf_counter() - t) * 1000)
-                    with lock:
-                        lat.extend(mine_lat)
-                except Exception as e:     # reported, never hidden
-                    with lock:
-                        errs.append(f"{type(e).__name__}: {e}")
-            ts = [threading.Thread(target=client, args=(x,)) for x in mine]
-            for t in ts:
-                t.start()
-            for t in ts:
-                t.join()
-            cpu = os.times()
-            with os.fdopen(wfd, "w") as w:
-                json.dump({"lat": lat, "errors": errs,
-                           "cpu_s": cpu.user + cpu.system}, w)
-            os._exit(0)
-        os.close(wfd)
-        readers.append((pid, rfd))
-    time.sleep(max(0.0, start_at - time.time()))
-    srv0 = server_cpu()
-    time.sleep(max(0.0, end_at - time.time()))
-    srv1 = server_cpu()
-    lat, errs, cpu = [], [], 0.0
-    for pid, rfd in readers:
-        with os.fdopen(rfd) as r:
-            data = r.read()
-        os.waitpid(pid, 0)
-        try:
-            d = json.loads(data)
-        except ValueError:
-            errs.append(f"client process {pid} reported nothing")
-            continue
-        lat += d["lat"]
-        errs += d["errors"]
-        cpu += d["cpu_s"]
+def httpload(sbxs, *extra):
+    """Run bench/httpload over sbxs (one connection each); its JSON, the latencies (ms),
+    and the client's CPU seconds."""
+    raw = os.path.join(state, "httpload.raw")
+    argv = [HTTPLOAD, "--port", str(port), "--token", TOKEN, "--raw", raw]
     for x in sbxs:
-        main.stop(x)
+        argv += ["--sandbox", x]
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    p = subprocess.run(argv + [str(x) for x in extra], capture_output=True, text=True)
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        out = json.loads(p.stdout)
+    except ValueError:
+        raise RuntimeError(f"bench/httpload failed (exit {p.returncode}): {p.stderr[-1000:]}")
+    with open(raw) as f:
+        lat = [float(x) for x in f.read().split()]
+    out["first_errors"] = [ln for ln in p.stderr.splitlines() if ln.strip()][:5]
+    cpu = (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
+    return out, lat, cpu
+
+
+def server_case(sbxs, seconds, *extra):
+    """httpload over sbxs with the daemon's and the sandboxes' CPU measured around it."""
+    s0 = server_cpu()
+    out, lat, cpu = httpload(sbxs, "--seconds", seconds, *extra)
+    s1 = server_cpu()
     res = stats(lat)
-    res.update({"clients": n_clients, "client_processes": n_procs, "seconds": seconds,
-                "round_trips_per_s": len(lat) / seconds, "errors": len(errs),
-                "first_errors": errs[:5], "client_cpu_s": round(cpu, 3),
-                "daemon_cpu_s": round(srv1[0] - srv0[0], 3),
-                "sandbox_cpu_s": round(srv1[1] - srv0[1], 3)})
+    n = len(lat)
+    res.update({"clients": len(sbxs), "seconds": out["seconds"],
+                "round_trips_per_s": n / out["seconds"] if out["seconds"] else 0.0,
+                "errors": out["errors"], "first_errors": out["first_errors"],
+                "client_cpu_s": round(cpu, 3),
+                "daemon_cpu_s": round(s1[0] - s0[0], 3),
+                "sandbox_cpu_s": round(s1[1] - s0[1], 3)})
     sv = res["daemon_cpu_s"] + res["sandbox_cpu_s"]
     res["server_cpu_s"] = round(sv, 3)
-    res["server_cpu_ms_per_round_trip"] = sv * 1000 / len(lat) if lat else None
-    res["daemon_cpu_ms_per_round_trip"] = res["daemon_cpu_s"] * 1000 / len(lat) if lat else None
+    res["server_cpu_ms_per_round_trip"] = sv * 1000 / n if n else None
+    res["daemon_cpu_ms_per_round_trip"] = res["daemon_cpu_s"] * 1000 / n if n else None
     return res
+
+
+def concurrent_cases(main, n_clients, seconds):
+    """C clients, each with its own connection and sandbox: closed loop, then paced."""
+    sbxs = [main.create() for _ in range(n_clients)]
+    try:
+        closed = server_case(sbxs, seconds, "--warmup", 2)
+        paced = []
+        for rate in PACED:
+            r = server_case(sbxs, args.paced_seconds, "--warmup", 1, "--rate", rate)
+            r.update({"rate_per_client": rate, "offered_per_s": rate * n_clients})
+            paced.append(r)
+    finally:
+        for x in sbxs:
+            main.stop(x)
+    return closed, paced
 
 
 def stop_leftovers():
@@ -254,33 +259,53 @@ try:
         res["create_run_stop_cold"] = stats(cold)
 
     sbx = main.create()
-    rt = []
-    c0 = server_cpu()
-    for i in range(args.round_trips):
-        t = time.perf_counter()
-        main.run_true(sbx)
-        rt.append((time.perf_counter() - t) * 1000)
+    # The C client first (the figure), then Python's http.client, same sandbox, alternated
+    # in blocks so that drift hits both.
+    rt, rt_py = [], []
+    blocks = 4
+    c0 = server_cpu()  # over both clients: the server's CPU per round trip is the same
+    for b in range(blocks):
+        n = args.round_trips // blocks + (1 if b < args.round_trips % blocks else 0)
+        if n == 0:
+            continue
+        out, lat, _ = httpload([sbx], "--count", n, "--warmup", 5 if b == 0 else 0)
+        if out["errors"]:
+            raise RuntimeError(f"round trips failed: {out['first_errors']}")
+        rt += lat
+        for i in range(n):
+            t = time.perf_counter()
+            main.run_true(sbx)
+            rt_py.append((time.perf_counter() - t) * 1000)
     c1 = server_cpu()
     main.stop(sbx)
+    n_all = len(rt) + len(rt_py) + 5
     res["round_trip"] = stats(rt)
-    res["round_trip"]["daemon_cpu_ms_per_round_trip"] = (c1[0] - c0[0]) * 1000 / len(rt)
-    res["round_trip"]["sandbox_cpu_ms_per_round_trip"] = (c1[1] - c0[1]) * 1000 / len(rt)
+    res["round_trip"]["client"] = "bench/httpload (C)"
+    res["round_trip"]["daemon_cpu_ms_per_round_trip"] = (c1[0] - c0[0]) * 1000 / n_all
+    res["round_trip"]["sandbox_cpu_ms_per_round_trip"] = (c1[1] - c0[1]) * 1000 / n_all
+    res["round_trip_python"] = stats(rt_py)
+    res["round_trip_python"]["client"] = "Python http.client"
 
     if args.concurrent > 0:
-        res["concurrent"] = concurrent_case(main, args.concurrent, args.concurrent_seconds,
-                                            args.client_procs)
+        res["concurrent"], res["paced"] = concurrent_cases(main, args.concurrent,
+                                                           args.concurrent_seconds)
     res["loadavg_after"] = os.getloadavg()
 
     print(f"{'figure':<44}{'median':>9}{'p90':>9}{'p99':>9}{'min':>9}{'max':>9}{'n':>7}   (ms)")
     rows = [("create_run_stop", "create + run true + stop (HTTP)"),
             ("round_trip", "command round trip (live sandbox)"),
+            ("round_trip_python", "  the same from Python's http.client"),
             *([("create_run_stop_warm", f"  of which warm (pool {args.pool})"),
                ("create_run_stop_cold", "  of which cold (pool empty)")] if args.pool else []),
             ("oneshot_run", "airlock run -- /bin/true (spawned)")]
     if "concurrent" in res:
-        rows.append(("concurrent", f"round trip, {args.concurrent} concurrent clients"))
+        rows.append(("concurrent", f"round trip, {args.concurrent} clients, back to back"))
+        for i, p in enumerate(res["paced"]):
+            res[f"_paced{i}"] = p
+            rows.append((f"_paced{i}", f"  {args.concurrent} clients x {p['rate_per_client']:g}/s "
+                                       f"({p['offered_per_s']:.0f}/s)"))
     for k, label in rows:
-        v = res[k]
+        v = res.pop(k) if k.startswith("_paced") else res[k]
         if not v.get("n"):
             print(f"{label:<44}{'no samples':>9}")
             continue
@@ -293,16 +318,22 @@ try:
           f"round trip, the sandbox {r['sandbox_cpu_ms_per_round_trip']:.2f} ms")
     if "concurrent" in res:
         cc = res["concurrent"]
-        print(f"concurrent: {cc['round_trips_per_s']:.0f} round trips/s over {cc['seconds']:.0f} s, "
-              f"{cc['errors']} error(s), client CPU {cc['client_cpu_s']:.1f} s "
-              f"in {cc['client_processes']} process(es); daemon + sandboxes used "
-              f"{cc['server_cpu_s']:.1f} CPU s = "
+        print(f"concurrent: {cc['round_trips_per_s']:.0f} round trips/s over "
+              f"{cc['seconds']:.0f} s, {cc['errors']} error(s), client CPU "
+              f"{cc['client_cpu_s']:.1f} s (one bench/httpload process); daemon + sandboxes "
+              f"used {cc['server_cpu_s']:.1f} CPU s = "
               f"{cc['server_cpu_ms_per_round_trip'] or 0:.2f} ms per round trip, of which the "
               f"daemon {cc['daemon_cpu_ms_per_round_trip'] or 0:.2f} ms "
               f"(on {os.cpu_count()} CPUs)")
         for e in cc["first_errors"]:
             print(f"  error: {e}")
-    ok = not res.get("concurrent", {}).get("errors")
+        for p in res["paced"]:
+            print(f"paced {p['rate_per_client']:g}/s per client: {p['round_trips_per_s']:.0f} "
+                  f"round trips/s, {p['errors']} error(s); p99 {p['p99_ms']:.2f} ms")
+            for e in p["first_errors"]:
+                print(f"  error: {e}")
+    ok = not res.get("concurrent", {}).get("errors") and \
+        not any(p["errors"] for p in res.get("paced", []))
     out = args.out
     if not out:
         d = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")

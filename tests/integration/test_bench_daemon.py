@@ -1,0 +1,162 @@
+"""bench/daemon and its C client bench/httpload.
+
+bench/daemon: a tiny run writes every figure (the C and the Python round trip, the
+closed-loop and the paced concurrent cases) with no error. bench/httpload: against a fake
+server it takes a good response cut at any byte, and counts (never crashes on, never
+hangs on) a wrong status, a failed command, broken chunking and a server that hangs up.
+"""
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import threading
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+OK_BODY = (b'{"type":"start","command":{"id":"cmd_1","exit_code":null}}\n',
+           b'{"type":"exit","command":{"id":"cmd_1","exit_code":0,"reason":"exited"}}\n')
+
+
+def chunked(parts):
+    out = b""
+    for p in parts:
+        out += b"%X\r\n" % len(p) + p + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+def response(status=b"200 OK", body=chunked(OK_BODY)):
+    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: application/x-ndjson\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n" + body)
+
+
+@pytest.fixture(scope="module")
+def httpload(tmp_path_factory):
+    exe = tmp_path_factory.mktemp("httpload") / "httpload"
+    r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
+                        str(REPO / "bench" / "httpload.c")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return str(exe)
+
+
+class FakeServer:
+    """Answers every request on a connection with reply(n) (n: the request's number), sent
+    in pieces of `step` bytes; None closes the connection."""
+
+    def __init__(self, reply, step=0):
+        self.reply, self.step = reply, step
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.n = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.conn, args=(c,), daemon=True).start()
+
+    def conn(self, c):
+        buf = b""
+        with c:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    d = c.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                              if ln.lower().startswith(b"content-length")][0])
+                while len(buf) < length:
+                    buf += c.recv(65536)
+                buf = buf[length:]
+                self.n += 1
+                out = self.reply(self.n)
+                if out is None:
+                    return
+                step = self.step or len(out)
+                for i in range(0, len(out), step):
+                    c.sendall(out[i:i + step])
+
+    def close(self):
+        self.sock.close()
+
+
+def run(exe, port, *extra, timeout=30):
+    r = subprocess.run([exe, "--port", str(port), "--token", "t", "--sandbox", "sbx_a", *extra],
+                       capture_output=True, text=True, timeout=timeout)
+    return r, (json.loads(r.stdout) if r.stdout.strip() else None)
+
+
+@pytest.mark.parametrize("step", [1, 7, 0])
+def test_httpload_takes_a_response_cut_anywhere(httpload, step):
+    srv = FakeServer(lambda n: response(), step=step)
+    try:
+        r, out = run(httpload, srv.port, "--count", "20")
+    finally:
+        srv.close()
+    assert r.returncode == 0, r.stderr
+    assert out["n"] == 20 and out["errors"] == 0 and out["median_ms"] > 0, out
+
+
+@pytest.mark.parametrize("reply, what", [
+    (lambda n: response(status=b"401 Unauthorized"), "status"),
+    (lambda n: response(body=chunked([OK_BODY[0], OK_BODY[1].replace(b':0,', b':1,')])),
+     "exit code"),
+    (lambda n: response(body=b"ZZ\r\nxx\r\n0\r\n\r\n"), "chunk size"),
+    (lambda n: response(body=b"5\r\nabcdefgh\r\n0\r\n\r\n"), "chunk end"),
+    (lambda n: b"garbage\r\n\r\n", "status line"),
+    (lambda n: None, "hang-up"),
+    (lambda n: b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", "header size"),
+])
+def test_httpload_counts_what_is_wrong(httpload, reply, what):
+    srv = FakeServer(reply)
+    try:
+        r, out = run(httpload, srv.port, "--count", "3", "--timeout", "2")
+    finally:
+        srv.close()
+    assert r.returncode == 1, (what, r.returncode, r.stderr[-500:])
+    assert out and out["n"] == 0 and out["errors"] >= 3, (what, out)
+    assert "error" in r.stderr.lower(), (what, r.stderr[-500:])
+
+
+@pytest.mark.parametrize("argv", [[], ["--port", "0", "--token", "t", "--sandbox", "s",
+                                       "--count", "1"],
+                                  ["--port", "1", "--token", "t", "--sandbox", "s"],
+                                  ["--port", "1", "--token", "t", "--sandbox", "s",
+                                   "--count", "-3"],
+                                  ["--port", "1", "--token", "t", "--sandbox", "s",
+                                   "--count", "1", "--rate", "abc"],
+                                  ["--bogus"]])
+def test_httpload_usage_errors(httpload, argv):
+    r = subprocess.run([httpload, *argv], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and r.stderr.strip(), (argv, r)
+
+
+def test_bench_daemon_writes_every_figure(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("airlockd needs root")
+    out = tmp_path / "d.json"
+    r = subprocess.run([str(REPO / "bench" / "daemon"), "--runs", "3", "--round-trips", "20",
+                        "--concurrent", "4", "--concurrent-seconds", "1",
+                        "--paced-rates", "5", "--paced-seconds", "1", "--out", str(out)],
+                       capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, AIRLOCK_BIN=os.environ.get(
+                           "AIRLOCK_BIN", str(REPO / "build" / "airlock"))))
+    assert r.returncode == 0 and out.exists(), r.stdout[-2000:] + r.stderr[-2000:]
+    d = json.loads(out.read_text())
+    assert d["round_trip"]["n"] == 20 and d["round_trip"]["client"] == "bench/httpload (C)"
+    assert d["round_trip_python"]["n"] == 20
+    assert d["round_trip"]["daemon_cpu_ms_per_round_trip"] > 0
+    assert d["concurrent"]["n"] > 0 and d["concurrent"]["errors"] == 0
+    assert d["concurrent"]["clients"] == 4
+    [p] = d["paced"]
+    assert p["rate_per_client"] == 5 and p["offered_per_s"] == 20 and p["errors"] == 0
+    assert p["n"] > 0 and p["p99_ms"] >= p["median_ms"] > 0
+    assert "paced 5/s per client" in r.stdout
