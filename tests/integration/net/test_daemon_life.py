@@ -460,6 +460,8 @@ def test_create_with_allow_list(api, box, world, canary):
     code, out, err = curl(api, sid, f"https://denied.test/{canary}")
     assert code != 200 and "DENIED-HOST-DATA" not in out, (out, err)
 
+    # an allowed connection's line (with its byte counts) is written when it ends
+    assert wait_egress(api, sid, verdict="allow", name="allowed.test", generation=g)
     log = api.egress(sid)
     assert find(log, verdict="allow", name="allowed.test", generation=g)
     assert find(log, verdict="deny", name="denied.test", generation=g), log
@@ -622,6 +624,8 @@ def test_widen_live_from_deny_all(api, box, world, canary):
                                         or b""), timeout=8)
     late = api.read_file(sid, "/workspace/w.out").data.decode()
     assert "HTTPCODE=200" in late, late
+    assert wait_for(lambda: len(find(api.egress(sid), verdict="allow", name="allowed.test",
+                                     generation=g)) >= 3, timeout=3)
     log = api.egress(sid)
     assert len(find(log, verdict="allow", name="allowed.test", generation=g)) >= 3, log
     assert find(log, verdict="deny", name="denied.test", generation=g), log
@@ -672,6 +676,7 @@ def test_generations_increase_and_label_lines(api, box, world):
                              f" https://{name}/g{gens[-1]}"])[0] == 0
         names.append(name)
     assert gens == sorted(set(gens)), gens
+    assert wait_egress(api, sid, verdict="allow", name=names[-1], generation=gens[-1])
     log = api.egress(sid)
     for g, name in zip(gens[1:], names):
         assert find(log, verdict="allow", name=name, generation=g), (g, name, log)
@@ -768,6 +773,7 @@ def test_gateway_outlives_daemon_kill9(api, box, ldaemon, world, canary):
     assert code != 200, out
     code, out, err = curl(api, sid, "https://wild.test/now-allowed")
     assert code == 200, (out, err)
+    assert wait_egress(api, sid, verdict="allow", name="wild.test", generation=g2)
     log = api.egress(sid)
     assert find(log, verdict="allow", name="allowed.test", generation=g)
     assert find(log, verdict="deny", name="denied.test", generation=g), log
@@ -846,7 +852,7 @@ def test_two_sandboxes_cannot_reach_each_other(api, box, world, canary):
     n_b = len(log_b)
     code, out, _ = curl(api, a, "https://denied.test/only-a")
     assert code == 200, out      # allow-all reaches a public address
-    assert find(api.egress(a), verdict="allow", name="denied.test")
+    assert wait_egress(api, a, verdict="allow", name="denied.test")
     assert len(api.egress(b)) == n_b
     assert_no_canary(world, canary)
 
@@ -854,7 +860,7 @@ def test_two_sandboxes_cannot_reach_each_other(api, box, world, canary):
 def test_other_team_cannot_read_or_change_egress(api, api_b, box, ldaemon):
     sid = box(ALLOW)
     curl(api, sid, "https://allowed.test/teamA")
-    assert api.egress(sid)
+    assert wait_for(lambda: api.egress(sid), timeout=3)
     r = api_b.egress_resp(sid)
     assert r.status == 404, r
     assert b"allowed.test" not in r.data
@@ -893,6 +899,7 @@ def test_vercel_network_policy_route_is_enforced(api, box, world, canary):
     assert code == 200, (out, err)
     code, out, _ = curl(api, sid, f"https://denied.test/{canary}")
     assert code != 200
+    assert wait_egress(api, sid, verdict="allow", name="allowed.test", generation=g)
     log = api.egress(sid)
     assert find(log, verdict="allow", name="allowed.test", generation=g), log
     assert find(log, verdict="deny", name="denied.test", generation=g), log
