@@ -127,7 +127,6 @@ static void __attribute__((noreturn)) spawner_main(int fd, const char *agent_pat
 	prctl(PR_SET_NAME, "airlockd-spawn");
 	signal(SIGPIPE, SIG_IGN);
 	jail_cgroup_sweep(); /* one-shot leftovers: once, not per create (cgroup.c) */
-	jail_cgroup_weigh_parent();
 	make_ahead(&ahead);
 	while ((n = recv(fd, &q, sizeof(q), 0)) == (ssize_t)sizeof(q)) {
 		struct spawn_report rep = {0};

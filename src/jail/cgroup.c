@@ -367,27 +367,6 @@ void jail_cgroup_forget(struct jail_cgroup *cg)
 	free(cg);
 }
 
-/*
- * On v1 every host task is its own entity at the top of the cpu hierarchy, while all the
- * sandboxes share one: airlock/. With its default weight (one task's, 1024) the sandboxes
- * together got as much CPU as each runnable daemon thread, and on a saturated host a
- * sandbox's runnable command waited up to 0.3 s for its turn (10 clients back to back:
- * p99 103 ms, max 290 ms; with 16384: p99 18 ms, max 30 ms, the same throughput). The
- * sandboxes stay fair among themselves: each is its own group inside airlock/. On v2 the
- * daemon's own cgroup is one entity too, so the default weight is left alone there.
- */
-void jail_cgroup_weigh_parent(void)
-{
-	const char *root = cgroup_root();
-	char path[PATH_MAX];
-
-	if (is_v2(root))
-		return;
-	snprintf(path, sizeof(path), "%s/cpu/airlock", root);
-	if (mkdir_ok(path, NULL) == 0)
-		write_at(path, "cpu.shares", JAIL_CGROUP_PARENT_SHARES, NULL);
-}
-
 void jail_cgroup_sweep(void)
 {
 	const char *root = cgroup_root();

@@ -161,10 +161,6 @@ struct jail_cgroup;
 /* Remove what one-shot runs killed before their clean-up left (run-<pid>-*, pid gone),
  * and the cgroups a dead spawner made ahead (ahead-<pid>-*). */
 void jail_cgroup_sweep(void);
-/* Give the sandboxes' cpu parent (v1: cpu/airlock) the weight of JAIL_CGROUP_PARENT_SHARES
- * host tasks; best effort. A daemon hosting many sandboxes calls it at start. */
-#define JAIL_CGROUP_PARENT_SHARES "16384"
-void jail_cgroup_weigh_parent(void);
 /* fixed: the limits will never change (a one-shot run); then, on v1, no cpu cgroup is
  * made without a CPU limit. */
 int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,

@@ -132,21 +132,3 @@ def test_none_outlives_its_spawner_and_stale_ones_are_swept(api, daemon):
                 pass
         daemon.ensure_running()
 
-
-def test_sandboxes_together_weigh_more_than_one_host_task(api, daemon, make_sandbox):
-    """On v1 each daemon thread is its own entity at the top of the cpu hierarchy while all
-    sandboxes share airlock/: with one task's weight there (1024) a saturated host left a
-    sandbox's runnable command waiting up to 0.3 s. The spawner gives airlock/ the weight
-    of 16 tasks at start (even if an operator or an older version reset it), and every
-    sandbox is still its own group inside it, so sandboxes stay fair among themselves."""
-    shares = f"{V1_ROOT}/cpu/airlock/cpu.shares"
-    with open(shares, "w") as f:
-        f.write("1024")
-    daemon.term()
-    daemon.start()
-    assert wait_for(lambda: read(shares) == "16384", timeout=5), read(shares)
-    sid = make_sandbox()
-    cpu_dir = cgroup_dir(sid, "cpu")
-    assert os.path.dirname(cpu_dir) == f"{V1_ROOT}/cpu/airlock", cpu_dir
-    assert read(cpu_dir + "/cpu.shares") == "1024"  # each sandbox: one equal share inside
-    assert api.sh(sid, "true").exit["exit_code"] == 0
