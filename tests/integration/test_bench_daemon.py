@@ -62,27 +62,34 @@ class FakeServer:
             threading.Thread(target=self.conn, args=(c,), daemon=True).start()
 
     def conn(self, c):
+        try:
+            self.exchange(c)
+        except OSError:  # the client hung up on a reply it refused: expected
+            pass
+        finally:
+            c.close()
+
+    def exchange(self, c):
         buf = b""
-        with c:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
-                              if ln.lower().startswith(b"content-length")][0])
-                while len(buf) < length:
-                    buf += c.recv(65536)
-                buf = buf[length:]
-                self.n += 1
-                out = self.reply(self.n)
-                if out is None:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = c.recv(65536)
+                if not d:
                     return
-                step = self.step or len(out)
-                for i in range(0, len(out), step):
-                    c.sendall(out[i:i + step])
+                buf += d
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                          if ln.lower().startswith(b"content-length")][0])
+            while len(buf) < length:
+                buf += c.recv(65536)
+            buf = buf[length:]
+            self.n += 1
+            out = self.reply(self.n)
+            if out is None:
+                return
+            step = self.step or len(out)
+            for i in range(0, len(out), step):
+                c.sendall(out[i:i + step])
 
     def close(self):
         self.sock.close()
