@@ -160,7 +160,9 @@ def test_bench_daemon_writes_every_figure(tmp_path):
     d = json.loads(out.read_text())
     assert d["round_trip"]["n"] == 20 and d["round_trip"]["client"] == "bench/httpload (C)"
     assert d["round_trip_python"]["n"] == 20
-    assert d["round_trip"]["daemon_cpu_ms_per_round_trip"] > 0
+    # CPU comes in 10 ms ticks: over ~45 round trips it may read 0, never less or absent
+    for k in ("daemon_cpu_ms_per_round_trip", "sandbox_cpu_ms_per_round_trip"):
+        assert d["round_trip"][k] >= 0, (k, d["round_trip"])
     assert d["concurrent"]["n"] > 0 and d["concurrent"]["errors"] == 0
     assert d["concurrent"]["clients"] == 4
     [p] = d["paced"]
