@@ -27,7 +27,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ap = argparse.ArgumentParser()
@@ -37,8 +36,6 @@ ap.add_argument("--round-trips", type=int, default=1000)
 ap.add_argument("--concurrent", type=int, default=100,
                 help="clients in the concurrent case (0: skip it)")
 ap.add_argument("--concurrent-seconds", type=float, default=10.0)
-ap.add_argument("--client-procs", type=int, default=4,
-                help="(ignored: the concurrent clients are one bench/httpload process)")
 ap.add_argument("--paced-rates", default="2,5,8",
                 help="commands per second per client in the paced cases ('' skips them)")
 ap.add_argument("--paced-seconds", type=float, default=6.0)
@@ -292,20 +289,18 @@ try:
     res["loadavg_after"] = os.getloadavg()
 
     print(f"{'figure':<44}{'median':>9}{'p90':>9}{'p99':>9}{'min':>9}{'max':>9}{'n':>7}   (ms)")
-    rows = [("create_run_stop", "create + run true + stop (HTTP)"),
+    keys = [("create_run_stop", "create + run true + stop (HTTP)"),
             ("round_trip", "command round trip (live sandbox)"),
             ("round_trip_python", "  the same from Python's http.client"),
             *([("create_run_stop_warm", f"  of which warm (pool {args.pool})"),
                ("create_run_stop_cold", "  of which cold (pool empty)")] if args.pool else []),
             ("oneshot_run", "airlock run -- /bin/true (spawned)")]
     if "concurrent" in res:
-        rows.append(("concurrent", f"round trip, {args.concurrent} clients, back to back"))
-        for i, p in enumerate(res["paced"]):
-            res[f"_paced{i}"] = p
-            rows.append((f"_paced{i}", f"  {args.concurrent} clients x {p['rate_per_client']:g}/s "
-                                       f"({p['offered_per_s']:.0f}/s)"))
-    for k, label in rows:
-        v = res.pop(k) if k.startswith("_paced") else res[k]
+        keys.append(("concurrent", f"round trip, {args.concurrent} clients, back to back"))
+    rows = [(label, res[k]) for k, label in keys]
+    rows += [(f"  {args.concurrent} clients x {p['rate_per_client']:g}/s "
+              f"({p['offered_per_s']:.0f}/s)", p) for p in res.get("paced", [])]
+    for label, v in rows:
         if not v.get("n"):
             print(f"{label:<44}{'no samples':>9}")
             continue

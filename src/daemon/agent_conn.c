@@ -106,28 +106,22 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
  */
 #define DM_FINISH_BATCH 16
 
-struct finished {
-	char id[DM_ID_LEN + 1];
-	int64_t ms;
-	int32_t exit_code, signal;
-	const char *reason; /* a string literal */
-};
-
 struct finish_batch {
-	struct finished row[DM_FINISH_BATCH];
+	struct dm_cmd_end row[DM_FINISH_BATCH];
 	size_t n;
 };
 
-static void finish_store(struct daemon *d, const struct finished *f)
+static void finish_flush(struct daemon *d, struct finish_batch *fb)
 {
-	store_command_finish(d->store, f->id, f->ms, f->exit_code, f->signal, f->reason, NULL);
+	for (size_t i = 0; i < fb->n; i++)
+		dm_cmd_end_store(d, &fb->row[i]);
+	fb->n = 0;
 }
 
 /* Reason vocabulary of a finished command, as in `airlock run`. */
 static void finish_cmd(struct daemon *d, struct dm_cmd *c, const struct proto_msg *m,
 		       struct finish_batch *fb)
 {
-	struct finished *f;
 	int st = m->status, e = (m->present & (1u << PT_ERRNO)) ? m->err : 0;
 	uint64_t peak = 0, ooms = 0;
 	const char *reason;
@@ -155,17 +149,9 @@ static void finish_cmd(struct daemon *d, struct dm_cmd *c, const struct proto_ms
 	c->finished_ms = dm_now_ms();
 	if (!c->row_stored)
 		return; /* the start path writes the end right after the row */
-	if (fb->n == DM_FINISH_BATCH) { /* a full batch: this one goes now */
-		store_command_finish(d->store, c->id, c->finished_ms, c->exit_code, c->signal,
-				     reason, NULL);
-		return;
-	}
-	f = &fb->row[fb->n++];
-	strcpy(f->id, c->id);
-	f->ms = c->finished_ms;
-	f->exit_code = c->exit_code;
-	f->signal = c->signal;
-	f->reason = reason;
+	if (fb->n == DM_FINISH_BATCH)
+		finish_flush(d, fb); /* rare: a full batch is written now, under d->mu */
+	dm_cmd_end_copy(c, &fb->row[fb->n++]);
 }
 
 static struct dm_cmd *msg_cmd(struct dm_sbx *s, const struct proto_msg *m)
@@ -355,17 +341,13 @@ static void *reader_main(void *arg)
 			off += (size_t)need;
 		}
 		pthread_mutex_unlock(&d->mu);
-		for (size_t i = 0; i < fb.n; i++)
-			finish_store(d, &fb.row[i]);
-		fb.n = 0;
+		finish_flush(d, &fb);
 		memmove(buf, buf + off, len - off);
 		len -= off;
 	}
 	pthread_mutex_lock(&d->mu);
 bad:
-	for (size_t i = 0; i < fb.n; i++) /* what was decoded before a bad frame still counts */
-		finish_store(d, &fb.row[i]);
-	fb.n = 0;
+	finish_flush(d, &fb); /* what was decoded before a bad frame still counts */
 	pthread_mutex_lock(&s->send_mu);
 	close(s->agent_fd);
 	s->agent_fd = -1;

@@ -89,13 +89,13 @@ static bool overridden(const char *const *all, size_t n, size_t i)
 	return false;
 }
 
-/* The EXEC frame. Environment: the base, then the sandbox's, then the command's -- a later
- * entry replaces an earlier one of the same name. */
 /* Small stdin (the usual case: none) rides in the EXEC with its end: no STDIN/STDIN_CLOSE
  * exchange, which cost a command ~0.1 ms of agent and daemon wake-ups before it ran. */
 #define DM_EXEC_STDIN_MAX (64u * 1024)
 
-/* Builds the EXEC; true if it carries the command's stdin (then nothing more is sent). */
+/* The EXEC frame. Environment: the base, then the sandbox's, then the command's -- a later
+ * entry replaces an earlier one of the same name. True if it carries the command's stdin
+ * (then nothing more is sent). */
 static bool build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c,
 		       const struct dm_sbx *s, const struct dm_exec *e, bool with_net, bool with_ca)
 {
@@ -188,6 +188,21 @@ static void forget(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c)
 	free(c->argv_json), free(c->cwd), free(c);
 }
 
+void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out)
+{
+	snprintf(out->id, sizeof(out->id), "%s", c->id);
+	out->finished_ms = c->finished_ms;
+	out->exit_code = c->exit_code;
+	out->signal = c->signal;
+	snprintf(out->reason, sizeof(out->reason), "%s", c->reason ? c->reason : "");
+}
+
+void dm_cmd_end_store(struct daemon *d, const struct dm_cmd_end *e)
+{
+	store_command_finish(d->store, e->id, e->finished_ms, e->exit_code, e->signal, e->reason,
+			     NULL);
+}
+
 /*
  * Write the command's row, not under d->mu (the store costs ~40 us, which every other
  * request would wait for). If the command has already ended by then (its EXIT found no
@@ -201,24 +216,19 @@ static int store_new_cmd(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 		.sudo = c->sudo, .started_ms = c->started_ms,
 		.deadline_ms = (int64_t)c->deadline_ms,
 	};
-	struct store_command end = {0};
-	char *reason = NULL;
+	struct dm_cmd_end end;
+	bool ended;
 
 	if (store_command_put(d->store, &row, err) < 0)
 		return -1;
 	pthread_mutex_lock(&d->mu);
 	c->row_stored = true;
-	if (c->reason) {
-		reason = xstrdup(c->reason);
-		end.finished_ms = c->finished_ms;
-		end.exit_code = c->exit_code;
-		end.signal = c->signal;
-	}
+	ended = c->reason != NULL;
+	if (ended)
+		dm_cmd_end_copy(c, &end);
 	pthread_mutex_unlock(&d->mu);
-	if (reason)
-		store_command_finish(d->store, c->id, end.finished_ms, end.exit_code, end.signal,
-				     reason, NULL);
-	free(reason);
+	if (ended)
+		dm_cmd_end_store(d, &end);
 	return 0;
 }
 

@@ -54,6 +54,15 @@ struct dm_cmd {
 				  * write and the command's end writes the end) */
 };
 
+/* A command's end, copied under d->mu so that it can be written to the store without
+ * holding it (the agent's reader after a batch of frames; the start path). */
+struct dm_cmd_end {
+	char id[DM_ID_LEN + 1];
+	int64_t finished_ms;
+	int32_t exit_code, signal;
+	char reason[32];
+};
+
 struct dm_pending {
 	uint32_t id;
 	bool done;
@@ -133,6 +142,9 @@ json_t *dm_cmd_json(const struct dm_cmd *c);
 int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err);
 /* Send a request and wait for its OK/ERROR (d->mu NOT held). Returns 0, or -errno with
  * the agent's message in err. */
+/* commands.c: dm_cmd_end_copy with d->mu held; dm_cmd_end_store without it. */
+void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out);
+void dm_cmd_end_store(struct daemon *d, const struct dm_cmd_end *e);
 int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, uint32_t *pid,
 		     struct al_error **err);
 uint32_t dm_agent_next_id(struct dm_sbx *s);

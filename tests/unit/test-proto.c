@@ -110,17 +110,6 @@ static void rt_exec(struct proto_buf *b)
 	CHECK(roundtrip(b, &m) == 0, "EXEC with DATA and STDIN_EOF decodes");
 	CHECK(m.data_len == 3 && memcmp(m.data, "a\0b", 3) == 0 && m.stdin_eof == 1,
 	      "EXEC stdin bytes and eof");
-	proto_begin(b, PROTO_EXEC, 10);
-	proto_put_str(b, PT_CMD_ID, S("c3"));
-	proto_put_str(b, PT_ARG, S("cat"));
-	proto_put_u8(b, PT_STDIN_EOF, 1);
-	proto_put_u8(b, PT_STDIN_EOF, 1);
-	expect(b, -EPROTO, "STDIN_EOF twice");
-	proto_begin(b, PROTO_STDIN, 11);
-	proto_put_str(b, PT_CMD_ID, S("c3"));
-	proto_put_bytes(b, PT_DATA, "x", 1);
-	proto_put_u8(b, PT_STDIN_EOF, 1);
-	expect(b, -EPROTO, "STDIN_EOF outside EXEC");
 }
 
 static void rt_stdin_kill_replay(struct proto_buf *b)
@@ -359,6 +348,17 @@ static void bad_tags(struct proto_buf *b)
 	proto_put_u32(b, PT_SIGNAL, 9);
 	proto_put_u32(b, PT_SIGNAL, 15);
 	expect(b, -EPROTO, "duplicate SIGNAL");
+	proto_begin(b, PROTO_EXEC, 1);
+	proto_put_str(b, PT_CMD_ID, S("c3"));
+	proto_put_str(b, PT_ARG, S("cat"));
+	proto_put_u8(b, PT_STDIN_EOF, 1);
+	proto_put_u8(b, PT_STDIN_EOF, 1);
+	expect(b, -EPROTO, "STDIN_EOF twice");
+	proto_begin(b, PROTO_STDIN, 1);
+	proto_put_str(b, PT_CMD_ID, S("c3"));
+	proto_put_bytes(b, PT_DATA, "x", 1);
+	proto_put_u8(b, PT_STDIN_EOF, 1);
+	expect(b, -EPROTO, "STDIN_EOF outside EXEC");
 	proto_begin(b, PROTO_EXEC, 1);
 	proto_put_str(b, PT_CMD_ID, S("a"));
 	proto_put_str(b, PT_ARG, S("x"));

@@ -131,4 +131,3 @@ def test_none_outlives_its_spawner_and_stale_ones_are_swept(api, daemon):
             except OSError:
                 pass
         daemon.ensure_running()
-
