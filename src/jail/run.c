@@ -325,7 +325,7 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	rl.deadline_ms = cfg->timeout_ms ? t0 + (double)cfg->timeout_ms : 0;
 	rl.gw = r.gw;
 	rl.sandbox_has_ca = r.ctx.ca_pem != NULL;
-	r.out[0] = r.errp[0] = r.in[1] = -1; /* the relay owns them now */
+	r.sync[0] = r.out[0] = r.errp[0] = r.in[1] = -1; /* the relay owns them now */
 	relay_loop(&rl);
 	r.pidfd = rl.pidfd; /* reaped (or -1 after reaping) */
 
