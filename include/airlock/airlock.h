@@ -127,6 +127,13 @@ struct al_io {
 	int signal_fd;
 	int tty_fd;    /* the caller's terminal (for window size), or -1 */
 	int egress_log_fd; /* the gateway's decisions as JSON lines; -1 for none */
+	/*
+	 * The caller exits right after al_run returns (the airlock CLI): a gateway with no
+	 * egress log to finish is then killed and not waited for; the kernel ends it while
+	 * the caller exits, and whoever reaps the caller's orphans reaps it. Leave false in a
+	 * process that lives on, so that every child it had is reaped before al_run returns.
+	 */
+	bool caller_exits;
 };
 
 struct al_result {

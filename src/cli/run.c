@@ -491,6 +491,7 @@ int cli_run(int argc, char **argv)
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	io.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	io.caller_exits = true; /* main returns right after */
 	io.egress_log_fd = json_fd >= 0 ? json_fd : egress_fd;
 	if (o.json) {
 		io.on_output = on_output; /* into memory: never blocks */

@@ -161,13 +161,19 @@ struct run {
 	pid_t pid;
 	struct gw_client *gw; /* NULL for deny-all */
 	struct jail_pool_claim pool; /* namespaces made ahead, when the pool had one */
+	bool gw_abandon; /* the caller exits next and wants no egress log: do not wait for it */
 };
 
 static void run_cleanup(struct run *r)
 {
 	int *fds[] = {r->sync, r->in, r->out, r->errp};
 
-	/* The gateway finishes and exits while we do the rest; its exit is awaited last. */
+	/* The gateway finishes and exits while we do the rest; its exit is awaited last,
+	 * unless nothing it would still write is wanted by a caller about to exit. */
+	if (r->gw_abandon) {
+		gw_client_abandon(r->gw);
+		r->gw = NULL;
+	}
 	gw_client_close(r->gw);
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
 		for (int j = 0; j < 2; j++)
@@ -261,6 +267,7 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	r.ctx.uid = cfg->root ? 0 : JAIL_USER_UID;
 	r.ctx.host_base = 0x40000000u + (((uid_t)getpid() & 0x3fffu) << 16);
 	r.ctx.net_link = with_net;
+	r.gw_abandon = io->caller_exits && io->egress_log_fd < 0;
 	if (io->tty_fd >= 0)
 		ioctl(io->tty_fd, TIOCGWINSZ, &r.ctx.winsz);
 	snprintf(name, sizeof(name), "run-%d-%lld", (int)getpid(), (long long)(t0 * 1000));

@@ -339,6 +339,32 @@ void gw_client_close(struct gw_client *c)
 		al_closep(&c->ctl); /* EOF: the gateway writes its last lines and exits */
 }
 
+static void free_client(struct gw_client *c)
+{
+	if (c->ca_dir[0]) {
+		char path[96];
+		snprintf(path, sizeof(path), "%s/ca.pem", c->ca_dir);
+		unlink(path);
+		rmdir(c->ca_dir);
+	}
+	free(c->ca_pem);
+	free(c);
+}
+
+void gw_client_abandon(struct gw_client *c)
+{
+	if (!c)
+		return;
+	gw_client_close(c);
+	if (c->pidfd >= 0) { /* a pooled gateway: not our child */
+		sys_pidfd_send_signal(c->pidfd, SIGKILL);
+		close(c->pidfd);
+	} else if (c->pid > 0) {
+		kill(c->pid, SIGKILL);
+	}
+	free_client(c);
+}
+
 void gw_client_stop(struct gw_client *c)
 {
 	if (!c)
@@ -361,12 +387,5 @@ void gw_client_stop(struct gw_client *c)
 			close(pidfd);
 		waitpid(c->pid, &st, 0);
 	}
-	if (c->ca_dir[0]) {
-		char path[96];
-		snprintf(path, sizeof(path), "%s/ca.pem", c->ca_dir);
-		unlink(path);
-		rmdir(c->ca_dir);
-	}
-	free(c->ca_pem);
-	free(c);
+	free_client(c);
 }

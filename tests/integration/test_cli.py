@@ -147,6 +147,44 @@ def test_net_deny_explicit(run):
     assert r.out == "ok\n"
 
 
+def _procs_with_arg(needle):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if needle.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
+
+
+def test_allowlisted_run_leaves_no_gateway(run):
+    """Without an egress log the CLI does not wait for its gateway's exit: it
+    kills it instead. The gateway must still be gone, promptly (a zombie has no
+    command line, so it does not count: init reaps it)."""
+    import time
+    name = f"gone-{os.getpid()}.test"
+    r = run(["--no-pool", "--allow", name, "--", "/bin/true"])
+    assert r.returncode == 0, r.err
+    deadline = time.monotonic() + 3
+    while _procs_with_arg(name) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _procs_with_arg(name) == []
+
+
+def test_allowlisted_run_with_a_log_waits_for_its_lines(run, tmp_path):
+    """With --egress-log the gateway is waited for: its lines are in the file
+    when airlock returns (here the denied lookup's)."""
+    log = tmp_path / "egress.jsonl"
+    r = run(["--no-pool", "--allow", "allowed.test", "--egress-log", str(log), "--",
+             "/usr/bin/getent", "hosts", "denied.test"])
+    assert r.returncode != 0
+    text = log.read_text()
+    assert "denied.test" in text, text
+
+
 @pytest.mark.parametrize("dur", ["30", "30s", "1.5s", "500ms", "2m", "1h"])
 def test_duration_formats_accepted(run, dur):
     r = run(["--timeout", dur, "--", "/bin/echo", "ok"])
