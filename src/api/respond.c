@@ -126,8 +126,12 @@ unsigned api_status_of_errno(int code, const char **name)
 		return 403;
 	case EEXIST:
 	case EBUSY:
+	case EPIPE: /* a command's stdin is closed */
 		*name = "conflict";
 		return 409;
+	case EAGAIN: /* a command's stdin buffer is full, or the sandbox runs its most commands */
+		*name = "busy";
+		return 429;
 	case ESRCH:
 		*name = "gone";
 		return 410;

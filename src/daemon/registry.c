@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 int64_t dm_now_ms(void)
@@ -824,6 +825,7 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err)
 {
 	struct daemon *d = xzalloc(sizeof(*d));
+	char sun_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char *db;
 	int r;
 
@@ -839,6 +841,16 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	d->sock_dir = xasprintf("%s/sockets", d->state_dir);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
+	/* Every sandbox's agent socket is SOCK_DIR/<id>.sock: refuse to start rather than fail
+	 * every create later (a client's request would look at fault). */
+	if (strlen(d->sock_dir) + 1 + DM_ID_LEN + strlen(".sock") > sizeof(sun_path) - 1) {
+		al_error_msg(err, ENAMETOOLONG,
+			     "--state-dir '%s' is too long: the agents' sockets under it need at most "
+			     "%zu bytes of path; use a shorter directory",
+			     d->state_dir, sizeof(sun_path) - 1);
+		daemon_close(d);
+		return -1;
+	}
 	if ((mkdir(d->state_dir, 0700) < 0 && errno != EEXIST) ||
 	    (mkdir(d->sock_dir, 0700) < 0 && errno != EEXIST)) {
 		al_error_set(err, errno, "mkdir '%s'", d->sock_dir);

@@ -158,6 +158,23 @@ def test_stdin_stays_open_until_closed(api, sandbox):
     assert api.wait_ok(sandbox, c["id"], timeout_ms=5000)["exit_code"] == 0
 
 
+def test_stdin_to_a_closed_stdin_is_a_conflict(api, sandbox):
+    """A command started without keep_stdin has its stdin closed at start; so does one
+    whose stdin a request closed. Writing to it is the caller's mistake (409), not the
+    daemon's (it answered 500 before), and the command is not disturbed."""
+    c = api.start_ok(sandbox, "/bin/sleep", "300")
+    r = api.stdin(sandbox, c["id"], b"late\n")
+    assert r.status == 409 and r.error_code == "conflict", r
+    assert "stdin is closed" in r.json["error"]["message"], r
+    c2 = api.start_ok(sandbox, "/bin/cat", keep_stdin=True)
+    assert api.stdin(sandbox, c2["id"], b"one\n", close=True).status == 200
+    r = api.stdin(sandbox, c2["id"], b"two\n")
+    assert r.status in (409, 410), r  # 410 once cat has ended
+    assert api.wait_ok(sandbox, c2["id"], timeout_ms=5000)["exit_code"] == 0
+    assert api.cmd_get(sandbox, c["id"]).json["command"]["status"] == "running"
+    assert api.kill(sandbox, c["id"], 9).status == 200
+
+
 def test_kill_running_sleep(api, sandbox):
     c = api.start_ok(sandbox, "/bin/sleep", "300")
     time.sleep(0.2)

@@ -252,3 +252,19 @@ def test_concurrent_creates_get_distinct_sandboxes(api):
     finally:
         for sid in got:
             api.stop(sid)
+
+
+def test_state_dir_too_long_for_agent_sockets_is_refused_at_start(daemon, tmp_path):
+    """The agents' sockets live under the state dir (sun_path: 108 bytes). A dir too long
+    for them is refused when the daemon starts, with a message naming the option; before,
+    the daemon started and every create failed with a 400 the client could not fix."""
+    import subprocess
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    r = subprocess.run([daemon.binary, "serve", "--state-dir", str(deep / "state"),
+                        "--listen", "127.0.0.1:0", "--tokens", str(daemon.tokens)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0, r
+    assert "--state-dir" in r.stderr and "too long" in r.stderr, r.stderr
+    assert not (deep / "state" / "sockets").exists()
+    assert not (deep / "state" / "airlock.db").exists()
