@@ -135,8 +135,9 @@ def cpu_seconds(pid):
 
 
 def server_cpu():
-    """CPU seconds used so far: (daemon, its sandboxes' PID 1s with their reaped commands)."""
-    kids = []
+    """CPU seconds used so far: (daemon, its sandboxes: every live process below it, each
+    with its reaped children; an agent's shims stay alive between commands)."""
+    parent = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
@@ -144,9 +145,14 @@ def server_cpu():
                     st = f.read()
             except OSError:
                 continue
-            if int(st[st.rindex(")") + 2:].split()[1]) == daemon.pid:
-                kids.append(int(d))
-    return cpu_seconds(daemon.pid), sum(cpu_seconds(k) for k in kids)
+            parent[int(d)] = int(st[st.rindex(")") + 2:].split()[1])
+    below, todo = [], [daemon.pid]
+    while todo:
+        p = todo.pop()
+        kids = [k for k, pp in parent.items() if pp == p]
+        below += kids
+        todo += kids
+    return cpu_seconds(daemon.pid), sum(cpu_seconds(k) for k in below)
 
 
 def httpload(sbxs, *extra):

@@ -116,7 +116,7 @@ static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 		c = agent_cmd_find(a, m.cmd_id, m.cmd_id_len);
 	switch (m.type) {
 	case PROTO_EXEC:
-		agent_cmd_exec(a, &m);
+		agent_cmd_exec(a, &m, frame, len);
 		return;
 	case PROTO_PING:
 		proto_begin(&b, PROTO_PONG, m.id);
@@ -219,11 +219,15 @@ static void reap(struct agent *a)
 	while (read(a->sig_fd, &si, sizeof(si)) == sizeof(si))
 		;
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-		for (size_t i = 0; i < a->n_cmds; i++)
+		size_t i;
+
+		for (i = 0; i < a->n_cmds; i++)
 			if (a->cmds[i]->pid == pid && !a->cmds[i]->exited) {
 				agent_cmd_reaped(a, a->cmds[i], status);
 				break;
 			}
+		if (i == a->n_cmds)
+			agent_shim_reaped(a, pid); /* an idle shim, or a command's orphan */
 	}
 }
 
@@ -298,7 +302,7 @@ int main(int argc, char **argv)
 	if (getpid() != 1 || setup(&a) < 0)
 		return 125; /* only ever PID 1 of a sandbox */
 	for (;;) {
-		int n = epoll_wait(a.ep, evs, 32, -1);
+		int n = epoll_wait(a.ep, evs, 32, agent_shims_expire(&a));
 
 		for (int i = 0; i < n; i++) {
 			struct watch *w = evs[i].data.ptr;

@@ -15,6 +15,22 @@
 #define AGENT_BUF_CAP (16u << 20)     /* output kept per stream for replays */
 #define AGENT_CHUNK (256u << 10)      /* largest OUTPUT payload */
 #define AGENT_STDIN_CAP (16u << 20)   /* stdin buffered per command */
+#define AGENT_IDLE_SHIMS 2            /* shims kept waiting for a next command */
+#define AGENT_SHIM_IDLE_MS 10000      /* ... for at most this long */
+#define AGENT_SHIM_JOB_MAX (128u << 10) /* a larger EXEC frame gets a new shim */
+
+/*
+ * What a shim's report pipe carries, each record in one write (atomic, under PIPE_BUF): at
+ * most one struct jail_exec_report from the command's process if its exec failed (err !=
+ * 0), then the shim's "done" record with the command's wait status as soon as it is reaped.
+ * The agent answers EXIT on "done", without waiting for the shim's exit. again: the shim
+ * waits on its control socket for a next command (nothing of the last one runs below it).
+ */
+struct shim_done {
+	int32_t zero; /* 0: tells it from an exec report, whose err is never 0 */
+	int32_t status;
+	int32_t again;
+};
 
 enum watch_kind { W_LISTEN, W_CONN, W_SIGNAL, W_OUT, W_ERR, W_IN, W_REPORT };
 
@@ -31,7 +47,8 @@ struct obuf {
 
 struct agent_cmd {
 	char id[PROTO_ID_MAX + 1];
-	pid_t pid;
+	pid_t pid;        /* its shim's */
+	int shim_ctl;     /* the shim's control socket while it serves us (-1: none) */
 	int fd[3];        /* stdin (write end), stdout, stderr (read ends); -1 when closed */
 	int report_fd;    /* report pipe (read end): the exec error, then the shim's "done" */
 	struct watch w_out, w_err, w_in, w_report;
@@ -57,12 +74,18 @@ struct agent {
 	struct watch w_listen, w_conn, w_sig;
 	struct agent_cmd *cmds[AGENT_MAX_CMDS];
 	size_t n_cmds;
+	struct {
+		pid_t pid;
+		int ctl;
+		uint64_t since_ms;
+	} idle[AGENT_IDLE_SHIMS]; /* shims waiting for a command, oldest first */
+	size_t n_idle;
 	uint8_t *rbuf;    /* inbound bytes from the daemon */
 	size_t rlen, rcap;
 };
 
 /* cmd.c */
-int agent_cmd_exec(struct agent *a, const struct proto_msg *m);
+int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *frame, size_t len);
 struct agent_cmd *agent_cmd_find(struct agent *a, const char *id, size_t len);
 void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream);
 /* Queue stdin (and/or a close); 0, or -errno. */
@@ -76,6 +99,14 @@ void agent_send_exit(struct agent *a, const struct agent_cmd *c);
 void agent_send_output(struct agent *a, const struct agent_cmd *c, int stream, uint64_t off,
 		       const char *data, size_t len);
 void agent_replay(struct agent *a, struct agent_cmd *c, int stream, uint64_t off);
+
+/* shim.c: the shim process (never returns), and handing an idle one its next command */
+__attribute__((noreturn)) void agent_shim_main(struct agent *a, const struct proto_msg *m,
+					       int stdio[3], int report_w, int ctl);
+int agent_shim_send(int ctl, const uint8_t *frame, size_t len, const int fds[4]);
+/* cmd.c: a reaped pid that was an idle shim's (true), and the idle shims past their time */
+bool agent_shim_reaped(struct agent *a, pid_t pid);
+int agent_shims_expire(struct agent *a); /* ms until the next expiry, -1: none */
 
 /* agent.c */
 uint64_t agent_now_ms(void);

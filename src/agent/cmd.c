@@ -3,7 +3,6 @@
 #include "agent/agent.h"
 #include "common/cleanup.h"
 #include "common/error.h"
-#include "common/syscalls.h"
 #include "jail/jail.h"
 
 #include <errno.h>
@@ -12,12 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <dirent.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 struct agent_cmd *agent_cmd_find(struct agent *a, const char *id, size_t len)
@@ -34,6 +28,7 @@ static void cmd_free(struct agent_cmd *c)
 	for (int i = 0; i < 3; i++)
 		al_closep(&c->fd[i]);
 	al_closep(&c->report_fd);
+	al_closep(&c->shim_ctl);
 	free(c->buf[0].data);
 	free(c->buf[1].data);
 	free(c);
@@ -57,219 +52,6 @@ static int make_room(struct agent *a)
 	return -1;
 }
 
-static char *dup_field(const char *s, size_t len)
-{
-	char *p = malloc(len + 1);
-
-	if (!p)
-		abort();
-	memcpy(p, s, len);
-	p[len] = '\0';
-	return p;
-}
-
-/* NULL-terminated heap copies of the EXEC's argv (env == false) or environment. */
-static char **collect(const struct proto_msg *m, bool env)
-{
-	size_t n = env ? m->n_env : m->n_args, cursor = 0, len;
-	char **v = calloc(n + 1, sizeof(*v));
-	const char *s;
-
-	if (!v)
-		abort();
-	/* The iterators are O(1) a step (index access would rescan the frame each time). */
-	for (size_t i = 0; i < n; i++) {
-		s = env ? proto_msg_next_env(m, &cursor, &len) : proto_msg_next_arg(m, &cursor, &len);
-		v[i] = dup_field(s ? s : "", s ? len : 0);
-	}
-	return v;
-}
-
-/* The shim's fds: the command's stdio at 0..2, its report pipe, the Landlock ruleset. */
-enum { SHIM_FD_REPORT = 3, SHIM_FD_LANDLOCK = 4 };
-
-/*
- * What the report pipe carries, each record in one write (atomic, under PIPE_BUF): at most
- * one struct jail_exec_report from the command's process if its exec failed (err != 0),
- * then the shim's "done" record with the command's wait status as soon as it is reaped.
- * The agent answers EXIT on "done", without waiting for the shim's own exit.
- */
-struct shim_done {
-	int32_t zero; /* 0: tells it from an exec report, whose err is never 0 */
-	int32_t status;
-};
-
-/* In the shim's child: become the command. */
-__attribute__((noreturn)) static void child(struct agent *a, const struct proto_msg *m)
-{
-	struct al_config cfg;
-	struct jail_ctx ctx = {.cfg = &cfg, .stdio = {0, 1, 2}};
-	char *cwd = m->cwd ? dup_field(m->cwd, m->cwd_len) : NULL;
-
-	memset(&cfg, 0, sizeof(cfg));
-	cfg.argv = collect(m, false);
-	cfg.workdir = a->workdir;
-	ctx.envp = collect(m, true);
-	ctx.uid = m->uid;
-	ctx.cwd = cwd ? cwd : a->workdir;
-	ctx.prepared = a->prepared;
-	ctx.seccomp_held = a->seccomp_held;
-	ctx.landlock_fd = a->landlock_fd >= 0 ? SHIM_FD_LANDLOCK : -1;
-	jail_exec_workload(&ctx, -1, SHIM_FD_REPORT);
-}
-
-struct child_args {
-	struct agent *a;
-	const struct proto_msg *m;
-};
-
-static int child_entry(void *arg)
-{
-	struct child_args *ca = arg;
-
-	child(ca->a, ca->m); /* unblocks its signals itself */
-}
-
-/* Keep only keep[0..n) open, renumbered 0..n-1 (the shim must not hold the agent's pipes
- * and sockets: another command would never see EOF on its stdin). A keep[i] < 0 leaves
- * slot i closed. */
-static int keep_only(const int *keep, int n)
-{
-	int tmp[8];
-
-	for (int i = 0; i < n; i++) /* first above every slot, so no dup2 below clobbers one */
-		if (keep[i] >= 0 && (tmp[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, 64)) < 0)
-			return -1;
-	for (int i = 0; i < n; i++)
-		if (keep[i] >= 0 ? dup2(tmp[i], i) != i : (close(i), 0))
-			return -1;
-	return sys_close_range((unsigned)n, ~0U, 0);
-}
-
-/* Is pid a live (not zombie) descendant of root (following parents in /proc)? */
-static bool descends_from(pid_t pid, pid_t root)
-{
-	for (int depth = 0; pid > 1 && depth < 64; depth++) {
-		char state = 0;
-		char path[64], buf[512], *p;
-		int fd;
-		ssize_t n;
-
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return false;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			return false;
-		buf[n] = '\0';
-		p = strrchr(buf, ')');
-		if (!p || sscanf(p + 2, "%c %d", &state, &pid) != 2)
-			return false;
-		if (depth == 0 && state == 'Z')
-			return false; /* already dead; the shim reaps it */
-		if (pid == root)
-			return true;
-	}
-	return false;
-}
-
-/* SIGKILL every process of the command's tree, including those that left its process group
- * or session; orphans come back to the shim (a subreaper), so repeat until none is left. */
-static void kill_tree(pid_t shim)
-{
-	for (int round = 0; round < 100; round++) {
-		DIR *d = opendir("/proc");
-		struct dirent *de;
-		int killed = 0;
-
-		while (d && (de = readdir(d))) {
-			pid_t pid = (pid_t)atoi(de->d_name);
-
-			if (pid > 1 && pid != shim && descends_from(pid, shim) &&
-			    kill(pid, SIGKILL) == 0)
-				killed++;
-		}
-		if (d)
-			closedir(d);
-		if (!killed)
-			return;
-		usleep(1000); /* let the killed die (and their children reach the shim) */
-	}
-}
-
-/*
- * The shim, between the agent and a command: a child subreaper, so that the whole tree the
- * command makes stays below it (setsid and new process groups included). The agent's KILL
- * arrives as SIGRTMIN carrying the signal: SIGKILL (and so every timeout) kills the whole
- * tree; other signals go to the command's process group. When the command ends, the shim
- * ends the same way (exit code or signal); background processes it left keep running.
- */
-__attribute__((noreturn)) static void shim(struct agent *a, const struct proto_msg *m, int stdio[3],
-					   int report_w)
-{
-	int keep[5] = {stdio[0], stdio[1], stdio[2], report_w, a->landlock_fd};
-	struct rlimit core = {0, 0};
-	siginfo_t si;
-	sigset_t all;
-	pid_t cmd, self = getpid();
-	int st = 0;
-
-	if (keep_only(keep, 5) < 0)
-		_exit(AL_EXIT_SETUP);
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	setrlimit(RLIMIT_CORE, &core);
-	sigfillset(&all);
-	sigprocmask(SIG_BLOCK, &all, NULL);
-	cmd = jail_clone_vfork(child_entry, &(struct child_args){a, m});
-	/* Only the report pipe stays: the command's stdio must reach EOF with the command. */
-	sys_close_range(0, SHIM_FD_REPORT - 1, 0);
-	sys_close_range(SHIM_FD_REPORT + 1, ~0U, 0);
-	if (cmd < 0)
-		_exit(AL_EXIT_SETUP);
-	for (;;) {
-		if (sigwaitinfo(&all, &si) < 0)
-			continue;
-		if (si.si_signo == SIGCHLD) {
-			pid_t p;
-			bool done = false;
-
-			while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-				if (p == cmd) {
-					struct shim_done rec = {0, st};
-
-					(void)!write(SHIM_FD_REPORT, &rec, sizeof(rec));
-					done = true;
-					break; /* st is the command's: reap the rest later */
-				}
-			}
-			if (done)
-				break;
-		} else if (si.si_signo == SIGRTMIN) {
-			int sig = si.si_value.sival_int;
-
-			if (sig == SIGKILL)
-				kill_tree(self);
-			else if (kill(-cmd, sig) < 0)
-				kill(cmd, sig);
-		} else if (si.si_signo != SIGPIPE) {
-			kill(-cmd, si.si_signo); /* a signal for the shim is meant for the command */
-		}
-	}
-	if (WIFSIGNALED(st)) {
-		int sig = WTERMSIG(st);
-
-		signal(sig, SIG_DFL);
-		sigemptyset(&all);
-		sigaddset(&all, sig);
-		sigprocmask(SIG_UNBLOCK, &all, NULL);
-		raise(sig);
-		_exit(128 + sig);
-	}
-	_exit(WEXITSTATUS(st));
-}
-
 static void watch_output(struct agent *a, struct agent_cmd *c)
 {
 	struct epoll_event ev = {.events = EPOLLIN};
@@ -285,11 +67,75 @@ static void watch_output(struct agent *a, struct agent_cmd *c)
 	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->report_fd, &ev);
 }
 
-int agent_cmd_exec(struct agent *a, const struct proto_msg *m)
+/* The shim of a command that ended said it waits for another: keep it, newest last (and let
+ * the oldest go if there are enough already: its socket's EOF ends it). */
+static void shim_park(struct agent *a, pid_t pid, int ctl)
+{
+	if (a->n_idle == AGENT_IDLE_SHIMS) {
+		close(a->idle[0].ctl);
+		memmove(&a->idle[0], &a->idle[1], (a->n_idle - 1) * sizeof(a->idle[0]));
+		a->n_idle--;
+	}
+	a->idle[a->n_idle].pid = pid;
+	a->idle[a->n_idle].ctl = ctl;
+	a->idle[a->n_idle].since_ms = agent_now_ms();
+	a->n_idle++;
+}
+
+static void shim_forget(struct agent *a, size_t i)
+{
+	close(a->idle[i].ctl);
+	memmove(&a->idle[i], &a->idle[i + 1], (a->n_idle - i - 1) * sizeof(a->idle[0]));
+	a->n_idle--;
+}
+
+bool agent_shim_reaped(struct agent *a, pid_t pid)
+{
+	for (size_t i = 0; i < a->n_idle; i++) {
+		if (a->idle[i].pid == pid) {
+			shim_forget(a, i);
+			return true;
+		}
+	}
+	return false;
+}
+
+int agent_shims_expire(struct agent *a)
+{
+	uint64_t now = agent_now_ms();
+
+	while (a->n_idle && a->idle[0].since_ms + AGENT_SHIM_IDLE_MS <= now)
+		shim_forget(a, 0); /* EOF: it exits */
+	return a->n_idle ? (int)(a->idle[0].since_ms + AGENT_SHIM_IDLE_MS - now) : -1;
+}
+
+/* Hand the command to the newest idle shim: its pid, or -1 (none, or it could not take
+ * it: then it is let go, and the caller forks a new one). */
+static pid_t shim_reuse(struct agent *a, const uint8_t *frame, size_t len, const int fds[4],
+			int *ctl)
+{
+	while (a->n_idle) {
+		size_t i = a->n_idle - 1;
+		pid_t pid = a->idle[i].pid;
+
+		if (len > AGENT_SHIM_JOB_MAX)
+			return -1;
+		if (agent_shim_send(a->idle[i].ctl, frame, len, fds) == 0) {
+			*ctl = a->idle[i].ctl;
+			a->n_idle--;
+			return pid;
+		}
+		shim_forget(a, i); /* gone, or not listening: next one */
+	}
+	return -1;
+}
+
+int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *frame, size_t len)
 {
 	int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1};
 	struct proto_buf b = {0};
 	struct agent_cmd *c;
+	int ctl = -1;
 	pid_t pid;
 
 	if (agent_cmd_find(a, m->cmd_id, m->cmd_id_len)) {
@@ -313,10 +159,25 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m)
 		agent_send_error(a, m->id, e, "pipe2");
 		return -1;
 	}
-	pid = fork();
-	if (pid == 0) {
-		int stdio[3] = {in[0], out[1], errp[1]};
-		shim(a, m, stdio, rep[1]);
+	pid = shim_reuse(a, frame, len, (int[]){in[0], out[1], errp[1], rep[1]}, &ctl);
+	if (pid < 0) {
+		/* A new shim, with a control socket for the commands after this one (none if the
+		 * socket cannot be made: it then serves this one only). */
+		int sv[2] = {-1, -1};
+
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+			sv[0] = sv[1] = -1;
+		pid = fork();
+		if (pid == 0) {
+			int stdio[3] = {in[0], out[1], errp[1]};
+
+			agent_shim_main(a, m, stdio, rep[1], sv[1]);
+		}
+		if (sv[1] >= 0)
+			close(sv[1]);
+		ctl = sv[0];
+		if (pid < 0)
+			al_closep(&ctl);
 	}
 	close(in[0]);
 	close(out[1]);
@@ -333,6 +194,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m)
 		abort();
 	memcpy(c->id, m->cmd_id, m->cmd_id_len);
 	c->pid = pid;
+	c->shim_ctl = ctl;
 	c->fd[0] = in[1];
 	c->fd[1] = out[0];
 	c->fd[2] = errp[0];
@@ -511,8 +373,9 @@ static void report_close(struct agent *a, struct agent_cmd *c)
 	al_closep(&c->report_fd);
 }
 
-/* Read the records waiting in the report pipe; true if "done" came (*status set). */
-static bool read_reports(struct agent *a, struct agent_cmd *c, int *status)
+/* Read the records waiting in the report pipe; true if "done" came (*status set, and
+ * *again: the shim waits for another command). */
+static bool read_reports(struct agent *a, struct agent_cmd *c, int *status, bool *again)
 {
 	union {
 		struct jail_exec_report rep;
@@ -528,6 +391,7 @@ static bool read_reports(struct agent *a, struct agent_cmd *c, int *status)
 			return false;
 		if (n == (ssize_t)sizeof(r.done) && r.done.zero == 0) {
 			*status = r.done.status;
+			*again = r.done.again != 0;
 			report_close(a, c); /* nothing follows "done" */
 			return true;
 		}
@@ -552,21 +416,30 @@ static void ended(struct agent *a, struct agent_cmd *c, int status)
 
 void agent_cmd_report(struct agent *a, struct agent_cmd *c)
 {
+	bool again = false;
 	int status;
 
-	if (!c->exited && read_reports(a, c, &status))
-		ended(a, c, status);
+	if (c->exited || !read_reports(a, c, &status, &again))
+		return;
+	if (again && c->shim_ctl >= 0) /* its shim waits for the next command */
+		shim_park(a, c->pid, c->shim_ctl);
+	else if (c->shim_ctl >= 0)
+		close(c->shim_ctl);
+	c->shim_ctl = -1;
+	ended(a, c, status);
 }
 
 /* The shim was reaped. Its "done" record, if it wrote one, says how the command ended;
  * without one (the shim itself was killed) its own status stands for the command's. */
 void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status)
 {
+	bool again;
 	int done_status;
 
-	if (read_reports(a, c, &done_status))
+	if (read_reports(a, c, &done_status, &again))
 		status = done_status;
 	report_close(a, c);
+	al_closep(&c->shim_ctl); /* gone: never parked */
 	ended(a, c, status);
 }
 

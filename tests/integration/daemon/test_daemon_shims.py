@@ -1,0 +1,81 @@
+"""The agent keeps a command's shim for the next command when the first left nothing
+running (src/agent/shim.c): a fork and an exit less per command. These tests check that
+it does, that it does not when a command leaves a process behind (that process keeps
+running, and the next command's tree is not its tree), that each command still gets only
+its own stdio, status and output, and that a reused shim does not grow."""
+
+
+def ppid_of(api, sandbox, **kw):
+    out = api.sh(sandbox, "echo $PPID", **kw)
+    assert out.exit["exit_code"] == 0, out
+    return int(out.out)
+
+
+def test_commands_in_turn_share_one_shim(api, sandbox):
+    first = ppid_of(api, sandbox)
+    assert first != 1
+    assert [ppid_of(api, sandbox) for _ in range(5)] == [first] * 5
+    # Each still gets its own status, output and stdin.
+    out = api.sh(sandbox, "read x; echo got=$x; echo e >&2; exit 7", stdin="hi\n")
+    assert (out.exit["exit_code"], out.out, out.err) == (7, "got=hi\n", "e\n"), out
+    out = api.run(sandbox, "/no/such/command")
+    assert out.exit["exit_code"] == 127, out
+    assert ppid_of(api, sandbox) == first
+
+
+def test_a_command_that_leaves_a_process_gets_no_successor_in_its_shim(api, sandbox):
+    shim = ppid_of(api, sandbox)
+    out = api.sh(sandbox, "sleep 60 & echo $!")
+    bg = int(out.out)
+    nxt = ppid_of(api, sandbox)
+    assert nxt != shim, "the shim of a command whose child still runs served another"
+    # The leftover keeps running, now below PID 1; killing the next command (its whole
+    # tree) must not touch it.
+    c = api.start_ok(sandbox, "/bin/sleep", "60")
+    assert api.kill(sandbox, c["id"], 9).status == 200
+    api.wait_ok(sandbox, c["id"])
+    out = api.sh(sandbox, f"cat /proc/{bg}/stat")
+    assert out.exit["exit_code"] == 0, out
+    fields = out.out.rsplit(")", 1)[1].split()
+    assert fields[0] in "RSD" and fields[1] == "1", out.out
+
+
+def test_a_killed_command_shim_is_reused_cleanly(api, sandbox):
+    """A KILL kills the command's tree; the shim then serves the next command, which is
+    not killed by anything meant for the one before."""
+    c = api.start_ok(sandbox, "/bin/sh", "-c", "sleep 60 & sleep 60")
+    assert api.kill(sandbox, c["id"], 9).status == 200
+    done = api.wait_ok(sandbox, c["id"])
+    assert done["signal"] == 9, done
+    for _ in range(3):
+        out = api.sh(sandbox, "sleep 0.2; echo alive")
+        assert out.exit["exit_code"] == 0 and out.out == "alive\n", out
+
+
+def test_concurrent_commands_each_have_their_own_shim(api, sandbox):
+    a = api.start_ok(sandbox, "/bin/sh", "-c", "echo $PPID; sleep 0.5")
+    b = api.start_ok(sandbox, "/bin/sh", "-c", "echo $PPID; sleep 0.5")
+    pa = int(b"".join(d for s, d in api.logs(sandbox, a["id"]).chunks if s == "stdout"))
+    pb = int(b"".join(d for s, d in api.logs(sandbox, b["id"]).chunks if s == "stdout"))
+    assert pa != pb
+
+
+def test_a_reused_shim_does_not_grow(api, sandbox):
+    """Each command's argv and environment are built in the shim and freed after the
+    clone: 200 commands with 48 KiB of environment each leave its memory as it was."""
+    big = {"BIG": "x" * 49152}
+    shim = ppid_of(api, sandbox)
+
+    def rss():
+        out = api.sh(sandbox, f"grep VmRSS /proc/{shim}/status")
+        assert out.exit["exit_code"] == 0, out
+        return int(out.out.split()[1])
+
+    for _ in range(20):
+        api.run(sandbox, "/bin/true", env=big)
+    before = rss()
+    for _ in range(200):
+        out = api.run(sandbox, "/bin/true", env=big)
+        assert out.exit["exit_code"] == 0, out
+    assert ppid_of(api, sandbox) == shim
+    assert rss() <= before + 256, (before, rss())
