@@ -80,6 +80,7 @@ struct agent {
 		uint64_t since_ms;
 	} idle[AGENT_IDLE_SHIMS]; /* shims waiting for a command, oldest first */
 	size_t n_idle;
+	uint64_t n_started; /* commands started (the first one's shim is not kept) */
 	uint8_t *rbuf;    /* inbound bytes from the daemon */
 	size_t rlen, rcap;
 };

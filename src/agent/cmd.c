@@ -161,11 +161,13 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	}
 	pid = shim_reuse(a, frame, len, (int[]){in[0], out[1], errp[1], rep[1]}, &ctl);
 	if (pid < 0) {
-		/* A new shim, with a control socket for the commands after this one (none if the
-		 * socket cannot be made: it then serves this one only). */
+		/* A new shim, with a control socket for the commands after this one. Not for a
+		 * sandbox's first command: many sandboxes run one and stop, and an idle shim
+		 * would only be one more process for the stop to end. Without the socket (or
+		 * if it cannot be made) the shim serves this command only. */
 		int sv[2] = {-1, -1};
 
-		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		if (a->n_started++ > 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 			sv[0] = sv[1] = -1;
 		pid = fork();
 		if (pid == 0) {
