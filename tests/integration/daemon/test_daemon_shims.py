@@ -5,6 +5,11 @@ running, and the next command's tree is not its tree), that each command still g
 its own stdio, status and output, and that a reused shim does not grow. A sandbox's
 first command's shim is never kept."""
 
+import os
+import signal
+
+from .conftest import agent_pid_of
+
 
 def ppid_of(api, sandbox, **kw):
     out = api.sh(sandbox, "echo $PPID", **kw)
@@ -90,3 +95,26 @@ def test_a_reused_shim_does_not_grow(api, sandbox):
         assert out.exit["exit_code"] == 0, out
     assert ppid_of(api, sandbox) == shim
     assert rss() <= before + 256, (before, rss())
+
+
+def _children(pid):
+    kids = []
+    for t in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{t}/children") as f:
+            kids += [int(x) for x in f.read().split()]
+    return kids
+
+
+def test_an_idle_shim_that_died_is_not_given_a_command(api, sandbox):
+    """An idle shim killed from outside (the OOM killer may pick it) is dropped, and the
+    next command gets a new one and runs normally. (Nothing inside can signal a shim:
+    test_daemon_command_protections.py.)"""
+    kept_shim(api, sandbox)
+    agent = agent_pid_of(sandbox)
+    idle = _children(agent)
+    assert len(idle) == 1, idle  # the kept shim, nothing else
+    os.kill(idle[0], signal.SIGKILL)
+    out = api.sh(sandbox, "echo fine; exit 4", http_timeout=20)
+    assert (out.exit["exit_code"], out.out) == (4, "fine\n"), out
+    out = api.sh(sandbox, "echo again")
+    assert out.exit["exit_code"] == 0 and out.out == "again\n", out
