@@ -142,7 +142,8 @@ static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 	case PROTO_KILL:
 		/* To the command's shim (cmd.c), which knows its whole tree. */
 		if (!c->exited &&
-		    sigqueue(c->pid, SIGRTMIN, (union sigval){.sival_int = (int)m.signal}) < 0) {
+		    sigqueue(c->pid, SIGRTMIN,
+			     (union sigval){.sival_int = AGENT_KILL_VALUE(c->shim_job, m.signal)}) < 0) {
 			agent_send_error(a, m.id, errno, "kill");
 			return;
 		}

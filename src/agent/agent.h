@@ -49,6 +49,7 @@ struct agent_cmd {
 	char id[PROTO_ID_MAX + 1];
 	pid_t pid;        /* its shim's */
 	int shim_ctl;     /* the shim's control socket while it serves us (-1: none) */
+	uint32_t shim_job; /* which of its shim's commands it is (1: the first) */
 	int fd[3];        /* stdin (write end), stdout, stderr (read ends); -1 when closed */
 	int report_fd;    /* report pipe (read end): the exec error, then the shim's "done" */
 	struct watch w_out, w_err, w_in, w_report;
@@ -77,6 +78,7 @@ struct agent {
 	struct {
 		pid_t pid;
 		int ctl;
+		uint32_t jobs; /* commands it has served */
 		uint64_t since_ms;
 	} idle[AGENT_IDLE_SHIMS]; /* shims waiting for a command, oldest first */
 	size_t n_idle;
@@ -105,6 +107,9 @@ void agent_replay(struct agent *a, struct agent_cmd *c, int stream, uint64_t off
 __attribute__((noreturn)) void agent_shim_main(struct agent *a, const struct proto_msg *m,
 					       int stdio[3], int report_w, int ctl);
 int agent_shim_send(int ctl, const uint8_t *frame, size_t len, const int fds[4]);
+/* A KILL for a shim's job-th command: SIGRTMIN's value carries both, so that a signal the
+ * agent sent before it knew a command had ended never reaches the next one. */
+#define AGENT_KILL_VALUE(job, sig) ((int)((((uint32_t)(job) & 0xffffffu) << 8) | ((uint32_t)(sig) & 0xffu)))
 /* cmd.c: a reaped pid that was an idle shim's (true), and the idle shims past their time */
 bool agent_shim_reaped(struct agent *a, pid_t pid);
 int agent_shims_expire(struct agent *a); /* ms until the next expiry, -1: none */

@@ -69,7 +69,7 @@ static void watch_output(struct agent *a, struct agent_cmd *c)
 
 /* The shim of a command that ended said it waits for another: keep it, newest last (and let
  * the oldest go if there are enough already: its socket's EOF ends it). */
-static void shim_park(struct agent *a, pid_t pid, int ctl)
+static void shim_park(struct agent *a, pid_t pid, int ctl, uint32_t jobs)
 {
 	if (a->n_idle == AGENT_IDLE_SHIMS) {
 		close(a->idle[0].ctl);
@@ -78,6 +78,7 @@ static void shim_park(struct agent *a, pid_t pid, int ctl)
 	}
 	a->idle[a->n_idle].pid = pid;
 	a->idle[a->n_idle].ctl = ctl;
+	a->idle[a->n_idle].jobs = jobs;
 	a->idle[a->n_idle].since_ms = agent_now_ms();
 	a->n_idle++;
 }
@@ -112,7 +113,7 @@ int agent_shims_expire(struct agent *a)
 /* Hand the command to the newest idle shim: its pid, or -1 (none, or it could not take
  * it: then it is let go, and the caller forks a new one). */
 static pid_t shim_reuse(struct agent *a, const uint8_t *frame, size_t len, const int fds[4],
-			int *ctl)
+			int *ctl, uint32_t *job)
 {
 	while (a->n_idle) {
 		size_t i = a->n_idle - 1;
@@ -122,6 +123,7 @@ static pid_t shim_reuse(struct agent *a, const uint8_t *frame, size_t len, const
 			return -1;
 		if (agent_shim_send(a->idle[i].ctl, frame, len, fds) == 0) {
 			*ctl = a->idle[i].ctl;
+			*job = a->idle[i].jobs + 1;
 			a->n_idle--;
 			return pid;
 		}
@@ -136,6 +138,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	struct proto_buf b = {0};
 	struct agent_cmd *c;
 	int ctl = -1;
+	uint32_t job = 1;
 	pid_t pid;
 
 	if (agent_cmd_find(a, m->cmd_id, m->cmd_id_len)) {
@@ -159,7 +162,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 		agent_send_error(a, m->id, e, "pipe2");
 		return -1;
 	}
-	pid = shim_reuse(a, frame, len, (int[]){in[0], out[1], errp[1], rep[1]}, &ctl);
+	pid = shim_reuse(a, frame, len, (int[]){in[0], out[1], errp[1], rep[1]}, &ctl, &job);
 	if (pid < 0) {
 		/* A new shim, with a control socket for the commands after this one. Not for a
 		 * sandbox's first command: many sandboxes run one and stop, and an idle shim
@@ -197,6 +200,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	memcpy(c->id, m->cmd_id, m->cmd_id_len);
 	c->pid = pid;
 	c->shim_ctl = ctl;
+	c->shim_job = job;
 	c->fd[0] = in[1];
 	c->fd[1] = out[0];
 	c->fd[2] = errp[0];
@@ -424,7 +428,7 @@ void agent_cmd_report(struct agent *a, struct agent_cmd *c)
 	if (c->exited || !read_reports(a, c, &status, &again))
 		return;
 	if (again && c->shim_ctl >= 0) /* its shim waits for the next command */
-		shim_park(a, c->pid, c->shim_ctl);
+		shim_park(a, c->pid, c->shim_ctl, c->shim_job);
 	else if (c->shim_ctl >= 0)
 		close(c->shim_ctl);
 	c->shim_ctl = -1;

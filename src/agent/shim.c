@@ -8,7 +8,8 @@
  * When the command has ended and left nothing running below the shim, the shim says so in
  * its "done" record and waits on its control socket for the agent's next command (an EXEC
  * frame, its stdin, stdout, stderr and report pipe beside it): a fork and an exit less per
- * command (~0.13 ms here). When the command left processes running, or the agent lets it
+ * command (~0.13 ms here). Each KILL names the command it is for (AGENT_KILL_VALUE): one
+ * the agent sent before it learnt that the last command had ended is ignored. When the command left processes running, or the agent lets it
  * go (its socket closes), the shim ends the way the command ended (exit code or signal);
  * background processes keep running, below PID 1.
  */
@@ -29,7 +30,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 /* The shim's fds: the command's stdio at 0..2, its report pipe, the Landlock ruleset, and
@@ -181,7 +181,7 @@ static void kill_tree(pid_t shim)
 
 /* Start the command and wait until it is reaped, following the agent's signals meanwhile;
  * its wait status. The command's stdio is ours only until it has started. */
-static int run_command(struct agent *a, const struct proto_msg *m, pid_t self)
+static int run_command(struct agent *a, const struct proto_msg *m, pid_t self, uint32_t n_job)
 {
 	struct command c;
 	sigset_t all;
@@ -207,8 +207,12 @@ static int run_command(struct agent *a, const struct proto_msg *m, pid_t self)
 				if (p == cmd)
 					return st; /* st is the command's: reap the rest later */
 		} else if (si.si_signo == SIGRTMIN) {
-			int sig = si.si_value.sival_int;
+			int sig = si.si_value.sival_int & 0xff;
 
+			/* A KILL the agent sent for an earlier command of ours, before it knew
+			 * that one had ended: not for this one. */
+			if (si.si_value.sival_int != AGENT_KILL_VALUE(n_job, sig))
+				continue;
 			if (sig == SIGKILL)
 				kill_tree(self);
 			else if (kill(-cmd, sig) < 0)
@@ -265,18 +269,6 @@ static int next_job(uint8_t *buf, struct proto_msg *m, int fds[4])
 	return -1;
 }
 
-/* Signals queued for the last command (a KILL the agent sent before it knew the command had
- * ended) must not reach the next one. */
-static void drain_signals(void)
-{
-	const struct timespec zero = {0, 0};
-	sigset_t all;
-
-	sigfillset(&all);
-	while (sigtimedwait(&all, NULL, &zero) > 0)
-		;
-}
-
 __attribute__((noreturn)) static void exit_like(int st)
 {
 	if (WIFSIGNALED(st)) {
@@ -299,6 +291,7 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 	int keep[SHIM_NFDS] = {stdio[0], stdio[1], stdio[2], report_w, a->landlock_fd, ctl};
 	struct rlimit core = {0, 0};
 	struct proto_msg job;
+	uint32_t n_job = 1; /* which of our commands runs (AGENT_KILL_VALUE) */
 	uint8_t *buf = NULL;
 	sigset_t all;
 	pid_t self = getpid();
@@ -316,7 +309,7 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 	if (ctl >= 0)
 		fcntl(SHIM_FD_CTL, F_SETFD, FD_CLOEXEC);
 	for (;;) {
-		int st = run_command(a, m, self), fds[4];
+		int st = run_command(a, m, self, n_job), fds[4];
 		bool again = ctl >= 0 && tree_empty();
 		struct shim_done rec = {0, st, again};
 
@@ -336,8 +329,8 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 		if (a->landlock_fd >= 0)
 			fcntl(SHIM_FD_LANDLOCK, F_SETFD, FD_CLOEXEC);
 		fcntl(SHIM_FD_CTL, F_SETFD, FD_CLOEXEC);
-		drain_signals();
 		m = &job;
+		n_job++;
 	}
 }
 

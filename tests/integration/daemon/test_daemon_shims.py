@@ -68,6 +68,21 @@ def test_a_killed_command_shim_is_reused_cleanly(api, sandbox):
         assert out.exit["exit_code"] == 0 and out.out == "alive\n", out
 
 
+def test_a_kill_right_after_the_start_reaches_a_reused_shims_command(api, sandbox):
+    """A KILL sent at once after the start must kill the command the shim has just been
+    handed, every time (a KILL for an earlier command of the same shim must not, which
+    the shim tells apart by the command's number in the signal's value)."""
+    shim = kept_shim(api, sandbox)
+    for _ in range(20):
+        c = api.start_ok(sandbox, "/bin/sleep", "60")
+        assert api.kill(sandbox, c["id"], 9).status == 200
+        done = api.wait_ok(sandbox, c["id"], timeout_ms=10000)
+        assert done["reason"] == "signaled" and done["signal"] == 9, done
+    out = api.sh(sandbox, "echo $PPID")
+    assert out.exit["exit_code"] == 0, out
+    assert int(out.out) == shim, "the killed commands' shim was not reused"
+
+
 def test_concurrent_commands_each_have_their_own_shim(api, sandbox):
     a = api.start_ok(sandbox, "/bin/sh", "-c", "echo $PPID; sleep 0.5")
     b = api.start_ok(sandbox, "/bin/sh", "-c", "echo $PPID; sleep 0.5")
