@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 struct agent_cmd *agent_cmd_find(struct agent *a, const char *id, size_t len)
@@ -67,6 +68,15 @@ static void watch_output(struct agent *a, struct agent_cmd *c)
 	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->report_fd, &ev);
 }
 
+/* For the idle shims' expiry: a clock that does not jump. */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 /* The shim of a command that ended said it waits for another: keep it, newest last (and let
  * the oldest go if there are enough already: its socket's EOF ends it). */
 static void shim_park(struct agent *a, pid_t pid, int ctl, uint32_t jobs)
@@ -79,7 +89,7 @@ static void shim_park(struct agent *a, pid_t pid, int ctl, uint32_t jobs)
 	a->idle[a->n_idle].pid = pid;
 	a->idle[a->n_idle].ctl = ctl;
 	a->idle[a->n_idle].jobs = jobs;
-	a->idle[a->n_idle].since_ms = agent_now_ms();
+	a->idle[a->n_idle].since_ms = mono_ms();
 	a->n_idle++;
 }
 
@@ -103,7 +113,7 @@ bool agent_shim_reaped(struct agent *a, pid_t pid)
 
 int agent_shims_expire(struct agent *a)
 {
-	uint64_t now = agent_now_ms();
+	uint64_t now = mono_ms();
 
 	while (a->n_idle && a->idle[0].since_ms + AGENT_SHIM_IDLE_MS <= now)
 		shim_forget(a, 0); /* EOF: it exits */

@@ -7,8 +7,9 @@ first command's shim is never kept."""
 
 import os
 import signal
+import time
 
-from .conftest import agent_pid_of
+from .conftest import agent_pid_of, wait_for
 
 
 def ppid_of(api, sandbox, **kw):
@@ -133,3 +134,14 @@ def test_an_idle_shim_that_died_is_not_given_a_command(api, sandbox):
     assert (out.exit["exit_code"], out.out) == (4, "fine\n"), out
     out = api.sh(sandbox, "echo again")
     assert out.exit["exit_code"] == 0 and out.out == "again\n", out
+
+
+def test_an_idle_shim_is_let_go_after_ten_seconds(api, sandbox):
+    """An idle shim costs a process; the agent keeps one for at most 10 s."""
+    kept_shim(api, sandbox)
+    agent = agent_pid_of(sandbox)
+    time.sleep(0.5)
+    assert len(_children(agent)) == 1
+    assert wait_for(lambda: not _children(agent), timeout=15), _children(agent)
+    out = api.sh(sandbox, "echo after")
+    assert out.exit["exit_code"] == 0 and out.out == "after\n", out
