@@ -14,6 +14,7 @@ import os
 import pathlib
 import shutil
 import signal
+import subprocess
 import tarfile
 import tempfile
 
@@ -50,14 +51,35 @@ def traced():
     try:
         yield d, log
     finally:
+        # A failed test leaves the daemon up: stop its sandboxes, then end airlockd
+        # itself (killing strace would only detach it, and it would run on).
         if d.alive():
-            cli = Api(d.port, TOKENS["A"])
-            for s in cli.list():
-                if s["status"] == "running":
-                    cli.stop(s["id"])
-            d.proc.kill()
-            d.proc.wait()
+            try:
+                cli = Api(d.port, TOKENS["A"], timeout=10)
+                for s in cli.list():
+                    if s["status"] == "running":
+                        cli.stop(s["id"])
+            except (OSError, AssertionError):
+                pass
+            for pid in traced_daemons(d.pid):
+                os.kill(pid, signal.SIGTERM)
+            try:
+                d.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                for pid in traced_daemons(d.pid):
+                    os.kill(pid, signal.SIGKILL)
+                d.proc.kill()
+                d.proc.wait()
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def traced_daemons(strace_pid):
+    """airlockd, strace's child (none once it has exited)."""
+    try:
+        with open(f"/proc/{strace_pid}/task/{strace_pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
 
 
 def test_daemon_closes_no_descriptor_twice(traced):
@@ -79,8 +101,7 @@ def test_daemon_closes_no_descriptor_twice(traced):
     assert r.status == 200 and r.data == b"data\n", r
     assert api.stop(sid).status == 200
     # SIGTERM to airlockd itself (strace's child), then strace ends with it.
-    with open(f"/proc/{d.pid}/task/{d.pid}/children") as f:
-        (airlockd,) = [int(p) for p in f.read().split()]
+    (airlockd,) = traced_daemons(d.pid)
     os.kill(airlockd, signal.SIGTERM)
     assert d.proc.wait(timeout=60) == 0
     text = log.read_text()
