@@ -237,8 +237,8 @@ static bool tree_empty(void)
 }
 
 /* The agent's next command: an EXEC frame (into buf, decoded into m) with its four fds
- * beside it (stdin, stdout, stderr, report pipe). -1 when the agent lets us go (EOF) or
- * sends anything else. */
+ * beside it (stdin, stdout, stderr, report pipe). -1 when the agent lets us go (EOF), -2
+ * when what came is not a command we can run (the agent counts it as ours all the same). */
 static int next_job(uint8_t *buf, struct proto_msg *m, int fds[4])
 {
 	union {
@@ -266,7 +266,7 @@ static int next_job(uint8_t *buf, struct proto_msg *m, int fds[4])
 		return 0;
 	for (int i = 0; i < got; i++)
 		close(fds[i]);
-	return -1;
+	return n > 0 ? -2 : -1;
 }
 
 __attribute__((noreturn)) static void exit_like(int st)
@@ -310,17 +310,22 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 		fcntl(SHIM_FD_CTL, F_SETFD, FD_CLOEXEC);
 	for (;;) {
 		int st = run_command(a, m, self, n_job), fds[4];
-		bool again = ctl >= 0 && tree_empty();
+		/* Another command only with room to take it and nothing of this one left. */
+		bool again = ctl >= 0 && (buf || (buf = malloc(AGENT_SHIM_JOB_MAX))) && tree_empty();
 		struct shim_done rec = {0, st, again};
 
 		(void)!write(SHIM_FD_REPORT, &rec, sizeof(rec));
 		if (!again)
 			exit_like(st);
 		close(SHIM_FD_REPORT); /* nothing follows "done" */
-		if (!buf && !(buf = malloc(AGENT_SHIM_JOB_MAX)))
-			_exit(0);
-		if (next_job(buf, &job, fds) < 0)
+		switch (next_job(buf, &job, fds)) {
+		case 0:
+			break;
+		case -1:
 			_exit(0); /* let go: no command of ours is running */
+		default:
+			_exit(AL_EXIT_SETUP); /* our exit stands for that command's: a set-up failure */
+		}
 		keep[0] = fds[0], keep[1] = fds[1], keep[2] = fds[2], keep[3] = fds[3];
 		keep[4] = a->landlock_fd >= 0 ? SHIM_FD_LANDLOCK : -1;
 		keep[5] = SHIM_FD_CTL;
