@@ -77,27 +77,24 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* The shim of a command that ended said it waits for another: keep it, newest last (and let
- * the oldest go if there are enough already: its socket's EOF ends it). */
-static void shim_park(struct agent *a, pid_t pid, int ctl, uint32_t jobs)
-{
-	if (a->n_idle == AGENT_IDLE_SHIMS) {
-		close(a->idle[0].ctl);
-		memmove(&a->idle[0], &a->idle[1], (a->n_idle - 1) * sizeof(a->idle[0]));
-		a->n_idle--;
-	}
-	a->idle[a->n_idle].pid = pid;
-	a->idle[a->n_idle].ctl = ctl;
-	a->idle[a->n_idle].jobs = jobs;
-	a->idle[a->n_idle].since_ms = mono_ms();
-	a->n_idle++;
-}
-
 static void shim_forget(struct agent *a, size_t i)
 {
 	close(a->idle[i].ctl);
 	memmove(&a->idle[i], &a->idle[i + 1], (a->n_idle - i - 1) * sizeof(a->idle[0]));
 	a->n_idle--;
+}
+
+/* The shim of a command that ended said it waits for another: keep it, newest last (and let
+ * the oldest go if there are enough already: its socket's EOF ends it). */
+static void shim_park(struct agent *a, pid_t pid, int ctl, uint32_t jobs)
+{
+	if (a->n_idle == AGENT_IDLE_SHIMS)
+		shim_forget(a, 0);
+	a->idle[a->n_idle].pid = pid;
+	a->idle[a->n_idle].ctl = ctl;
+	a->idle[a->n_idle].jobs = jobs;
+	a->idle[a->n_idle].since_ms = mono_ms();
+	a->n_idle++;
 }
 
 bool agent_shim_reaped(struct agent *a, pid_t pid)
