@@ -137,7 +137,7 @@ def cpu_seconds(pid):
 def server_cpu():
     """CPU seconds used so far: (daemon, its sandboxes: every live process below it, each
     with its reaped children; an agent's shims stay alive between commands)."""
-    parent = {}
+    children = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
             try:
@@ -145,11 +145,10 @@ def server_cpu():
                     st = f.read()
             except OSError:
                 continue
-            parent[int(d)] = int(st[st.rindex(")") + 2:].split()[1])
+            children.setdefault(int(st[st.rindex(")") + 2:].split()[1]), []).append(int(d))
     below, todo = [], [daemon.pid]
     while todo:
-        p = todo.pop()
-        kids = [k for k, pp in parent.items() if pp == p]
+        kids = children.get(todo.pop(), [])
         below += kids
         todo += kids
     return cpu_seconds(daemon.pid), sum(cpu_seconds(k) for k in below)

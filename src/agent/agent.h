@@ -82,7 +82,6 @@ struct agent {
 		uint64_t since_ms;
 	} idle[AGENT_IDLE_SHIMS]; /* shims waiting for a command, oldest first */
 	size_t n_idle;
-	uint64_t n_started; /* commands started (the first one's shim is not kept) */
 	uint8_t *rbuf;    /* inbound bytes from the daemon */
 	size_t rlen, rcap;
 };
@@ -106,12 +105,15 @@ void agent_replay(struct agent *a, struct agent_cmd *c, int stream, uint64_t off
 /* shim.c: the shim process (never returns), and handing an idle one its next command */
 __attribute__((noreturn)) void agent_shim_main(struct agent *a, const struct proto_msg *m,
 					       int stdio[3], int report_w, int ctl);
+/* len at most AGENT_SHIM_JOB_MAX (the shim's buffer); 0, or -1 (it cannot take it now). */
 int agent_shim_send(int ctl, const uint8_t *frame, size_t len, const int fds[4]);
 /* A KILL for a shim's job-th command: SIGRTMIN's value carries both, so that a signal the
  * agent sent before it knew a command had ended never reaches the next one. */
-#define AGENT_KILL_VALUE(job, sig) ((int)((((uint32_t)(job) & 0xffffffu) << 8) | ((uint32_t)(sig) & 0xffu)))
-/* cmd.c: a reaped pid that was an idle shim's (true), and the idle shims past their time */
-bool agent_shim_reaped(struct agent *a, pid_t pid);
+#define AGENT_KILL_VALUE(job, sig) \
+	((int)((((uint32_t)(job) & 0xffffffu) << 8) | ((uint32_t)(sig) & 0xffu)))
+/* cmd.c: forget an idle shim that was reaped (any other pid: nothing), and let go the idle
+ * shims past their time */
+void agent_shim_reaped(struct agent *a, pid_t pid);
 int agent_shims_expire(struct agent *a); /* ms until the next expiry, -1: none */
 
 /* agent.c */

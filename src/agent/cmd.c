@@ -97,15 +97,14 @@ static void shim_park(struct agent *a, pid_t pid, int ctl, uint32_t jobs)
 	a->n_idle++;
 }
 
-bool agent_shim_reaped(struct agent *a, pid_t pid)
+void agent_shim_reaped(struct agent *a, pid_t pid)
 {
 	for (size_t i = 0; i < a->n_idle; i++) {
 		if (a->idle[i].pid == pid) {
 			shim_forget(a, i);
-			return true;
+			return;
 		}
 	}
-	return false;
 }
 
 int agent_shims_expire(struct agent *a)
@@ -117,17 +116,17 @@ int agent_shims_expire(struct agent *a)
 	return a->n_idle ? (int)(a->idle[0].since_ms + AGENT_SHIM_IDLE_MS - now) : -1;
 }
 
-/* Hand the command to the newest idle shim: its pid, or -1 (none, or it could not take
- * it: then it is let go, and the caller forks a new one). */
+/* Hand the command to the newest idle shim: its pid, or -1 (none, a frame too large for a
+ * shim's buffer, or it could not take it: then it is let go; the caller forks a new one). */
 static pid_t shim_reuse(struct agent *a, const uint8_t *frame, size_t len, const int fds[4],
 			int *ctl, uint32_t *job)
 {
+	if (len > AGENT_SHIM_JOB_MAX)
+		return -1;
 	while (a->n_idle) {
 		size_t i = a->n_idle - 1;
 		pid_t pid = a->idle[i].pid;
 
-		if (len > AGENT_SHIM_JOB_MAX)
-			return -1;
 		if (agent_shim_send(a->idle[i].ctl, frame, len, fds) == 0) {
 			*ctl = a->idle[i].ctl;
 			*job = a->idle[i].jobs + 1;
@@ -172,12 +171,12 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	pid = shim_reuse(a, frame, len, (int[]){in[0], out[1], errp[1], rep[1]}, &ctl, &job);
 	if (pid < 0) {
 		/* A new shim, with a control socket for the commands after this one. Not for a
-		 * sandbox's first command: many sandboxes run one and stop, and an idle shim
-		 * would only be one more process for the stop to end. Without the socket (or
-		 * if it cannot be made) the shim serves this command only. */
+		 * sandbox's first command (none in the table yet): many sandboxes run one and
+		 * stop, and an idle shim would only be one more process for the stop to end.
+		 * Without the socket (or if it cannot be made) the shim serves this one only. */
 		int sv[2] = {-1, -1};
 
-		if (a->n_started++ > 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		if (a->n_cmds > 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 			sv[0] = sv[1] = -1;
 		pid = fork();
 		if (pid == 0) {

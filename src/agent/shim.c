@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/fdpass.h"
 #include "common/syscalls.h"
 #include "jail/jail.h"
 
@@ -110,20 +111,25 @@ static int child_entry(void *arg)
 	jail_exec_workload(&c->ctx, -1, SHIM_FD_REPORT); /* unblocks its signals itself */
 }
 
-/* Keep only keep[0..n) open, renumbered 0..n-1 (the shim must not hold the agent's pipes
- * and sockets: another command would never see EOF on its stdin). A keep[i] < 0 leaves
- * slot i closed. */
-static int keep_only(const int *keep, int n)
+/* Keep only these open, renumbered to their SHIM_FD_* slots (the shim must not hold the
+ * agent's pipes and sockets: another command would never see EOF on its stdin); a -1 leaves
+ * its slot closed. The Landlock ruleset and the control socket are close-on-exec: each
+ * command also closes everything above its stdio and report pipe before it runs anything
+ * of its own (jail_exec_workload). Exits on failure: no command could run. */
+static void adopt_fds(const int cmd_fds[4], int landlock, int ctl)
 {
-	int tmp[8];
+	const int keep[SHIM_NFDS] = {cmd_fds[0], cmd_fds[1], cmd_fds[2], cmd_fds[3], landlock, ctl};
+	int tmp[SHIM_NFDS];
 
-	for (int i = 0; i < n; i++) /* first above every slot, so no dup2 below clobbers one */
+	for (int i = 0; i < SHIM_NFDS; i++) /* first above every slot: no dup below clobbers one */
 		if (keep[i] >= 0 && (tmp[i] = fcntl(keep[i], F_DUPFD_CLOEXEC, 64)) < 0)
-			return -1;
-	for (int i = 0; i < n; i++)
-		if (keep[i] >= 0 ? dup2(tmp[i], i) != i : (close(i), 0))
-			return -1;
-	return sys_close_range((unsigned)n, ~0U, 0);
+			_exit(AL_EXIT_SETUP);
+	for (int i = 0; i < SHIM_NFDS; i++)
+		if (keep[i] >= 0 ? dup3(tmp[i], i, i >= SHIM_FD_LANDLOCK ? O_CLOEXEC : 0) != i
+				 : (close(i), 0))
+			_exit(AL_EXIT_SETUP);
+	if (sys_close_range(SHIM_NFDS, ~0U, 0) < 0)
+		_exit(AL_EXIT_SETUP);
 }
 
 /* Is pid a live (not zombie) descendant of root (following parents in /proc)? */
@@ -241,30 +247,14 @@ static bool tree_empty(void)
  * when what came is not a command we can run (the agent counts it as ours all the same). */
 static int next_job(uint8_t *buf, struct proto_msg *m, int fds[4])
 {
-	union {
-		char b[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = buf, .iov_len = AGENT_SHIM_JOB_MAX};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			    .msg_controllen = sizeof(u.b)};
-	struct cmsghdr *cm;
-	ssize_t n;
-	int got = 0;
+	size_t got = 0;
+	int flags = 0;
+	ssize_t n = al_recv_with_fds(SHIM_FD_CTL, buf, AGENT_SHIM_JOB_MAX, 0, fds, 4, &got, &flags);
 
-	do
-		n = recvmsg(SHIM_FD_CTL, &mh, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
-	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-	    cm->cmsg_len == CMSG_LEN(4 * sizeof(int))) {
-		memcpy(fds, CMSG_DATA(cm), 4 * sizeof(int));
-		got = 4;
-	}
-	if (n > 0 && got == 4 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+	if (n > 0 && got == 4 && !(flags & (MSG_TRUNC | MSG_CTRUNC)) &&
 	    proto_decode(buf, (size_t)n, m) == 0 && m->type == PROTO_EXEC)
 		return 0;
-	for (int i = 0; i < got; i++)
+	for (size_t i = 0; i < got; i++)
 		close(fds[i]);
 	return n > 0 ? -2 : -1;
 }
@@ -288,7 +278,6 @@ __attribute__((noreturn)) static void exit_like(int st)
 void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], int report_w,
 		     int ctl)
 {
-	int keep[SHIM_NFDS] = {stdio[0], stdio[1], stdio[2], report_w, a->landlock_fd, ctl};
 	struct rlimit core = {0, 0};
 	struct proto_msg job;
 	uint32_t n_job = 1; /* which of our commands runs (AGENT_KILL_VALUE) */
@@ -296,18 +285,11 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 	sigset_t all;
 	pid_t self = getpid();
 
-	if (keep_only(keep, SHIM_NFDS) < 0)
-		_exit(AL_EXIT_SETUP);
+	adopt_fds((int[]){stdio[0], stdio[1], stdio[2], report_w}, a->landlock_fd, ctl);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	setrlimit(RLIMIT_CORE, &core);
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, NULL);
-	/* Each command closes everything above its stdio and report pipe before it runs
-	 * anything of its own (jail_exec_workload); close-on-exec besides. */
-	if (a->landlock_fd >= 0)
-		fcntl(SHIM_FD_LANDLOCK, F_SETFD, FD_CLOEXEC);
-	if (ctl >= 0)
-		fcntl(SHIM_FD_CTL, F_SETFD, FD_CLOEXEC);
 	for (;;) {
 		int st = run_command(a, m, self, n_job), fds[4];
 		/* Another command only with room to take it and nothing of this one left. */
@@ -326,14 +308,7 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 		default:
 			_exit(AL_EXIT_SETUP); /* our exit stands for that command's: a set-up failure */
 		}
-		keep[0] = fds[0], keep[1] = fds[1], keep[2] = fds[2], keep[3] = fds[3];
-		keep[4] = a->landlock_fd >= 0 ? SHIM_FD_LANDLOCK : -1;
-		keep[5] = SHIM_FD_CTL;
-		if (keep_only(keep, SHIM_NFDS) < 0)
-			_exit(AL_EXIT_SETUP);
-		if (a->landlock_fd >= 0)
-			fcntl(SHIM_FD_LANDLOCK, F_SETFD, FD_CLOEXEC);
-		fcntl(SHIM_FD_CTL, F_SETFD, FD_CLOEXEC);
+		adopt_fds(fds, a->landlock_fd >= 0 ? SHIM_FD_LANDLOCK : -1, SHIM_FD_CTL);
 		m = &job;
 		n_job++;
 	}
@@ -341,25 +316,5 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 
 int agent_shim_send(int ctl, const uint8_t *frame, size_t len, const int fds[4])
 {
-	union {
-		char b[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {.iov_base = (void *)frame, .iov_len = len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			    .msg_controllen = sizeof(u.b)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	ssize_t n;
-
-	if (len > AGENT_SHIM_JOB_MAX)
-		return -1;
-	memset(u.b, 0, sizeof(u.b));
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(4 * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, 4 * sizeof(int));
-	do
-		n = sendmsg(ctl, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-	while (n < 0 && errno == EINTR);
-	return n == (ssize_t)len ? 0 : -1;
+	return al_send_with_fds(ctl, frame, len, fds, 4, MSG_DONTWAIT) == (ssize_t)len ? 0 : -1;
 }

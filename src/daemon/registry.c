@@ -825,7 +825,7 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err)
 {
 	struct daemon *d = xzalloc(sizeof(*d));
-	char sun_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	const size_t sock_max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
 	char *db;
 	int r;
 
@@ -843,11 +843,11 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	pthread_cond_init(&d->cv, NULL);
 	/* Every sandbox's agent socket is SOCK_DIR/<id>.sock: refuse to start rather than fail
 	 * every create later (a client's request would look at fault). */
-	if (strlen(d->sock_dir) + 1 + DM_ID_LEN + strlen(".sock") > sizeof(sun_path) - 1) {
+	if (strlen(d->sock_dir) + 1 + DM_ID_LEN + strlen(".sock") > sock_max) {
 		al_error_msg(err, ENAMETOOLONG,
 			     "--state-dir '%s' is too long: the agents' sockets under it need at most "
 			     "%zu bytes of path; use a shorter directory",
-			     d->state_dir, sizeof(sun_path) - 1);
+			     d->state_dir, sock_max);
 		daemon_close(d);
 		return -1;
 	}

@@ -5,8 +5,11 @@ import os
 import shutil
 import subprocess
 import textwrap
+import time
 
 import pytest
+
+from conftest import host_pids_matching
 
 PY = "/usr/bin/python3"
 
@@ -147,31 +150,17 @@ def test_net_deny_explicit(run):
     assert r.out == "ok\n"
 
 
-def _procs_with_arg(needle):
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as f:
-                    if needle.encode() in f.read():
-                        out.append(int(d))
-            except OSError:
-                pass
-    return out
-
-
 def test_allowlisted_run_leaves_no_gateway(run):
     """Without an egress log the CLI does not wait for its gateway's exit: it
     kills it instead. The gateway must still be gone, promptly (a zombie has no
     command line, so it does not count: init reaps it)."""
-    import time
     name = f"gone-{os.getpid()}.test"
     r = run(["--no-pool", "--allow", name, "--", "/bin/true"])
     assert r.returncode == 0, r.err
     deadline = time.monotonic() + 3
-    while _procs_with_arg(name) and time.monotonic() < deadline:
+    while host_pids_matching(name) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert _procs_with_arg(name) == []
+    assert host_pids_matching(name) == []
 
 
 def test_allowlisted_run_with_a_log_waits_for_its_lines(run, tmp_path):

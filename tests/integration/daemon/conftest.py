@@ -20,6 +20,7 @@ airlock on this machine at the same time.
 
 import base64
 import http.client
+import io
 import json
 import os
 import pathlib
@@ -28,6 +29,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tarfile
 import time
 import urllib.parse
 
@@ -109,6 +111,28 @@ def sandbox_procs(sid):
     except OSError:
         return []
     return [p for p in pids if proc_state(p) not in (None, "Z", "X")]
+
+
+def children_of(pid):
+    """Host pids of pid's children, every thread's ([] once pid is gone)."""
+    kids = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+    return kids
+
+
+def tar_of(name, data):
+    """A tar archive (bytes) of one regular file, for PUT /files."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        ti = tarfile.TarInfo(name)
+        ti.size = len(data)
+        tf.addfile(ti, io.BytesIO(data))
+    return buf.getvalue()
 
 
 def wait_for(pred, timeout=10.0, interval=0.05):

@@ -1,18 +1,6 @@
 """Authentication (bearer tokens) and team isolation."""
 
-import io
-import tarfile
-
-from .conftest import TOKENS, Api
-
-
-def _tar(name, data):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        ti = tarfile.TarInfo(name)
-        ti.size = len(data)
-        tf.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
+from .conftest import TOKENS, Api, tar_of
 
 
 def test_missing_or_bad_token_is_401(daemon, anon, api, sandbox):
@@ -45,7 +33,7 @@ def test_missing_or_bad_token_is_401(daemon, anon, api, sandbox):
 
 def test_team_isolation(api, api_b, make_sandbox):
     sid = make_sandbox()
-    api.put_files(sid, _tar("secret.txt", b"team A only\n"))
+    api.put_files(sid, tar_of("secret.txt", b"team A only\n"))
     cmd = api.start_ok(sid, "/bin/sleep", "300")
     done = api.run(sid, "/bin/echo", "a-output")
     cid, done_id = cmd["id"], done.exit["id"]
@@ -74,7 +62,7 @@ def test_team_isolation(api, api_b, make_sandbox):
         ("GET", base + "/files/content?path=/workspace/secret.txt", None, None),
         ("GET", base + "/files?path=/workspace", None, None),
         ("POST", base + "/files/mkdir", {"path": "/workspace/b-dir"}, None),
-        ("PUT", base + "/files?dir=/workspace", None, _tar("b-file", b"from B")),
+        ("PUT", base + "/files?dir=/workspace", None, tar_of("b-file", b"from B")),
     ]
     for method, path, body, raw in attempts:
         r = api_b.request(method, path, body=body, raw=raw)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import agent_pid_of, wait_for
+from .conftest import agent_pid_of, children_of, wait_for
 
 
 def ppid_of(api, sandbox, **kw):
@@ -99,7 +99,7 @@ def test_a_reused_shim_does_not_grow(api, sandbox):
     clone: 200 commands with 48 KiB of environment each leave its memory as it was."""
     big = {"BIG": "x" * 49152}
     shim = kept_shim(api, sandbox)
-    (host_pid,) = _children(agent_pid_of(sandbox))
+    (host_pid,) = children_of(agent_pid_of(sandbox))
     with open(f"/proc/{host_pid}/maps") as f:
         if "libasan" in f.read():
             pytest.skip("ASan's quarantine keeps freed memory resident: RSS says nothing here")
@@ -119,21 +119,13 @@ def test_a_reused_shim_does_not_grow(api, sandbox):
     assert rss() <= before + 256, (before, rss())
 
 
-def _children(pid):
-    kids = []
-    for t in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{t}/children") as f:
-            kids += [int(x) for x in f.read().split()]
-    return kids
-
-
 def test_an_idle_shim_that_died_is_not_given_a_command(api, sandbox):
     """An idle shim killed from outside (the OOM killer may pick it) is dropped, and the
     next command gets a new one and runs normally. (Nothing inside can signal a shim:
     test_daemon_command_protections.py.)"""
     kept_shim(api, sandbox)
     agent = agent_pid_of(sandbox)
-    idle = _children(agent)
+    idle = children_of(agent)
     assert len(idle) == 1, idle  # the kept shim, nothing else
     os.kill(idle[0], signal.SIGKILL)
     out = api.sh(sandbox, "echo fine; exit 4", http_timeout=20)
@@ -147,7 +139,7 @@ def test_an_idle_shim_is_let_go_after_ten_seconds(api, sandbox):
     kept_shim(api, sandbox)
     agent = agent_pid_of(sandbox)
     time.sleep(0.5)
-    assert len(_children(agent)) == 1
-    assert wait_for(lambda: not _children(agent), timeout=15), _children(agent)
+    assert len(children_of(agent)) == 1
+    assert wait_for(lambda: not children_of(agent), timeout=15), children_of(agent)
     out = api.sh(sandbox, "echo after")
     assert out.exit["exit_code"] == 0 and out.out == "after\n", out

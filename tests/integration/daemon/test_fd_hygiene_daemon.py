@@ -9,27 +9,16 @@ failed with EBADF. A second close of a number is a bug whether or not
 something reused the number in between; strace sees both alike.
 """
 
-import io
 import os
 import pathlib
 import shutil
 import signal
 import subprocess
-import tarfile
 import tempfile
 
 import pytest
 
-from .conftest import Api, Daemon, TOKENS, free_port, private_bindir
-
-
-def _tar(name, data):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        ti = tarfile.TarInfo(name)
-        ti.size = len(data)
-        tf.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
+from .conftest import Api, Daemon, TOKENS, children_of, free_port, private_bindir, tar_of
 
 
 @pytest.fixture
@@ -61,25 +50,16 @@ def traced():
                         cli.stop(s["id"])
             except (OSError, AssertionError):
                 pass
-            for pid in traced_daemons(d.pid):
+            for pid in children_of(d.pid):  # airlockd, strace's child
                 os.kill(pid, signal.SIGTERM)
             try:
                 d.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                for pid in traced_daemons(d.pid):
+                for pid in children_of(d.pid):  # airlockd, strace's child
                     os.kill(pid, signal.SIGKILL)
                 d.proc.kill()
                 d.proc.wait()
         shutil.rmtree(tmp_path, ignore_errors=True)
-
-
-def traced_daemons(strace_pid):
-    """airlockd, strace's child (none once it has exited)."""
-    try:
-        with open(f"/proc/{strace_pid}/task/{strace_pid}/children") as f:
-            return [int(p) for p in f.read().split()]
-    except OSError:
-        return []
 
 
 def test_daemon_closes_no_descriptor_twice(traced):
@@ -96,12 +76,12 @@ def test_daemon_closes_no_descriptor_twice(traced):
     assert api.kill(sid, c["id"]).status in (200, 202, 204)
     api.wait_ok(sid, c["id"])
     assert api.run(sid, "/bin/sleep", "30", timeout=300).exit["exit_code"] != 0
-    assert api.put_files(sid, _tar("f.txt", b"data\n"), dir="/workspace").status in (200, 201, 204)
+    assert api.put_files(sid, tar_of("f.txt", b"data\n"), dir="/workspace").status in (200, 201, 204)
     r = api.read_file(sid, "/workspace/f.txt")
     assert r.status == 200 and r.data == b"data\n", r
     assert api.stop(sid).status == 200
     # SIGTERM to airlockd itself (strace's child), then strace ends with it.
-    (airlockd,) = traced_daemons(d.pid)
+    (airlockd,) = children_of(d.pid)  # airlockd, strace's child
     os.kill(airlockd, signal.SIGTERM)
     assert d.proc.wait(timeout=60) == 0
     text = log.read_text()

@@ -50,6 +50,7 @@ Api, Resp, Output, read_ndjson = _dh.Api, _dh.Resp, _dh.Output, _dh.read_ndjson
 agent_pids, agent_pid_of, sandbox_procs = _dh.agent_pids, _dh.agent_pid_of, _dh.sandbox_procs
 cgroup_exists, cgroup_dir, wait_for, free_port = (_dh.cgroup_exists, _dh.cgroup_dir,
                                                   _dh.wait_for, _dh.free_port)
+tar_of = _dh.tar_of
 proc_state = _dh.proc_state
 
 SESSION_HEX = secrets.token_hex(6)

@@ -2,28 +2,17 @@
 requests, connection floods, hostile JSON. The daemon answers 4xx (or closes
 the connection), keeps serving, and loses nothing."""
 
-import io
 import json
 import os
 import resource
 import socket
-import tarfile
 import threading
 import time
 import urllib.parse
 
 import pytest
 
-from .conftest import TOKENS, Api, http_status, raw_http
-
-
-def _tar(name, data=b"x"):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tf:
-        ti = tarfile.TarInfo(name)
-        ti.size = len(data)
-        tf.addfile(ti, io.BytesIO(data))
-    return buf.getvalue()
+from .conftest import TOKENS, Api, http_status, raw_http, tar_of
 
 
 def healthy(api):
@@ -59,7 +48,7 @@ def test_token_variants_and_vercel_routes_need_auth(api, anon, sec_daemon, sandb
 
 def test_team_b_via_vercel_routes_and_egress(api, api_b, make_sandbox):
     sid = make_sandbox()
-    api.put_files(sid, _tar("secret.txt", b"team A secret\n"))
+    api.put_files(sid, tar_of("secret.txt", b"team A secret\n"))
     cid = api.start_ok(sid, "/bin/sleep", "300")["id"]
     ses = f"/v2/sandboxes/sessions/{sid}"
     attempts = [("GET", ses, None), ("POST", ses + "/cmd", {"command": "touch", "args": ["/workspace/b"]}),
@@ -77,7 +66,7 @@ def test_team_b_via_vercel_routes_and_egress(api, api_b, make_sandbox):
         r = api_b.request(method, path, body=body)
         assert r.status in (400, 404), (method, path, r)
         assert b"team A secret" not in r.data
-    r = api_b.request("POST", ses + "/fs/write", raw=_tar("b.txt"),
+    r = api_b.request("POST", ses + "/fs/write", raw=tar_of("b.txt", b"x"),
                       headers={"Content-Type": "application/gzip"})
     assert r.status in (400, 404), r
     s = api.sandbox(sid)
@@ -117,7 +106,7 @@ def test_path_traversal_in_every_path_parameter(api, api_b, sandbox, host_marker
                 responses.append((p, api.request("GET", p)))
             responses.append(("mkdir " + qe, api.mkdir(sandbox, qe + ".d", parents=True)))
             responses.append(("dir " + q, api.request(
-                "PUT", f"/v1/sandboxes/{sandbox}/files?dir={q}.up", raw=_tar("f"),
+                "PUT", f"/v1/sandboxes/{sandbox}/files?dir={q}.up", raw=tar_of("f", b"x"),
                 headers={"Content-Type": "application/x-tar"})))
             responses.append(("vc read " + qe, api.request(
                 "POST", f"/v2/sandboxes/sessions/{sandbox}/fs/read", body={"path": qe})))
