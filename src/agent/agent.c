@@ -49,6 +49,15 @@ static void drop_conn(struct agent *a)
 	a->rlen = 0;
 }
 
+/* A frame buffer grown past this (a large replay chunk) is given back after its frame. */
+#define AGENT_OUT_KEEP (64u * 1024)
+
+struct proto_buf *agent_frame(struct agent *a, enum proto_type type, uint32_t id)
+{
+	proto_begin(&a->out, type, id);
+	return &a->out;
+}
+
 void agent_send(struct agent *a, struct proto_buf *b)
 {
 	size_t off = 0;
@@ -65,45 +74,43 @@ void agent_send(struct agent *a, struct proto_buf *b)
 			off += (size_t)n;
 		}
 	}
-	proto_buf_free(b);
+	if (b->cap > AGENT_OUT_KEEP)
+		proto_buf_free(b);
 }
 
 void agent_send_error(struct agent *a, uint32_t id, int err, const char *msg)
 {
-	struct proto_buf b = {0};
+	struct proto_buf *b = agent_frame(a, PROTO_ERROR, id);
 
-	proto_begin(&b, PROTO_ERROR, id);
-	proto_put_i32(&b, PT_ERRNO, err);
-	proto_put_str(&b, PT_MESSAGE, msg, strlen(msg));
-	agent_send(a, &b);
+	proto_put_i32(b, PT_ERRNO, err);
+	proto_put_str(b, PT_MESSAGE, msg, strlen(msg));
+	agent_send(a, b);
 }
 
 static void send_hello(struct agent *a)
 {
-	struct proto_buf b = {0};
+	struct proto_buf *b = agent_frame(a, PROTO_HELLO, 0);
 
-	proto_begin(&b, PROTO_HELLO, 0);
-	proto_put_u32(&b, PT_VERSION, PROTO_VERSION);
+	proto_put_u32(b, PT_VERSION, PROTO_VERSION);
 	for (size_t i = 0; i < a->n_cmds; i++) {
 		const struct agent_cmd *c = a->cmds[i];
-		size_t mark = proto_nest_begin(&b, PT_COMMAND);
+		size_t mark = proto_nest_begin(b, PT_COMMAND);
 
-		proto_put_str(&b, PT_CMD_ID, c->id, strlen(c->id));
-		proto_put_u32(&b, PT_PID, (uint32_t)c->pid);
+		proto_put_str(b, PT_CMD_ID, c->id, strlen(c->id));
+		proto_put_u32(b, PT_PID, (uint32_t)c->pid);
 		if (c->finished)
-			proto_put_i32(&b, PT_STATUS, c->status);
-		proto_put_u64(&b, PT_OUT_BYTES, c->buf[0].total);
-		proto_put_u64(&b, PT_ERR_BYTES, c->buf[1].total);
-		proto_put_u64(&b, PT_TIME_MS, c->start_ms);
-		proto_nest_end(&b, mark);
+			proto_put_i32(b, PT_STATUS, c->status);
+		proto_put_u64(b, PT_OUT_BYTES, c->buf[0].total);
+		proto_put_u64(b, PT_ERR_BYTES, c->buf[1].total);
+		proto_put_u64(b, PT_TIME_MS, c->start_ms);
+		proto_nest_end(b, mark);
 	}
-	agent_send(a, &b);
+	agent_send(a, b);
 }
 
 static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 {
 	struct proto_msg m;
-	struct proto_buf b = {0};
 	struct agent_cmd *c = NULL;
 	int r = proto_decode(frame, len, &m);
 
@@ -119,8 +126,7 @@ static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 		agent_cmd_exec(a, &m, frame, len);
 		return;
 	case PROTO_PING:
-		proto_begin(&b, PROTO_PONG, m.id);
-		agent_send(a, &b);
+		agent_send(a, agent_frame(a, PROTO_PONG, m.id));
 		return;
 	default:
 		break;
@@ -155,8 +161,7 @@ static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 		agent_send_error(a, m.id, EPROTO, "unexpected message type");
 		return;
 	}
-	proto_begin(&b, PROTO_OK, m.id);
-	agent_send(a, &b);
+	agent_send(a, agent_frame(a, PROTO_OK, m.id));
 }
 
 static void read_conn(struct agent *a)

@@ -56,6 +56,7 @@ struct agent_cmd {
 	char *in_buf;     /* stdin bytes accepted from the daemon, not yet in the pipe */
 	size_t in_len, in_off;
 	bool in_close;    /* close stdin once in_buf is drained */
+	bool in_watched;  /* stdin's pipe is in the epoll set (waiting for room) */
 	struct obuf buf[2];
 	uint64_t start_ms, end_ms;
 	bool exited;      /* the process has been reaped */
@@ -84,6 +85,16 @@ struct agent {
 	size_t n_idle;
 	uint8_t *rbuf;    /* inbound bytes from the daemon */
 	size_t rlen, rcap;
+	/* Every frame to the daemon is built here (agent_frame): one allocation kept, where
+	 * musl's malloc mapped and unmapped a page around each frame (a page fault and two
+	 * system calls, twice a command). */
+	struct proto_buf out;
+	/* A command's four pipes (stdin, stdout, stderr, report: read end, write end each),
+	 * made after a command has ended, while nothing waits on the agent, for the next
+	 * command to take instead of making them while it starts (~25 us). The agent's ends
+	 * are already non-blocking; all are close-on-exec. */
+	int spare[8];
+	bool have_spare;
 };
 
 /* cmd.c */
@@ -118,7 +129,9 @@ int agent_shims_expire(struct agent *a); /* ms until the next expiry, -1: none *
 
 /* agent.c */
 uint64_t agent_now_ms(void);
-/* Sends a frame to the daemon; on failure drops the connection. */
+/* Starts the next frame to the daemon, in a->out. */
+struct proto_buf *agent_frame(struct agent *a, enum proto_type type, uint32_t id);
+/* Sends the frame (a->out); on failure drops the connection. */
 void agent_send(struct agent *a, struct proto_buf *b);
 void agent_send_error(struct agent *a, uint32_t id, int err, const char *msg);
 

@@ -138,12 +138,48 @@ static pid_t shim_reuse(struct agent *a, const uint8_t *frame, size_t len, const
 	return -1;
 }
 
+/* The four pipes of a command (in, out, err, report pairs; the agent's ends non-blocking). */
+static int make_pipes(int p[8])
+{
+	for (int i = 0; i < 4; i++) {
+		if (pipe2(&p[2 * i], O_CLOEXEC) < 0) {
+			int e = errno;
+
+			for (int j = 0; j < 2 * i; j++)
+				close(p[j]);
+			return -e;
+		}
+	}
+	/* stdin's write end, the read ends of stdout, stderr and the report */
+	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	fcntl(p[2], F_SETFL, O_NONBLOCK);
+	fcntl(p[4], F_SETFL, O_NONBLOCK);
+	fcntl(p[6], F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+/* Spare pipes for the next command, once a command has ended (see struct agent). */
+static void make_spare(struct agent *a)
+{
+	if (!a->have_spare)
+		a->have_spare = make_pipes(a->spare) == 0;
+}
+
+static int take_pipes(struct agent *a, int p[8])
+{
+	if (!a->have_spare)
+		return make_pipes(p);
+	memcpy(p, a->spare, sizeof(a->spare));
+	a->have_spare = false;
+	return 0;
+}
+
 int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *frame, size_t len)
 {
-	int in[2] = {-1, -1}, out[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1};
-	struct proto_buf b = {0};
+	/* in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1] */
+	int p[8], ctl = -1, r;
+	struct proto_buf *b;
 	struct agent_cmd *c;
-	int ctl = -1;
 	uint32_t job = 1;
 	pid_t pid;
 
@@ -159,16 +195,12 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 		agent_send_error(a, m->id, EAGAIN, "too many running commands");
 		return -1;
 	}
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    pipe2(rep, O_CLOEXEC) < 0) {
-		int e = errno;
-		int *all[] = {in, out, errp, rep};
-		for (int i = 0; i < 4; i++)
-			al_closep(&all[i][0]), al_closep(&all[i][1]);
-		agent_send_error(a, m->id, e, "pipe2");
+	r = take_pipes(a, p);
+	if (r < 0) {
+		agent_send_error(a, m->id, -r, "pipe2");
 		return -1;
 	}
-	pid = shim_reuse(a, frame, len, (int[]){in[0], out[1], errp[1], rep[1]}, &ctl, &job);
+	pid = shim_reuse(a, frame, len, (int[]){p[0], p[3], p[5], p[7]}, &ctl, &job);
 	if (pid < 0) {
 		/* A new shim, with a control socket for the commands after this one. Not for a
 		 * sandbox's first command (none in the table yet): many sandboxes run one and
@@ -180,9 +212,9 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 			sv[0] = sv[1] = -1;
 		pid = fork();
 		if (pid == 0) {
-			int stdio[3] = {in[0], out[1], errp[1]};
+			int stdio[3] = {p[0], p[3], p[5]};
 
-			agent_shim_main(a, m, stdio, rep[1], sv[1]);
+			agent_shim_main(a, m, stdio, p[7], sv[1]);
 		}
 		if (sv[1] >= 0)
 			close(sv[1]);
@@ -190,13 +222,13 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 		if (pid < 0)
 			al_closep(&ctl);
 	}
-	close(in[0]);
-	close(out[1]);
-	close(errp[1]);
-	close(rep[1]);
+	close(p[0]);
+	close(p[3]);
+	close(p[5]);
+	close(p[7]);
 	if (pid < 0) {
 		int e = errno;
-		close(in[1]), close(out[0]), close(errp[0]), close(rep[0]);
+		close(p[1]), close(p[2]), close(p[4]), close(p[6]);
 		agent_send_error(a, m->id, e, "fork");
 		return -1;
 	}
@@ -207,22 +239,18 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	c->pid = pid;
 	c->shim_ctl = ctl;
 	c->shim_job = job;
-	c->fd[0] = in[1];
-	c->fd[1] = out[0];
-	c->fd[2] = errp[0];
-	c->report_fd = rep[0];
+	c->fd[0] = p[1];
+	c->fd[1] = p[2];
+	c->fd[2] = p[4];
+	c->report_fd = p[6];
 	c->start_ms = agent_now_ms();
-	fcntl(c->fd[0], F_SETFL, O_NONBLOCK);
-	fcntl(c->fd[1], F_SETFL, O_NONBLOCK);
-	fcntl(c->fd[2], F_SETFL, O_NONBLOCK);
-	fcntl(c->report_fd, F_SETFL, O_NONBLOCK);
 	a->cmds[a->n_cmds++] = c;
 	watch_output(a, c);
 	if (m->data_len || m->stdin_eof) /* the first stdin bytes came with the EXEC */
 		agent_cmd_stdin(a, c, m->data, m->data_len, m->stdin_eof);
-	proto_begin(&b, PROTO_OK, m->id);
-	proto_put_u32(&b, PT_PID, (uint32_t)pid);
-	agent_send(a, &b);
+	b = agent_frame(a, PROTO_OK, m->id);
+	proto_put_u32(b, PT_PID, (uint32_t)pid);
+	agent_send(a, b);
 	return 0;
 }
 
@@ -246,10 +274,17 @@ static void obuf_append(struct obuf *o, const char *p, size_t n)
 	o->total += n;
 }
 
+static void stdin_unwatch(struct agent *a, struct agent_cmd *c)
+{
+	if (c->in_watched)
+		epoll_ctl(a->ep, EPOLL_CTL_DEL, c->fd[0], NULL);
+	c->in_watched = false;
+}
+
 static void stdin_close(struct agent *a, struct agent_cmd *c)
 {
 	if (c->fd[0] >= 0) {
-		epoll_ctl(a->ep, EPOLL_CTL_DEL, c->fd[0], NULL);
+		stdin_unwatch(a, c);
 		al_closep(&c->fd[0]);
 	}
 	c->in_len = c->in_off = 0;
@@ -272,15 +307,15 @@ void agent_cmd_stdin_ready(struct agent *a, struct agent_cmd *c)
 			struct epoll_event ev = {.events = EPOLLOUT, .data.ptr = &c->w_in};
 
 			c->w_in = (struct watch){.kind = W_IN, .cmd = c};
-			if (epoll_ctl(a->ep, EPOLL_CTL_MOD, c->fd[0], &ev) < 0)
-				epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd[0], &ev);
+			if (!c->in_watched)
+				c->in_watched = epoll_ctl(a->ep, EPOLL_CTL_ADD, c->fd[0], &ev) == 0;
 			return;
 		}
 		stdin_close(a, c); /* EPIPE: the command closed its stdin; drop the rest */
 		return;
 	}
 	if (c->fd[0] >= 0)
-		epoll_ctl(a->ep, EPOLL_CTL_DEL, c->fd[0], NULL);
+		stdin_unwatch(a, c);
 	c->in_len = c->in_off = 0;
 	if (c->in_close)
 		stdin_close(a, c);
@@ -313,30 +348,28 @@ int agent_cmd_stdin(struct agent *a, struct agent_cmd *c, const void *data, size
 void agent_send_output(struct agent *a, const struct agent_cmd *c, int stream, uint64_t off,
 		       const char *data, size_t len)
 {
-	struct proto_buf b = {0};
+	struct proto_buf *b = agent_frame(a, PROTO_OUTPUT, 0);
 	uint8_t s = (uint8_t)stream;
 
-	proto_begin(&b, PROTO_OUTPUT, 0);
-	proto_put_str(&b, PT_CMD_ID, c->id, strlen(c->id));
-	proto_put_u8(&b, PT_STREAM, s);
-	proto_put_u64(&b, PT_OFFSET, off);
-	proto_put_bytes(&b, PT_DATA, data, len);
-	agent_send(a, &b);
+	proto_put_str(b, PT_CMD_ID, c->id, strlen(c->id));
+	proto_put_u8(b, PT_STREAM, s);
+	proto_put_u64(b, PT_OFFSET, off);
+	proto_put_bytes(b, PT_DATA, data, len);
+	agent_send(a, b);
 }
 
 void agent_send_exit(struct agent *a, const struct agent_cmd *c)
 {
-	struct proto_buf b = {0};
+	struct proto_buf *b = agent_frame(a, PROTO_EXIT, 0);
 
-	proto_begin(&b, PROTO_EXIT, 0);
-	proto_put_str(&b, PT_CMD_ID, c->id, strlen(c->id));
-	proto_put_i32(&b, PT_STATUS, c->status);
+	proto_put_str(b, PT_CMD_ID, c->id, strlen(c->id));
+	proto_put_i32(b, PT_STATUS, c->status);
 	if (c->exec_err) {
-		proto_put_i32(&b, PT_ERRNO, c->exec_err);
-		proto_put_str(&b, PT_MESSAGE, c->exec_msg, strlen(c->exec_msg));
+		proto_put_i32(b, PT_ERRNO, c->exec_err);
+		proto_put_str(b, PT_MESSAGE, c->exec_msg, strlen(c->exec_msg));
 	}
-	proto_put_u64(&b, PT_TIME_MS, c->end_ms);
-	agent_send(a, &b);
+	proto_put_u64(b, PT_TIME_MS, c->end_ms);
+	agent_send(a, b);
 }
 
 /* EXIT goes out once the process is reaped and both output pipes are drained. */
@@ -348,6 +381,7 @@ static void maybe_finish(struct agent *a, struct agent_cmd *c)
 	c->end_ms = agent_now_ms();
 	stdin_close(a, c);
 	agent_send_exit(a, c);
+	make_spare(a);
 }
 
 void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream)

@@ -189,6 +189,20 @@ enum api_stream_style {
  */
 void api_stream_logs(struct api_req *r, enum api_stream_style style, const char *sbx,
 		     const char *cmd, struct dm_logs *logs, json_t *start);
+/*
+ * A short command's answer in one piece: when a stream ends within API_HOLD_MS of its
+ * request, having produced at most API_HOLD_MAX bytes, its lines go out as one response
+ * with a Content-Length -- one write and one wake-up of the client, instead of a chunk per
+ * line and the chunked terminator after them. Otherwise the stream starts with what was
+ * gathered, at most API_HOLD_MS late. api_hold() runs step(ctx, timeout_ms) (which
+ * produces output or returns after timeout_ms) until ended(ctx, &pending_bytes); true if
+ * the stream ended. api_reply_ndjson_out() sends out[off..len) (and takes out: malloc'd).
+ */
+#define API_HOLD_MS 10
+#define API_HOLD_MAX (64u * 1024)
+bool api_hold(struct api *a, void *ctx, int (*step)(void *, uint64_t),
+	      bool (*ended)(void *, size_t *));
+void api_reply_ndjson_out(struct api_req *r, char *out, size_t off, size_t len);
 /* True if the peer has closed the connection (checked without blocking). */
 bool api_conn_gone(struct MHD_Connection *conn);
 

@@ -4,12 +4,13 @@
  * get (with ?wait=true a long poll), logs (NDJSON), kill.
  *
  * The waiting stream (application/x-ndjson, exactly):
- *   {"command":{... "exitCode":null}}               the start line, flushed at once
+ *   {"command":{... "exitCode":null}}               the start line
  *   {"stream":"stdout"|"stderr","data":"..."}       per chunk of output
  *   {"command":{... "exitCode":N}}                  the finished line, then the end
  *   {"stream":"error","data":{"code","message"}}    instead of it, on failure
  * The logs stream has only the output lines (and error lines): all the output
- * from the start, then live, closed when the command ends.
+ * from the start, then live, closed when the command ends. Either is sent in one
+ * piece when it ends soon (api_hold, API_HOLD_MS), else as it comes.
  *
  * Every line is ASCII-only JSON (non-ASCII as \uXXXX): the SDK decodes each
  * network chunk on its own, so a raw multi-byte character split across two
@@ -174,22 +175,37 @@ static void vc_finish(struct vc_stream *s)
 	json_decref(view);
 }
 
-/* Produces more output; false to cut the response off (client gone, server stopping). */
-static bool vc_fill(struct vc_stream *s)
+/* One step: the start line, an output chunk or the end; -ETIMEDOUT if nothing came. */
+static int vc_step(void *ctx, uint64_t timeout_ms)
 {
+	struct vc_stream *s = ctx;
 	int stream = 0, r;
 	size_t len = 0;
 
 	if (s->start) {
 		vc_emit(s, json_pack("{s:o}", "command", s->start));
 		s->start = NULL;
-		return true;
+		return 0;
 	}
+	r = dm_logs_next(s->logs, s->buf, sizeof(s->buf) - 4, &stream, &len, timeout_ms);
+	if (r == -ETIMEDOUT)
+		return r;
+	if (r == 1)
+		vc_chunk(s, stream, len);
+	else if (r == 0)
+		vc_finish(s);
+	else
+		vc_emit_error(s, "internal", "reading the command's output failed");
+	return 0;
+}
+
+/* Produces more output; false to cut the response off (client gone, server stopping). */
+static bool vc_fill(struct vc_stream *s)
+{
 	for (;;) {
 		if (api_stopping(s->api))
 			return false;
-		r = dm_logs_next(s->logs, s->buf, sizeof(s->buf) - 4, &stream, &len, VC_POLL_MS);
-		if (r != -ETIMEDOUT)
+		if (vc_step(s, VC_POLL_MS) == 0)
 			break;
 		if (api_conn_gone(s->conn))
 			return false;
@@ -200,13 +216,15 @@ static bool vc_fill(struct vc_stream *s)
 		}
 	}
 	s->polls = 0;
-	if (r == 1)
-		vc_chunk(s, stream, len);
-	else if (r == 0)
-		vc_finish(s);
-	else
-		vc_emit_error(s, "internal", "reading the command's output failed");
 	return true;
+}
+
+static bool vc_ended(void *ctx, size_t *pending)
+{
+	struct vc_stream *s = ctx;
+
+	*pending = s->out_len - s->out_off;
+	return s->done;
 }
 
 static ssize_t vc_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -257,6 +275,12 @@ static void vc_stream(struct api_req *r, const char *sbx, const char *cmd, struc
 	s->team = xstrdup(r->team);
 	s->sbx = xstrdup(sbx);
 	s->cmd = xstrdup(cmd);
+	if (api_hold(r->api, s, vc_step, vc_ended)) {
+		api_reply_ndjson_out(r, s->out, s->out_off, s->out_len);
+		s->out = NULL;
+		vc_stream_free(s);
+		return;
+	}
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, VC_STREAM_BLOCK, vc_stream_read,
 						 s, vc_stream_free);
 	if (!resp)

@@ -15,7 +15,8 @@
  * of the same stream.
  *
  * The callback blocks in dm_logs_next for at most 500 ms at a time and checks
- * in between whether the client went away or the server is stopping.
+ * in between whether the client went away or the server is stopping. A stream
+ * that ends within API_HOLD_MS is sent in one piece instead (api_hold).
  */
 #include "api/api_internal.h"
 #include "common/cleanup.h"
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #define API_STREAM_POLL_MS 500
 #define API_STREAM_BLOCK (16 * 1024)
@@ -189,29 +191,21 @@ static void api_stream_finish(struct api_stream *s)
 	s->done = true;
 }
 
-/* Produces more pending output; false when the response must be cut off. */
-static bool api_stream_fill(struct api_stream *s)
+/* One step: the start line, an output chunk or the end; -ETIMEDOUT if nothing came. */
+static int api_stream_step(void *ctx, uint64_t timeout_ms)
 {
+	struct api_stream *s = ctx;
 	int stream = 0, r;
 	size_t len = 0;
 
 	if (s->start) {
 		api_stream_emit(s, json_pack("{s:s,s:o}", "type", "start", "command", s->start));
 		s->start = NULL;
-		return true;
+		return 0;
 	}
-	for (;;) {
-		if (api_stopping(s->api))
-			return false;
-		r = dm_logs_next(s->logs, s->buf, sizeof(s->buf) - 4, &stream, &len,
-				 API_STREAM_POLL_MS);
-		if (r == -ETIMEDOUT) {
-			if (api_conn_gone(s->conn))
-				return false;
-			continue;
-		}
-		break;
-	}
+	r = dm_logs_next(s->logs, s->buf, sizeof(s->buf) - 4, &stream, &len, timeout_ms);
+	if (r == -ETIMEDOUT)
+		return r;
 	if (r == 1) {
 		api_stream_chunk(s, stream, len);
 	} else if (r == 0) {
@@ -221,7 +215,55 @@ static bool api_stream_fill(struct api_stream *s)
 
 		api_stream_error(s, &e);
 	}
+	return 0;
+}
+
+/* Produces more pending output; false when the response must be cut off. */
+static bool api_stream_fill(struct api_stream *s)
+{
+	for (;;) {
+		if (api_stopping(s->api))
+			return false;
+		if (api_stream_step(s, API_STREAM_POLL_MS) == 0)
+			return true;
+		if (api_conn_gone(s->conn))
+			return false;
+	}
+}
+
+static bool api_stream_ended(void *ctx, size_t *pending)
+{
+	struct api_stream *s = ctx;
+
+	*pending = s->out_len - s->out_off;
+	return s->done;
+}
+
+bool api_hold(struct api *a, void *ctx, int (*step)(void *, uint64_t),
+	      bool (*ended)(void *, size_t *))
+{
+	struct timespec t0, t;
+	size_t pending;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (!ended(ctx, &pending)) {
+		uint64_t spent;
+
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		spent = (uint64_t)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		if (pending > API_HOLD_MAX || spent >= API_HOLD_MS || api_stopping(a))
+			return false;
+		step(ctx, API_HOLD_MS - spent);
+	}
 	return true;
+}
+
+void api_reply_ndjson_out(struct api_req *r, char *out, size_t off, size_t len)
+{
+	if (!out)
+		out = xzalloc(1);
+	memmove(out, out + off, len - off);
+	api_reply_raw(r, 200, "application/x-ndjson", out, len - off);
 }
 
 static ssize_t api_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -270,6 +312,12 @@ void api_stream_logs(struct api_req *r, enum api_stream_style style, const char 
 	s->sbx = xstrdup(sbx);
 	s->cmd = xstrdup(cmd);
 	s->start = style == API_STREAM_NATIVE_RUN ? start : (json_decref(start), NULL);
+	if (api_hold(r->api, s, api_stream_step, api_stream_ended)) {
+		api_reply_ndjson_out(r, s->out, s->out_off, s->out_len);
+		s->out = NULL;
+		api_stream_free(s);
+		return;
+	}
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, API_STREAM_BLOCK,
 						 api_stream_read, s, api_stream_free);
 	if (!resp)

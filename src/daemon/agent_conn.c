@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,8 +320,18 @@ static void *reader_main(void *arg)
 			cap *= 2; /* a frame is at most PROTO_MAX_FRAME: this always makes room */
 			buf = xrealloc(buf, cap);
 		}
-		n = recv(s->agent_fd, buf + len, cap - len, 0);
+		/* Sleep in poll(POLLIN), not in recv: a thread blocked in a stream socket's recv
+		 * is also woken each time the agent reads what airlockd sent (the socket's
+		 * write space), and such a wasted wake-up landed on the CPU that was starting
+		 * the command. poll's wait is filtered by event. */
+		n = recv(s->agent_fd, buf + len, cap - len, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pfd = {.fd = s->agent_fd, .events = POLLIN};
 
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				break;
+			continue;
+		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
