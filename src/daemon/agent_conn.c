@@ -166,6 +166,26 @@ static struct dm_cmd *msg_cmd(struct dm_sbx *s, const struct proto_msg *m)
 	return dm_find_cmd(s, id);
 }
 
+/*
+ * Wake the sandbox's waiters if a frame changed something since they were last woken (d->mu
+ * held). The reader does this after it has let go of d->mu where it can: a waiter woken
+ * while the lock is held only wakes to sleep again on the lock (a second switch each way,
+ * twice a command); before it lets the lock go in the middle of a batch, it does it here.
+ */
+static bool take_wake(struct dm_sbx *s)
+{
+	bool wake = s->gen != s->woken_gen;
+
+	s->woken_gen = s->gen;
+	return wake;
+}
+
+static void wake_now(struct dm_sbx *s)
+{
+	if (take_wake(s))
+		pthread_cond_broadcast(&s->cv);
+}
+
 /* After (re)connecting: ask for whatever the store is missing of unfinished commands. */
 static void replay_missing(struct daemon *d, struct dm_sbx *s)
 {
@@ -179,6 +199,7 @@ static void replay_missing(struct daemon *d, struct dm_sbx *s)
 		strcpy(id, c->id);
 		off[0] = c->stored[0];
 		off[1] = c->stored[1];
+		wake_now(s);
 		pthread_mutex_unlock(&d->mu);
 		for (int st = 1; st <= 2; st++) {
 			struct proto_buf b = {0};
@@ -248,6 +269,7 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 		len = (size_t)(DM_OUTPUT_MAX - m->offset);
 		c->truncated = true;
 	}
+	wake_now(s);
 	pthread_mutex_unlock(&d->mu);
 	t0 = mono_ns();
 	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, NULL);
@@ -294,8 +316,7 @@ static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m
 	default:
 		break;
 	}
-	s->gen++;
-	pthread_cond_broadcast(&s->cv); /* only this sandbox's waiters wake */
+	s->gen++; /* its waiters are woken by the reader (wake_now, take_wake) */
 }
 
 static void *reader_main(void *arg)
@@ -337,6 +358,8 @@ static void *reader_main(void *arg)
 		if (n <= 0)
 			break;
 		len += (size_t)n;
+		bool wake;
+
 		pthread_mutex_lock(&d->mu);
 		for (;;) {
 			long need = proto_frame_size(buf + off, len - off);
@@ -351,7 +374,10 @@ static void *reader_main(void *arg)
 			handle(d, s, &m, &fb);
 			off += (size_t)need;
 		}
+		wake = take_wake(s);
 		pthread_mutex_unlock(&d->mu);
+		if (wake)
+			pthread_cond_broadcast(&s->cv); /* only this sandbox's waiters wake */
 		finish_flush(d, &fb);
 		memmove(buf, buf + off, len - off);
 		len -= off;

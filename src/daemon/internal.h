@@ -102,6 +102,7 @@ struct dm_sbx {
 	size_t n_cmds;
 	pthread_cond_t cv;       /* this sandbox's events (under d->mu): replies, output, exits */
 	uint64_t gen;            /* bumped with every broadcast of cv: waiters skip lost wakeups */
+	uint64_t woken_gen;      /* gen when the reader last woke cv's waiters (d->mu held) */
 	bool warm;               /* taken from the warm pool (started before its create) */
 };
 
