@@ -125,11 +125,16 @@ struct daemon {
 	uint64_t pool_taken, pool_missed; /* creates served warm / cold while a pool is kept */
 	int spawner_fd;           /* its end of the channel, -1 when it must be forked again */
 	pid_t spawner_pid;
+	int lock_fd;              /* holds the state directory's flock (statelock.c), or -1 */
 };
 
 /* registry.c */
 int64_t dm_now_ms(void);
 void dm_new_id(const char *prefix, char out[DM_ID_LEN + 1]);
+
+/* statelock.c: one daemon per state directory; EBUSY (naming the other's pid) if taken */
+int dm_state_lock(struct daemon *d, struct al_error **err);
+void dm_state_unlock(struct daemon *d);
 /* With d->mu held: the team's sandbox, or NULL (sets err ENOENT). */
 struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
 			   struct al_error **err);

@@ -830,6 +830,7 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	int r;
 
 	d->spawner_fd = -1;
+	d->lock_fd = -1;
 
 	d->opts = *o;
 	d->state_dir = xstrdup(o->state_dir);
@@ -854,6 +855,10 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	if ((mkdir(d->state_dir, 0700) < 0 && errno != EEXIST) ||
 	    (mkdir(d->sock_dir, 0700) < 0 && errno != EEXIST)) {
 		al_error_set(err, errno, "mkdir '%s'", d->sock_dir);
+		daemon_close(d);
+		return -1;
+	}
+	if (dm_state_lock(d, err) < 0) {
 		daemon_close(d);
 		return -1;
 	}
@@ -922,6 +927,7 @@ void daemon_close(struct daemon *d)
 	/* Sandboxes keep running; their readers are detached threads that die with us. */
 	if (d->store)
 		store_close(d->store);
+	dm_state_unlock(d);
 	free(d->sock_dir);
 	free(d->state_dir);
 	free(d->agent_path);

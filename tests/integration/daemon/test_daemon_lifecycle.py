@@ -3,7 +3,7 @@
 import json
 import time
 
-from .conftest import agent_pid_of, cgroup_exists, sandbox_procs, wait_for
+from .conftest import agent_pid_of, cgroup_exists, free_port, sandbox_procs, wait_for
 
 
 def test_create_get_list_stop(api, daemon):
@@ -268,3 +268,23 @@ def test_state_dir_too_long_for_agent_sockets_is_refused_at_start(daemon, tmp_pa
     assert "--state-dir" in r.stderr and "too long" in r.stderr, r.stderr
     assert not (deep / "state" / "sockets").exists()
     assert not (deep / "state" / "airlock.db").exists()
+
+
+def test_a_second_daemon_on_the_same_state_dir_is_refused(daemon, api, sandbox):
+    """Two daemons on one state dir would both manage the same sandboxes (each agent keeps
+    only the newest connection, both watchdogs act on the same expiries). The second one
+    is refused at start, naming the first one's pid; the first keeps its sandboxes."""
+    import subprocess
+    assert api.sh(sandbox, "echo before").out == "before\n"
+    r = subprocess.run([daemon.binary, "serve", "--state-dir", str(daemon.state_dir),
+                        "--listen", f"127.0.0.1:{free_port()}", "--tokens",
+                        str(daemon.tokens)],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0, r
+    assert "in use by another airlockd" in r.stderr, r.stderr
+    assert f"(pid {daemon.pid})" in r.stderr, r.stderr
+    # the first daemon still owns its sandbox: the agent's connection was not taken
+    assert daemon.alive()
+    assert api.sh(sandbox, "echo after").out == "after\n"
+    with open(daemon.state_dir / "airlockd.lock") as f:
+        assert f.read().strip() == str(daemon.pid)
