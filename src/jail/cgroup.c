@@ -263,6 +263,11 @@ static bool is_v2(const char *root)
 	return statfs(root, &sf) == 0 && sf.f_type == (typeof(sf.f_type))CGROUP2_SUPER_MAGIC;
 }
 
+bool jail_cgroup_at_clone(void)
+{
+	return is_v2(cgroup_root());
+}
+
 int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
 		       struct jail_cgroup **out, struct al_error **err)
 {
@@ -376,7 +381,7 @@ void jail_cgroup_sweep(void)
 
 int jail_cgroup_clone_fd(const struct jail_cgroup *cg)
 {
-	return cg->v2 ? cg->v2_fd : -1;
+	return cg && cg->v2 ? cg->v2_fd : -1;
 }
 
 int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err)

@@ -11,9 +11,11 @@
  * belong to a user namespace the sandbox is not in.
  *
  * Parent side (run.c):
- *   P1. create the cgroup (limits in place before any sandbox code runs)
+ *   P1. v2: create the cgroup (the clone joins it)
  *   P2. clone3(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWTIME [|INTO_CGROUP]) -> this child
- *   P3. v1: attach the child to its cgroups; send GO
+ *   P3. v1: create the cgroups while the child builds its root, attach the child; send
+ *       GO (the child waits for it before its cgroup namespace, C3: limits are in place
+ *       before any sandbox code runs)
  *   P5. on IDMAP: write uid_map/gid_map (0..65535 -> an unprivileged host range); send GO
  */
 #include "jail/jail.h"
@@ -99,15 +101,6 @@ void jail_child_main(struct jail_ctx *ctx)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* C2. Own session: no controlling terminal of the caller's, no job-control signals. */
 	setsid();
-	/* C3. Wait until the parent has put us in our cgroups (v1), so that the cgroup
-	 *     namespace below is rooted at the sandbox's own cgroup. */
-	if (wait_go(ctx, &err) < 0)
-		jail_child_fail(ctx->sync_fd, err);
-	if (unshare(CLONE_NEWCGROUP) < 0) {
-		al_error_set(&err, errno, "unshare(CLONE_NEWCGROUP)");
-		jail_child_fail(ctx->sync_fd, err);
-	}
-
 	/* C4. uts and net: a fixed hostname, loopback up, nothing else. A daemon sandbox
 	 *     joins the namespace its spawner made ahead for it (never entered before, its
 	 *     loopback up: jail_netns_make) instead of the one a clone would make. */
@@ -140,6 +133,21 @@ void jail_child_main(struct jail_ctx *ctx)
 		if (r < 0)
 			jail_child_fail(ctx->sync_fd, err);
 	} else if (jail_rootfs_build(ctx, &err) < 0) {
+		jail_child_fail(ctx->sync_fd, err);
+	}
+
+	/* C5b. Wait until the parent has put us in our cgroups (v1: it makes and joins them
+	 *     while we build the above, on the other CPU), so that the cgroup namespace
+	 *     below is rooted at the sandbox's own cgroup. Nothing of the sandbox's has run
+	 *     yet: its limits are in place before its first instruction. */
+	if (wait_go(ctx, &err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
+	if (ctx->cpus_moved && sched_setaffinity(0, sizeof(ctx->cpus), &ctx->cpus) < 0) {
+		al_error_set(&err, errno, "sched_setaffinity (the caller's CPUs)");
+		jail_child_fail(ctx->sync_fd, err);
+	}
+	if (unshare(CLONE_NEWCGROUP) < 0) {
+		al_error_set(&err, errno, "unshare(CLONE_NEWCGROUP)");
 		jail_child_fail(ctx->sync_fd, err);
 	}
 

@@ -4,6 +4,7 @@
 #define AL_JAIL_JAIL_H
 
 #include <airlock/airlock.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
@@ -36,6 +37,8 @@ struct jail_ctx {
 	int netns_fd;         /* instead of cloning a new one */
 	bool mntns_ahead;     /* join mntns_fd, a root made ahead (jail_rootfs_ahead), instead */
 	int mntns_fd;         /* of cloning a mount namespace and building the root */
+	bool cpus_moved;      /* the parent moved us off its CPU for the set-up: take back */
+	cpu_set_t cpus;       /* these (the parent's own) at GO (jail_child_elsewhere) */
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */
@@ -70,6 +73,12 @@ static inline double jail_now_ms(void)
  * close_in_child[] and runs jail_child_main(ctx). */
 int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in_child,
 	       size_t n_close, pid_t *pid_out, int *pidfd_out, struct al_error **err);
+/* spawn.c: before the clone, note the caller's CPUs in ctx; after it, move the child to
+ * the others for its set-up, which overlaps the parent's work (the cgroups on v1) instead
+ * of waiting behind it on one CPU. The child takes the caller's CPUs back at GO, before
+ * anything of the sandbox's runs. Nothing happens with a single CPU. */
+void jail_note_cpus(struct jail_ctx *ctx);
+void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid);
 /* spawn.c: cgroup v1 attach, then tell the child to go on. */
 int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, struct al_error **err);
 /* spawn.c: uid_map/gid_map of the child's user namespace: 0..65535 -> base.. */
@@ -163,6 +172,9 @@ struct jail_cgroup;
 void jail_cgroup_sweep(void);
 /* fixed: the limits will never change (a one-shot run); then, on v1, no cpu cgroup is
  * made without a CPU limit. */
+/* True when the clone itself joins the cgroup (v2), which must then exist before it; on
+ * v1 the parent may make the cgroups after the clone, while the child builds its root. */
+bool jail_cgroup_at_clone(void);
 int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
 		       struct jail_cgroup **out, struct al_error **err);
 /* A directory fd for CLONE_INTO_CGROUP (v2), or -1 (v1: attach after clone). */

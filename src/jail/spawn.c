@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -46,6 +47,24 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 	}
 	*pid_out = pid;
 	return 0;
+}
+
+void jail_note_cpus(struct jail_ctx *ctx)
+{
+	ctx->cpus_moved = sched_getaffinity(0, sizeof(ctx->cpus), &ctx->cpus) == 0 &&
+			  CPU_COUNT(&ctx->cpus) > 1;
+}
+
+void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid)
+{
+	cpu_set_t other = ctx->cpus;
+	int here = sched_getcpu();
+
+	if (!ctx->cpus_moved || here < 0)
+		return;
+	CPU_CLR(here, &other);
+	if (CPU_COUNT(&other) > 0)
+		sched_setaffinity(pid, sizeof(other), &other); /* a hint: failing changes nothing */
 }
 
 int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, struct al_error **err)

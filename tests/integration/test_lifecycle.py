@@ -76,3 +76,41 @@ def test_sigkill_of_airlock_ends_the_sandbox_and_cgroup_is_swept():
     for ctrl in ("memory", "pids", "cpu"):
         left = [d for d in os.listdir(f"/sys/fs/cgroup/{ctrl}/airlock") if d.startswith(stale)]
         assert left == [], (ctrl, left)
+
+
+def test_v1_cgroups_made_after_the_clone_are_joined_before_the_workload():
+    """On cgroup v1 the parent makes the run's cgroups after the clone, while the child
+    builds its root (on another CPU). The child waits for them before its cgroup namespace
+    and anything of the sandbox's: its namespace is rooted at its own memory and pids
+    cgroups (a namespace made before the attach would show a path above them)."""
+    if not os.path.isdir("/sys/fs/cgroup/memory/airlock"):
+        pytest.skip("cgroup v1 only")
+    for _ in range(5):
+        r = subprocess.run([AIRLOCK_BIN, "run", "--", "/bin/sh", "-c", "cat /proc/self/cgroup"],
+                           capture_output=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        view = {c: line.split(":", 2)[2] for line in r.stdout.decode().splitlines()
+                for c in line.split(":", 2)[1].split(",")}
+        assert view["memory"] == "/" and view["pids"] == "/", r.stdout
+
+
+def _cpus_of_workload(prefix=()):
+    r = subprocess.run([*prefix, AIRLOCK_BIN, "run", "--", "/bin/sh", "-c",
+                        "grep Cpus_allowed_list /proc/self/status"],
+                       capture_output=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.decode().split()[-1]
+
+
+def test_the_workload_runs_on_the_callers_cpus():
+    """The child is moved off the caller's CPU for its set-up (so that it overlaps the
+    parent's cgroup work instead of waiting behind it); it takes the caller's CPUs back
+    before the workload runs -- all of them, or only those the caller was limited to."""
+    mine = sorted(os.sched_getaffinity(0))
+    want = f"{mine[0]}-{mine[-1]}" if len(mine) > 1 else str(mine[0])
+    if mine != list(range(mine[0], mine[-1] + 1)):
+        pytest.skip(f"non-contiguous CPU set {mine}")
+    for _ in range(3):
+        assert _cpus_of_workload() == want
+    for cpu in mine[:2]:
+        assert _cpus_of_workload(("taskset", "-c", str(cpu))) == str(cpu)
