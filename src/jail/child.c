@@ -13,9 +13,10 @@
  * Parent side (run.c):
  *   P1. v2: create the cgroup (the clone joins it)
  *   P2. clone3(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWTIME [|INTO_CGROUP]) -> this child
- *   P3. v1: create the cgroups while the child builds its root, attach the child; send
- *       GO (the child waits for it before its cgroup namespace, C3: limits are in place
- *       before any sandbox code runs)
+ *   P3. v1: create the cgroups while the child builds its root (and, deny-all, the
+ *       network namespace: netns_later), attach the child; send GO (with that
+ *       namespace). The child waits for it before its cgroup namespace, C5b: limits are
+ *       in place before any sandbox code runs
  *   P5. on IDMAP: write uid_map/gid_map (0..65535 -> an unprivileged host range); send GO
  */
 #include "jail/jail.h"
@@ -38,6 +39,27 @@ extern char **environ;
 static int wait_go(struct jail_ctx *ctx, struct al_error **err)
 {
 	return jail_wait_msg(ctx, JMSG_GO, err);
+}
+
+/* C5b's GO: with netns_later, the network namespace the parent made comes with it. */
+static int wait_go_join(struct jail_ctx *ctx, struct al_error **err)
+{
+	int fd = -1;
+
+	if (!ctx->netns_later)
+		return wait_go(ctx, err);
+	if (jail_wait_msg_fd(ctx, JMSG_GO, &fd, err) < 0)
+		return -1;
+	if (fd < 0)
+		return al_error_set(err, EPROTO, "GO came without the network namespace");
+	if (setns(fd, CLONE_NEWNET) < 0) {
+		int e = errno;
+
+		close(fd);
+		return al_error_set(err, e, "setns to the network namespace made meanwhile");
+	}
+	close(fd);
+	return 0;
 }
 
 /*
@@ -114,7 +136,7 @@ void jail_child_main(struct jail_ctx *ctx)
 			jail_child_fail(ctx->sync_fd, err);
 		}
 		close(ctx->netns_fd);
-	} else if (jail_loopback_up(&err) < 0) {
+	} else if (!ctx->netns_later && jail_loopback_up(&err) < 0) {
 		jail_child_fail(ctx->sync_fd, err);
 	}
 
@@ -140,7 +162,7 @@ void jail_child_main(struct jail_ctx *ctx)
 	 *     while we build the above, on the other CPU), so that the cgroup namespace
 	 *     below is rooted at the sandbox's own cgroup. Nothing of the sandbox's has run
 	 *     yet: its limits are in place before its first instruction. */
-	if (wait_go(ctx, &err) < 0)
+	if (wait_go_join(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 	if (ctx->cpus_moved && sched_setaffinity(0, sizeof(ctx->cpus), &ctx->cpus) < 0) {
 		al_error_set(&err, errno, "sched_setaffinity (the caller's CPUs)");

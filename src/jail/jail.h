@@ -39,6 +39,9 @@ struct jail_ctx {
 	int mntns_fd;         /* of cloning a mount namespace and building the root */
 	bool cpus_moved;      /* the parent moved us off its CPU for the set-up: take back */
 	cpu_set_t cpus;       /* these (the parent's own) at GO (jail_child_elsewhere) */
+	bool netns_later;     /* cloned without CLONE_NEWNET: the parent makes the network */
+			      /* namespace (loopback up) while we build the root, and sends */
+			      /* it with GO (C5b) */
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */
@@ -80,7 +83,8 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 void jail_note_cpus(struct jail_ctx *ctx);
 void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid);
 /* spawn.c: cgroup v1 attach, then tell the child to go on. */
-int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, struct al_error **err);
+int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_fd,
+		       struct al_error **err);
 /* spawn.c: uid_map/gid_map of the child's user namespace: 0..65535 -> base.. */
 int jail_write_idmaps(pid_t pid, uid_t base, struct al_error **err);
 
@@ -88,6 +92,8 @@ int jail_write_idmaps(pid_t pid, uid_t base, struct al_error **err);
 __attribute__((noreturn)) void jail_child_main(struct jail_ctx *ctx);
 /* msg.c: wait for the parent's message `want` (a JMSG_LINK on the way is noted in ctx). */
 int jail_wait_msg(struct jail_ctx *ctx, uint32_t want, struct al_error **err);
+/* The same, keeping an fd that came with it (*fd: -1 if none). */
+int jail_wait_msg_fd(struct jail_ctx *ctx, uint32_t want, int *fd, struct al_error **err);
 /* msg.c: with a network link, wait for JMSG_LINK (unless it came already). */
 int jail_wait_link(struct jail_ctx *ctx, struct al_error **err);
 

@@ -42,22 +42,36 @@ void jail_child_fail(int sync_fd, struct al_error *err)
 }
 
 /* Wait for the parent's message `want`; a JMSG_LINK on the way is noted. */
-int jail_wait_msg(struct jail_ctx *ctx, uint32_t want, struct al_error **err)
+int jail_wait_msg_fd(struct jail_ctx *ctx, uint32_t want, int *fd_out, struct al_error **err)
 {
+	if (fd_out)
+		*fd_out = -1;
 	for (;;) {
 		struct jail_msg m;
 		int fd = -1, r = jail_msg_recv(ctx->sync_fd, &m, &fd);
 
-		if (fd >= 0)
-			close(fd);
 		if (r > 0 && m.type == JMSG_LINK && want != JMSG_LINK) {
+			if (fd >= 0)
+				close(fd);
 			ctx->link_ready = true;
 			continue;
 		}
-		if (r <= 0 || m.type != want)
+		if (r <= 0 || m.type != want) {
+			if (fd >= 0)
+				close(fd);
 			return al_error_set(err, r < 0 ? -r : EPIPE, "waiting for the parent");
+		}
+		if (fd_out)
+			*fd_out = fd;
+		else if (fd >= 0)
+			close(fd);
 		return 0;
 	}
+}
+
+int jail_wait_msg(struct jail_ctx *ctx, uint32_t want, struct al_error **err)
+{
+	return jail_wait_msg_fd(ctx, want, NULL, err);
 }
 
 int jail_wait_link(struct jail_ctx *ctx, struct al_error **err)

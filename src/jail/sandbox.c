@@ -130,7 +130,7 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 	r = jail_clone(&ctx, cg, &sync[0], 1, &pid, &pidfd, err);
 	al_closep(&sync[1]);
 	if (r == 0)
-		r = jail_release_child(cg, pid, sync[0], err);
+		r = jail_release_child(cg, pid, sync[0], -1, err);
 	if (r == 0)
 		r = drive_setup(sync[0], pid, pidfd, spec->host_base, err);
 	al_closep(&sync[0]);

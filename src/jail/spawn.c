@@ -23,7 +23,7 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 	int cgfd = jail_cgroup_clone_fd(cg);
 	pid_t pid;
 
-	if (ctx->netns_ahead) /* the child joins it (child.c, C4) */
+	if (ctx->netns_ahead || ctx->netns_later) /* the child joins it (child.c, C4, C5b) */
 		args.flags &= ~(uint64_t)CLONE_NEWNET;
 	if (ctx->mntns_ahead) /* the child joins it (child.c, C5) */
 		args.flags &= ~(uint64_t)CLONE_NEWNS;
@@ -67,13 +67,14 @@ void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid)
 		sched_setaffinity(pid, sizeof(other), &other); /* a hint: failing changes nothing */
 }
 
-int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, struct al_error **err)
+int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_fd,
+		       struct al_error **err)
 {
 	struct jail_msg go = {.type = JMSG_GO};
 
 	if (jail_cgroup_attach(cg, pid, err) < 0)
 		return -1;
-	if (jail_msg_send(sync_fd, &go, -1) < 0)
+	if (jail_msg_send(sync_fd, &go, pass_fd) < 0)
 		return al_error_set(err, errno ? errno : EPIPE, "sync with the sandbox");
 	return 0;
 }

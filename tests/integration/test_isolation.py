@@ -339,6 +339,31 @@ def test_only_loopback_interface_up(run):
     assert res["lo_up"]
 
 
+def test_each_run_has_a_fresh_network_namespace_of_its_own(airlock):
+    """A deny-all run's network namespace is made by airlock while the child builds its
+    root, and handed to it with GO (src/jail/run.c, netns_later). Each run must get a new
+    one -- not the host's, not another run's, nothing sent through its loopback before
+    the workload -- with lo up. Two runs held at once show two different namespaces."""
+    import subprocess
+    host = os.stat("/proc/self/ns/net").st_ino
+    script = ("readlink /proc/self/ns/net; grep ' lo:' /proc/net/dev; "
+              "cat /sys/class/net/lo/operstate 2>/dev/null; sleep 1")
+    procs = [subprocess.Popen([airlock, "run", "--", "/bin/sh", "-c", script],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    inos = []
+    for p in procs:
+        out, err = p.communicate(timeout=30)
+        assert p.returncode == 0, err
+        lines = out.decode().splitlines()
+        ino = int(lines[0].split("[")[1].rstrip("]"))
+        counters = lines[1].split(":")[1].split()
+        assert counters[0] == "0" and counters[1] == "0", lines  # rx bytes, packets
+        assert counters[8] == "0" and counters[9] == "0", lines  # tx bytes, packets
+        inos.append(ino)
+    assert host not in inos, (host, inos)
+    assert len(set(inos)) == len(inos), inos
+
+
 def test_no_routes_to_outside(run):
     # UDP connect() only does a route lookup: no packet leaves the box even if
     # the sandbox were (wrongly) on the host network.
