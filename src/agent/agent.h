@@ -26,6 +26,12 @@
  * The agent answers EXIT on "done", without waiting for the shim's exit. again: the shim
  * waits on its control socket for a next command (nothing of the last one runs below it).
  */
+/* A shim that takes a command from its control socket first answers one byte there
+ * (AGENT_SHIM_ACK), before it starts anything: a shim that dies without it never took
+ * the command (it was killed while idle, the command already in its socket), and the
+ * agent starts the command on a new shim instead of reporting the shim's death. */
+#define AGENT_SHIM_ACK 'k'
+
 struct shim_done {
 	int32_t zero; /* 0: tells it from an exec report, whose err is never 0 */
 	int32_t status;
@@ -50,6 +56,8 @@ struct agent_cmd {
 	pid_t pid;        /* its shim's */
 	int shim_ctl;     /* the shim's control socket while it serves us (-1: none) */
 	uint32_t shim_job; /* which of its shim's commands it is (1: the first) */
+	uint8_t *job;     /* the EXEC frame handed to an idle shim, until its "done": if the */
+	size_t job_len;   /* shim dies before it took it (no ack), it runs on a new shim */
 	int fd[3];        /* stdin (write end), stdout, stderr (read ends); -1 when closed */
 	int report_fd;    /* report pipe (read end): the exec error, then the shim's "done" */
 	struct watch w_out, w_err, w_in, w_report;

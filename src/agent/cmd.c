@@ -30,6 +30,7 @@ static void cmd_free(struct agent_cmd *c)
 		al_closep(&c->fd[i]);
 	al_closep(&c->report_fd);
 	al_closep(&c->shim_ctl);
+	free(c->job);
 	free(c->buf[0].data);
 	free(c->buf[1].data);
 	free(c);
@@ -174,10 +175,44 @@ static int take_pipes(struct agent *a, int p[8])
 	return 0;
 }
 
+/* A new shim for command m, on pipes p (make_pipes' order); *ctl: a control socket for the
+ * commands after this one. Not for a sandbox's first command (none in the table yet): many
+ * sandboxes run one and stop, and an idle shim would only be one more process for the stop
+ * to end. Without the socket (or if it cannot be made) the shim serves this one only. */
+static pid_t fork_shim(struct agent *a, const struct proto_msg *m, const int p[8], int *ctl)
+{
+	int sv[2] = {-1, -1};
+	pid_t pid;
+
+	if (a->n_cmds > 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		sv[0] = sv[1] = -1;
+	pid = fork();
+	if (pid == 0) {
+		int stdio[3] = {p[0], p[3], p[5]};
+
+		agent_shim_main(a, m, stdio, p[7], sv[1]);
+	}
+	if (sv[1] >= 0)
+		close(sv[1]);
+	*ctl = sv[0];
+	if (pid < 0)
+		al_closep(ctl);
+	return pid;
+}
+
+/* The shim's ends of the pipes (it has its own copies now, or they went with its job). */
+static void close_shim_ends(const int p[8])
+{
+	close(p[0]);
+	close(p[3]);
+	close(p[5]);
+	close(p[7]);
+}
+
 int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *frame, size_t len)
 {
 	/* in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1] */
-	int p[8], ctl = -1, r;
+	int p[8], ctl = -1, r, e;
 	struct proto_buf *b;
 	struct agent_cmd *c;
 	uint32_t job = 1;
@@ -201,33 +236,11 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 		return -1;
 	}
 	pid = shim_reuse(a, frame, len, (int[]){p[0], p[3], p[5], p[7]}, &ctl, &job);
+	if (pid < 0)
+		pid = fork_shim(a, m, p, &ctl);
+	e = errno;
+	close_shim_ends(p);
 	if (pid < 0) {
-		/* A new shim, with a control socket for the commands after this one. Not for a
-		 * sandbox's first command (none in the table yet): many sandboxes run one and
-		 * stop, and an idle shim would only be one more process for the stop to end.
-		 * Without the socket (or if it cannot be made) the shim serves this one only. */
-		int sv[2] = {-1, -1};
-
-		if (a->n_cmds > 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-			sv[0] = sv[1] = -1;
-		pid = fork();
-		if (pid == 0) {
-			int stdio[3] = {p[0], p[3], p[5]};
-
-			agent_shim_main(a, m, stdio, p[7], sv[1]);
-		}
-		if (sv[1] >= 0)
-			close(sv[1]);
-		ctl = sv[0];
-		if (pid < 0)
-			al_closep(&ctl);
-	}
-	close(p[0]);
-	close(p[3]);
-	close(p[5]);
-	close(p[7]);
-	if (pid < 0) {
-		int e = errno;
 		close(p[1]), close(p[2]), close(p[4]), close(p[6]);
 		agent_send_error(a, m->id, e, "fork");
 		return -1;
@@ -244,6 +257,13 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	c->fd[2] = p[4];
 	c->report_fd = p[6];
 	c->start_ms = agent_now_ms();
+	if (job > 1) { /* an idle shim's: kept until it says it took it (AGENT_SHIM_ACK) */
+		c->job = malloc(len);
+		if (!c->job)
+			abort();
+		memcpy(c->job, frame, len);
+		c->job_len = len;
+	}
 	a->cmds[a->n_cmds++] = c;
 	watch_output(a, c);
 	if (m->data_len || m->stdin_eof) /* the first stdin bytes came with the EXEC */
@@ -460,6 +480,55 @@ static void ended(struct agent *a, struct agent_cmd *c, int status)
 	maybe_finish(a, c);
 }
 
+/* Did the idle shim that was handed c take it (its ack, read here)? */
+static bool shim_took_job(struct agent_cmd *c)
+{
+	char k = 0;
+
+	return c->shim_ctl >= 0 && recv(c->shim_ctl, &k, 1, MSG_DONTWAIT) == 1 &&
+	       k == AGENT_SHIM_ACK;
+}
+
+/* The idle shim handed c died before it took it (killed while idle; the command was in
+ * its socket and went with it, the shim's ends of c's pipes too): c has not started, and
+ * starts now on a new shim, with new pipes and the stdin its EXEC carried. 0, or -1 (then
+ * the shim's death stands for the command's end, as before). */
+static int restart(struct agent *a, struct agent_cmd *c)
+{
+	struct proto_msg m;
+	int p[8], ctl = -1;
+	pid_t pid;
+
+	if (proto_decode(c->job, c->job_len, &m) < 0 || m.type != PROTO_EXEC || make_pipes(p) < 0)
+		return -1;
+	pid = fork_shim(a, &m, p, &ctl);
+	close_shim_ends(p);
+	if (pid < 0) {
+		close(p[1]), close(p[2]), close(p[4]), close(p[6]);
+		return -1;
+	}
+	stdin_close(a, c);
+	al_closep(&c->fd[1]);
+	al_closep(&c->fd[2]);
+	report_close(a, c);
+	al_closep(&c->shim_ctl);
+	c->pid = pid;
+	c->shim_ctl = ctl;
+	c->shim_job = 1;
+	c->fd[0] = p[1];
+	c->fd[1] = p[2];
+	c->fd[2] = p[4];
+	c->report_fd = p[6];
+	c->in_len = c->in_off = 0;
+	c->in_close = false;
+	watch_output(a, c);
+	if (m.data_len || m.stdin_eof)
+		agent_cmd_stdin(a, c, m.data, m.data_len, m.stdin_eof);
+	free(c->job); /* m pointed into it: used up above */
+	c->job = NULL;
+	return 0;
+}
+
 void agent_cmd_report(struct agent *a, struct agent_cmd *c)
 {
 	bool again = false;
@@ -467,6 +536,11 @@ void agent_cmd_report(struct agent *a, struct agent_cmd *c)
 
 	if (c->exited || !read_reports(a, c, &status, &again))
 		return;
+	if (c->job) { /* it took the command: its ack waits in the socket */
+		shim_took_job(c);
+		free(c->job);
+		c->job = NULL;
+	}
 	if (again && c->shim_ctl >= 0) /* its shim waits for the next command */
 		shim_park(a, c->pid, c->shim_ctl, c->shim_job);
 	else if (c->shim_ctl >= 0)
@@ -484,6 +558,8 @@ void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status)
 
 	if (read_reports(a, c, &done_status, &again))
 		status = done_status;
+	else if (c->job && !shim_took_job(c) && restart(a, c) == 0)
+		return; /* an idle shim that died with the command unread: it runs on a new one */
 	report_close(a, c);
 	al_closep(&c->shim_ctl); /* gone: never parked */
 	ended(a, c, status);

@@ -302,6 +302,7 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 		close(SHIM_FD_REPORT); /* nothing follows "done" */
 		switch (next_job(buf, &job, fds)) {
 		case 0:
+			(void)!send(SHIM_FD_CTL, &(char){AGENT_SHIM_ACK}, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 			break;
 		case -1:
 			_exit(0); /* let go: no command of ours is running */

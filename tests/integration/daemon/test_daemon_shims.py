@@ -134,6 +134,50 @@ def test_an_idle_shim_that_died_is_not_given_a_command(api, sandbox):
     assert out.exit["exit_code"] == 0 and out.out == "again\n", out
 
 
+def test_a_command_handed_to_an_idle_shim_that_dies_before_taking_it_runs_anyway(
+        api, sandbox):
+    """The deterministic form of the race above: the idle shim is stopped, so the next
+    command waits unread in its socket; then it is killed. It never took the command
+    (no ack, AGENT_SHIM_ACK): the agent starts the command on a new shim, with its stdin,
+    instead of reporting the dead shim's SIGKILL as the command's end."""
+    shim = kept_shim(api, sandbox)  # its pid inside the sandbox
+    agent = agent_pid_of(sandbox)
+    idle = children_of(agent)
+    assert len(idle) == 1, idle  # the kept shim (host pid), nothing else
+    host_shim = idle[0]
+    os.kill(host_shim, signal.SIGSTOP)
+    try:
+        c = api.start_ok(sandbox, "/bin/sh", "-c", "read x; echo got=$x ppid=$PPID; exit 3",
+                         stdin="hi\n")
+    finally:
+        os.kill(host_shim, signal.SIGKILL)
+    done = api.wait_ok(sandbox, c["id"], timeout_ms=20000)
+    assert done["reason"] == "exited" and done["exit_code"] == 3, done
+    out = api.logs(sandbox, c["id"])
+    got, ppid = out.out.split()
+    assert got == "got=hi", out
+    assert int(ppid.split("=")[1]) != shim, out  # a new shim ran it
+    out = api.sh(sandbox, "echo again")
+    assert out.exit["exit_code"] == 0 and out.out == "again\n", out
+
+
+def test_a_command_an_idle_shim_took_is_not_run_twice(api, sandbox):
+    """The other side: a shim killed after it took its command (its ack is there) does
+    not get the command run again on a new shim; the shim's death is the command's end."""
+    kept_shim(api, sandbox)
+    c = api.start_ok(sandbox, "/bin/sh", "-c", "echo once >> /tmp/count; sleep 30")
+    assert wait_for(lambda: api.sh(sandbox, "cat /tmp/count 2>/dev/null").out == "once\n",
+                    timeout=10)
+    agent = agent_pid_of(sandbox)
+    shim = [p for p in children_of(agent)
+            if any(q for q in children_of(p))][0]  # the shim with the sleep below it
+    os.kill(shim, signal.SIGKILL)
+    done = api.wait_ok(sandbox, c["id"], timeout_ms=20000)
+    assert done["reason"] == "signaled" and done["signal"] == 9, done
+    time.sleep(0.5)
+    assert api.sh(sandbox, "cat /tmp/count").out == "once\n"
+
+
 def test_an_idle_shim_is_let_go_after_ten_seconds(api, sandbox):
     """An idle shim costs a process; the agent keeps one for at most 10 s."""
     kept_shim(api, sandbox)
