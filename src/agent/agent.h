@@ -19,6 +19,12 @@
 #define AGENT_SHIM_IDLE_MS 10000      /* ... for at most this long */
 #define AGENT_SHIM_JOB_MAX (128u << 10) /* a larger EXEC frame gets a new shim */
 
+/* A shim that takes a command from its control socket first answers one byte there
+ * (AGENT_SHIM_ACK), before it starts anything: a shim that dies without it never took
+ * the command (it was killed while idle, the command already in its socket), and the
+ * agent starts the command on a new shim instead of reporting the shim's death. */
+#define AGENT_SHIM_ACK 'k'
+
 /*
  * What a shim's report pipe carries, each record in one write (atomic, under PIPE_BUF): at
  * most one struct jail_exec_report from the command's process if its exec failed (err !=
@@ -26,12 +32,6 @@
  * The agent answers EXIT on "done", without waiting for the shim's exit. again: the shim
  * waits on its control socket for a next command (nothing of the last one runs below it).
  */
-/* A shim that takes a command from its control socket first answers one byte there
- * (AGENT_SHIM_ACK), before it starts anything: a shim that dies without it never took
- * the command (it was killed while idle, the command already in its socket), and the
- * agent starts the command on a new shim instead of reporting the shim's death. */
-#define AGENT_SHIM_ACK 'k'
-
 struct shim_done {
 	int32_t zero; /* 0: tells it from an exec report, whose err is never 0 */
 	int32_t status;

@@ -77,8 +77,8 @@ static inline double jail_now_ms(void)
 int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in_child,
 	       size_t n_close, pid_t *pid_out, int *pidfd_out, struct al_error **err);
 /* spawn.c: before the clone, note the caller's CPUs in ctx; after it, move the child to
- * the others for its set-up, which overlaps the parent's work (the cgroups on v1) instead
- * of waiting behind it on one CPU. The child takes the caller's CPUs back at GO, before
+ * the others for its set-up, which overlaps the parent's work (the cgroups on v1, the
+ * network namespace) instead of waiting behind it on one CPU. The child takes the caller's CPUs back at GO, before
  * anything of the sandbox's runs. Nothing happens with a single CPU. */
 void jail_note_cpus(struct jail_ctx *ctx);
 void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid);
@@ -176,11 +176,11 @@ struct jail_cgroup;
 /* Remove what one-shot runs killed before their clean-up left (run-<pid>-*, pid gone),
  * and the cgroups a dead spawner made ahead (ahead-<pid>-*). */
 void jail_cgroup_sweep(void);
-/* fixed: the limits will never change (a one-shot run); then, on v1, no cpu cgroup is
- * made without a CPU limit. */
 /* True when the clone itself joins the cgroup (v2), which must then exist before it; on
  * v1 the parent may make the cgroups after the clone, while the child builds its root. */
 bool jail_cgroup_at_clone(void);
+/* fixed: the limits will never change (a one-shot run); then, on v1, no cpu cgroup is
+ * made without a CPU limit. */
 int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
 		       struct jail_cgroup **out, struct al_error **err);
 /* A directory fd for CLONE_INTO_CGROUP (v2), or -1 (v1: attach after clone). */
