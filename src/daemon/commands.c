@@ -239,7 +239,7 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	struct dm_sbx *s;
 	struct dm_cmd *c;
 	char id[DM_ID_LEN + 1];
-	bool stdin_sent;
+	bool stdin_sent, with_net;
 
 	if (validate_exec(e, err) < 0)
 		return -1;
@@ -259,10 +259,11 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	c->deadline_ms = e->timeout_ms ? (uint64_t)c->started_ms + e->timeout_ms : 0;
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
-	/* A policy that allows something means a gateway (the watchdog keeps one running). */
-	stdin_sent = build_exec(&b, dm_agent_next_id(s), c, s, e,
-				!dm_policy_is_deny_all(s->policy_json),
-				dm_sandbox_has_ca(d, s->id));
+	/* A policy that allows something means a gateway (the watchdog keeps one running),
+	 * and only then a CA to trust (no look in the file system, under d->mu, otherwise). */
+	with_net = !dm_policy_is_deny_all(s->policy_json);
+	stdin_sent = build_exec(&b, dm_agent_next_id(s), c, s, e, with_net,
+				with_net && dm_sandbox_has_ca(d, s->id));
 	strcpy(id, c->id);
 	pthread_mutex_unlock(&d->mu);
 
