@@ -243,16 +243,18 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 
 	if (validate_exec(e, err) < 0)
 		return -1;
+	/* What needs no sandbox is made before the lock every request takes. */
+	c = xzalloc(sizeof(*c));
+	dm_new_id("cmd_", c->id);
+	c->argv_json = argv_json(e);
 	pthread_mutex_lock(&d->mu);
 	s = running_sbx(d, team, sbx, err);
 	if (!s) {
 		pthread_mutex_unlock(&d->mu);
+		free(c->argv_json), free(c);
 		return -1;
 	}
-	c = xzalloc(sizeof(*c));
-	dm_new_id("cmd_", c->id);
 	c->sbx = s;
-	c->argv_json = argv_json(e);
 	c->cwd = xstrdup(e->cwd ? e->cwd : s->workdir);
 	c->sudo = e->sudo;
 	c->started_ms = dm_now_ms();
