@@ -82,6 +82,9 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
  * anything of the sandbox's runs. Nothing happens with a single CPU. */
 void jail_note_cpus(struct jail_ctx *ctx);
 void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid);
+/* The same for another process of ours (a one-shot's gateway), which takes back its
+ * parent's CPUs itself once started. */
+void jail_move_elsewhere(pid_t pid);
 /* spawn.c: cgroup v1 attach, then tell the child to go on. */
 int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_fd,
 		       struct al_error **err);

@@ -55,16 +55,31 @@ void jail_note_cpus(struct jail_ctx *ctx)
 			  CPU_COUNT(&ctx->cpus) > 1;
 }
 
-void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid)
+/* pid to the CPUs of `cpus` but this thread's (a hint: failing changes nothing). */
+static void move_off_this_cpu(const cpu_set_t *cpus, pid_t pid)
 {
-	cpu_set_t other = ctx->cpus;
+	cpu_set_t other = *cpus;
 	int here = sched_getcpu();
 
-	if (!ctx->cpus_moved || here < 0)
+	if (here < 0)
 		return;
 	CPU_CLR(here, &other);
 	if (CPU_COUNT(&other) > 0)
-		sched_setaffinity(pid, sizeof(other), &other); /* a hint: failing changes nothing */
+		sched_setaffinity(pid, sizeof(other), &other);
+}
+
+void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid)
+{
+	if (ctx->cpus_moved)
+		move_off_this_cpu(&ctx->cpus, pid);
+}
+
+void jail_move_elsewhere(pid_t pid)
+{
+	cpu_set_t mine;
+
+	if (sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_COUNT(&mine) > 1)
+		move_off_this_cpu(&mine, pid);
 }
 
 int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_fd,

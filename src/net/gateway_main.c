@@ -392,6 +392,16 @@ static pid_t await_link(struct net_gateway *g)
 	return pid;
 }
 
+/* airlock moved us to a CPU of our own for the start-up (gw_client_start): our service
+ * threads, which inherit this thread's CPUs, get all of airlock's again. */
+static void take_parents_cpus(void)
+{
+	cpu_set_t cpus;
+
+	if (sched_getaffinity(getppid(), sizeof(cpus), &cpus) == 0)
+		sched_setaffinity(0, sizeof(cpus), &cpus);
+}
+
 /* A one-shot's gateway once ready: link the sandbox whose pid comes on CTL, serve until
  * the caller closes CTL, then leave. */
 static int serve_one_shot(struct net_gateway *g, bool filtered)
@@ -405,6 +415,7 @@ static int serve_one_shot(struct net_gateway *g, bool filtered)
 	 * in the listeners' queues (they are bound and listening) for the threads started now.
 	 * If this fails, the gateway exits and nothing flows. */
 	dprintf(CTL, "A\n");
+	take_parents_cpus();
 	if ((!filtered && gw_seccomp_install(&err) < 0) || net_gateway_start(g, &err) < 0)
 		return fail(err);
 	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). */

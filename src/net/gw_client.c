@@ -228,6 +228,11 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 		argv[a++] = "--pooled-netns", argv[a++] = pooled_netns;
 	argv[a] = NULL;
 	c->pid = gw_exec(path, argv, sp[1], log_fd, NULL);
+	/* Its start-up is the allowlisted run's longest chain: on a CPU of its own while we
+	 * and the sandbox's child share this one (-0.14 to -0.32 ms here; this host packs
+	 * tasks onto one vCPU). It takes back our CPUs before its service threads start. */
+	if (c->pid > 0)
+		jail_move_elsewhere(c->pid);
 	close(sp[1]);
 	c->ctl = sp[0];
 	if (c->pid < 0) {

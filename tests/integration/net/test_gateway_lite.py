@@ -119,3 +119,37 @@ def test_the_lite_gateway_refuses_a_disallowed_international_name(run_net):
     r = run_net(["--allow", "\u2603.test", "--", "true"])
     assert r.returncode == 64, (r.returncode, r.out, r.err)
     assert ".test" in r.err and "policy" in r.err.lower(), r.err
+
+
+def _cpus_of_threads(pid):
+    """The Cpus_allowed_list of each of pid's threads, once it has its service threads
+    (None before)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    if len(tids) < 2:
+        return None
+    cpus = set()
+    for t in tids:
+        try:
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                cpus |= {ln.split()[1] for ln in f if ln.startswith("Cpus_allowed_list:")}
+        except OSError:
+            return None
+    return cpus
+
+
+def test_the_gateway_serves_on_all_of_airlocks_cpus():
+    """airlock puts a one-shot's gateway on a CPU of its own for its start-up (its chain is
+    the allowlisted run's longest); the gateway takes back airlock's CPUs before its service
+    threads start, so that none of them stays pinned."""
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2 or mine != list(range(mine[0], mine[-1] + 1)):
+        import pytest
+        pytest.skip(f"needs two or more contiguous CPUs, has {mine}")
+    want = {f"{mine[0]}-{mine[-1]}"}
+    for _ in range(3):
+        got = probe_gateway_of_run(["--allow", "allowed.test"], lambda pid, exe:
+                                   _cpus_of_threads(pid))
+        assert got == want, (got, want)
