@@ -209,6 +209,31 @@ static void close_shim_ends(const int p[8])
 	close(p[7]);
 }
 
+static void close_agent_ends(const int p[8])
+{
+	close(p[1]);
+	close(p[2]);
+	close(p[4]);
+	close(p[6]);
+}
+
+/* c now runs on shim pid (control socket ctl; c is its job-th command) with pipes p: the
+ * agent's ends watched, and the stdin its EXEC m carried queued. */
+static void cmd_attach(struct agent *a, struct agent_cmd *c, const struct proto_msg *m,
+		       pid_t pid, int ctl, uint32_t job, const int p[8])
+{
+	c->pid = pid;
+	c->shim_ctl = ctl;
+	c->shim_job = job;
+	c->fd[0] = p[1];
+	c->fd[1] = p[2];
+	c->fd[2] = p[4];
+	c->report_fd = p[6];
+	watch_output(a, c);
+	if (m->data_len || m->stdin_eof) /* the first stdin bytes came with the EXEC */
+		agent_cmd_stdin(a, c, m->data, m->data_len, m->stdin_eof);
+}
+
 int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *frame, size_t len)
 {
 	/* in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1] */
@@ -241,7 +266,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	e = errno;
 	close_shim_ends(p);
 	if (pid < 0) {
-		close(p[1]), close(p[2]), close(p[4]), close(p[6]);
+		close_agent_ends(p);
 		agent_send_error(a, m->id, e, "fork");
 		return -1;
 	}
@@ -249,13 +274,6 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	if (!c)
 		abort();
 	memcpy(c->id, m->cmd_id, m->cmd_id_len);
-	c->pid = pid;
-	c->shim_ctl = ctl;
-	c->shim_job = job;
-	c->fd[0] = p[1];
-	c->fd[1] = p[2];
-	c->fd[2] = p[4];
-	c->report_fd = p[6];
 	c->start_ms = agent_now_ms();
 	if (job > 1) { /* an idle shim's: kept until it says it took it (AGENT_SHIM_ACK) */
 		c->job = malloc(len);
@@ -265,9 +283,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 		c->job_len = len;
 	}
 	a->cmds[a->n_cmds++] = c;
-	watch_output(a, c);
-	if (m->data_len || m->stdin_eof) /* the first stdin bytes came with the EXEC */
-		agent_cmd_stdin(a, c, m->data, m->data_len, m->stdin_eof);
+	cmd_attach(a, c, m, pid, ctl, job, p);
 	b = agent_frame(a, PROTO_OK, m->id);
 	proto_put_u32(b, PT_PID, (uint32_t)pid);
 	agent_send(a, b);
@@ -504,7 +520,7 @@ static int restart(struct agent *a, struct agent_cmd *c)
 	pid = fork_shim(a, &m, p, &ctl);
 	close_shim_ends(p);
 	if (pid < 0) {
-		close(p[1]), close(p[2]), close(p[4]), close(p[6]);
+		close_agent_ends(p);
 		return -1;
 	}
 	stdin_close(a, c);
@@ -512,18 +528,7 @@ static int restart(struct agent *a, struct agent_cmd *c)
 	al_closep(&c->fd[2]);
 	report_close(a, c);
 	al_closep(&c->shim_ctl);
-	c->pid = pid;
-	c->shim_ctl = ctl;
-	c->shim_job = 1;
-	c->fd[0] = p[1];
-	c->fd[1] = p[2];
-	c->fd[2] = p[4];
-	c->report_fd = p[6];
-	c->in_len = c->in_off = 0;
-	c->in_close = false;
-	watch_output(a, c);
-	if (m.data_len || m.stdin_eof)
-		agent_cmd_stdin(a, c, m.data, m.data_len, m.stdin_eof);
+	cmd_attach(a, c, &m, pid, ctl, 1, p);
 	free(c->job); /* m pointed into it: used up above */
 	c->job = NULL;
 	return 0;

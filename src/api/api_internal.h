@@ -196,13 +196,14 @@ void api_stream_logs(struct api_req *r, enum api_stream_style style, const char 
  * line and the chunked terminator after them. Otherwise the stream starts with what was
  * gathered, at most API_HOLD_MS late. api_hold() runs step(ctx, timeout_ms) (which
  * produces output or returns after timeout_ms) until ended(ctx, &pending_bytes); true if
- * the stream ended. api_reply_ndjson_out() sends out[off..len) (and takes out: malloc'd).
+ * the stream ended. api_reply_ndjson_out() sends (*out)[0..len) and takes *out (malloc'd,
+ * or NULL for nothing), leaving it NULL.
  */
 #define API_HOLD_MS 10
 #define API_HOLD_MAX (64u * 1024)
 bool api_hold(struct api *a, void *ctx, int (*step)(void *, uint64_t),
 	      bool (*ended)(void *, size_t *));
-void api_reply_ndjson_out(struct api_req *r, char *out, size_t off, size_t len);
+void api_reply_ndjson_out(struct api_req *r, char **out, size_t len);
 /* True if the peer has closed the connection (checked without blocking). */
 bool api_conn_gone(struct MHD_Connection *conn);
 

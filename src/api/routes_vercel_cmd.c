@@ -276,8 +276,7 @@ static void vc_stream(struct api_req *r, const char *sbx, const char *cmd, struc
 	s->sbx = xstrdup(sbx);
 	s->cmd = xstrdup(cmd);
 	if (api_hold(r->api, s, vc_step, vc_ended)) {
-		api_reply_ndjson_out(r, s->out, s->out_off, s->out_len);
-		s->out = NULL;
+		api_reply_ndjson_out(r, &s->out, s->out_len); /* nothing was read: out_off is 0 */
 		vc_stream_free(s);
 		return;
 	}

@@ -258,12 +258,12 @@ bool api_hold(struct api *a, void *ctx, int (*step)(void *, uint64_t),
 	return true;
 }
 
-void api_reply_ndjson_out(struct api_req *r, char *out, size_t off, size_t len)
+void api_reply_ndjson_out(struct api_req *r, char **out, size_t len)
 {
-	if (!out)
-		out = xzalloc(1);
-	memmove(out, out + off, len - off);
-	api_reply_raw(r, 200, "application/x-ndjson", out, len - off);
+	char *body = *out ? *out : xzalloc(1);
+
+	*out = NULL;
+	api_reply_raw(r, 200, "application/x-ndjson", body, len);
 }
 
 static ssize_t api_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -313,8 +313,7 @@ void api_stream_logs(struct api_req *r, enum api_stream_style style, const char 
 	s->cmd = xstrdup(cmd);
 	s->start = style == API_STREAM_NATIVE_RUN ? start : (json_decref(start), NULL);
 	if (api_hold(r->api, s, api_stream_step, api_stream_ended)) {
-		api_reply_ndjson_out(r, s->out, s->out_off, s->out_len);
-		s->out = NULL;
+		api_reply_ndjson_out(r, &s->out, s->out_len); /* nothing was read: out_off is 0 */
 		api_stream_free(s);
 		return;
 	}

@@ -336,6 +336,7 @@ static void *reader_main(void *arg)
 	for (;;) {
 		ssize_t n;
 		size_t off = 0;
+		bool wake;
 
 		if (len == cap && cap < 2 * PROTO_MAX_FRAME) {
 			cap *= 2; /* a frame is at most PROTO_MAX_FRAME: this always makes room */
@@ -358,8 +359,6 @@ static void *reader_main(void *arg)
 		if (n <= 0)
 			break;
 		len += (size_t)n;
-		bool wake;
-
 		pthread_mutex_lock(&d->mu);
 		for (;;) {
 			long need = proto_frame_size(buf + off, len - off);

@@ -101,7 +101,9 @@ struct dm_sbx {
 	struct dm_cmd **cmds;
 	size_t n_cmds;
 	pthread_cond_t cv;       /* this sandbox's events (under d->mu): replies, output, exits */
-	uint64_t gen;            /* bumped with every broadcast of cv: waiters skip lost wakeups */
+	uint64_t gen;            /* bumped with every change cv's waiters look for (each frame
+				  * from the agent, ...), before cv is broadcast: waiters compare
+				  * it, so no wake-up is lost */
 	uint64_t woken_gen;      /* gen when the reader last woke cv's waiters (d->mu held) */
 	bool warm;               /* taken from the warm pool (started before its create) */
 };
