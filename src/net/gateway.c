@@ -455,19 +455,65 @@ int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err)
 	return r;
 }
 
+/* The service threads, each with the socket it serves (-1: not there, no thread). */
+#define GW_SERVICES 5
+static void *(*const service_main[GW_SERVICES])(void *) = {
+	gw_dns_udp_main, gw_dns_tcp_main, gw_proxy_main, gw_tproxy_main, gw_nflog_main};
+
+static int service_fd(const struct net_gateway *g, size_t i)
+{
+	const int fds[GW_SERVICES] = {g->fd_udp, g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy,
+				      g->fd_nflog};
+
+	return fds[i];
+}
+
+static int start_service(struct net_gateway *g, size_t i, struct al_error **err)
+{
+	if (g->n_threads == (int)ARRAY_SIZE(g->threads) ||
+	    pthread_create(&g->threads[g->n_threads], NULL, service_main[i], g) != 0)
+		return al_error_msg(err, EAGAIN, "starting the gateway threads");
+	g->n_threads++;
+	return 0;
+}
+
 int net_gateway_start(struct net_gateway *g, struct al_error **err)
 {
-	void *(*mains[])(void *) = {gw_dns_udp_main, gw_dns_tcp_main, gw_proxy_main,
-				    gw_tproxy_main, gw_nflog_main};
-
-	for (size_t i = 0; i < ARRAY_SIZE(mains); i++) {
-		if (mains[i] == gw_nflog_main && g->fd_nflog < 0)
-			continue;
-		if (pthread_create(&g->threads[i], NULL, mains[i], g) != 0)
-			return al_error_msg(err, EAGAIN, "starting the gateway threads");
-		g->n_threads++;
-	}
+	for (size_t i = 0; i < GW_SERVICES; i++)
+		if (service_fd(g, i) >= 0 && start_service(g, i, err) < 0)
+			return -1;
 	return 0;
+}
+
+int net_gateway_serve_lazily(struct net_gateway *g, int ctl, struct al_error **err)
+{
+	struct pollfd p[GW_SERVICES + 1];
+
+	for (size_t i = 0; i < GW_SERVICES; i++)
+		p[i] = (struct pollfd){.fd = service_fd(g, i), .events = POLLIN};
+	p[GW_SERVICES] = (struct pollfd){.fd = ctl, .events = POLLIN};
+	for (;;) {
+		if (poll(p, GW_SERVICES + 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return al_error_set(err, errno, "poll");
+		}
+		for (size_t i = 0; i < GW_SERVICES; i++) {
+			if (p[i].fd < 0 || !p[i].revents)
+				continue;
+			/* Its first traffic: from now on its own thread serves it. */
+			if (start_service(g, i, err) < 0)
+				return -1;
+			p[i].fd = -1;
+		}
+		if (p[GW_SERVICES].revents) {
+			char c;
+			ssize_t n = read(ctl, &c, 1);
+
+			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+				return 0;
+		}
+	}
 }
 
 void net_gateway_quiesce(struct net_gateway *g)

@@ -79,6 +79,9 @@ int net_gateway_set_policy(struct net_gateway *g, struct net_policy *p, struct a
 const char *net_gateway_ca_pem(struct net_gateway *g);
 /* Start serving (threads). */
 int net_gateway_start(struct net_gateway *g, struct al_error **err);
+/* Or serve with no thread at first: each service's thread starts on its first traffic (a
+ * one-shot sandbox that sends nothing costs none), until ctl reaches EOF (then 0). */
+int net_gateway_serve_lazily(struct net_gateway *g, int ctl, struct al_error **err);
 /* Stop serving: every thread and connection ended, every log line written; nothing freed
  * (for a process about to exit). Safe on a gateway never started, and twice. */
 void net_gateway_quiesce(struct net_gateway *g);

@@ -411,23 +411,17 @@ static int serve_one_shot(struct net_gateway *g, bool filtered)
 
 	if (pid <= 0)
 		return pid < 0; /* 0: the caller gave up */
-	/* The link is there: the sandbox may start its workload. What it sends meanwhile waits
-	 * in the listeners' queues (they are bound and listening) for the threads started now.
-	 * If this fails, the gateway exits and nothing flows. */
+	/* The link is there: the sandbox may start its workload. What it sends waits in the
+	 * listeners' queues (they are bound and listening) for the service thread its first
+	 * packet starts (a run that sends nothing costs no thread). If this fails, the gateway
+	 * exits and nothing flows. */
 	dprintf(CTL, "A\n");
 	take_parents_cpus();
-	if ((!filtered && gw_seccomp_install(&err) < 0) || net_gateway_start(g, &err) < 0)
+	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). A
+	 * service whose thread cannot start leaves us: nothing flows then (fail closed). */
+	if ((!filtered && gw_seccomp_install(&err) < 0) ||
+	    net_gateway_serve_lazily(g, CTL, &err) < 0)
 		return fail(err);
-	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). */
-	for (;;) {
-		struct pollfd pf = {.fd = CTL, .events = POLLIN};
-		char c;
-
-		if (poll(&pf, 1, -1) < 0 && errno == EINTR)
-			continue;
-		if (read(CTL, &c, 1) <= 0)
-			break;
-	}
 	/* airlock waits for our exit: once every log line is out, leave the rest (threads'
 	 * stacks, sockets, namespaces, memory) to the kernel instead of freeing it first. */
 	net_gateway_quiesce(g);

@@ -21,11 +21,12 @@ BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", pathlib.Path(__file__).resolve(
 RULES_POLICY = {"allow": {"rules.test": [{"transform": [{"headers": {"X-Test": "1"}}]}]}}
 
 
-def probe_gateway_of_run(args, probe, seconds=2):
-    """Starts `airlock run ARGS -- sleep SECONDS`, and while it runs calls
-    probe(pid, exe) on its gateway until that returns something other than None,
+def probe_gateway_of_run(args, probe, seconds=2, command=None):
+    """Starts `airlock run ARGS -- COMMAND` (default: sleep SECONDS), and while it runs
+    calls probe(pid, exe) on its gateway until that returns something other than None,
     which is returned (None if it never does within 5 s)."""
-    p = subprocess.Popen([str(BIN / "airlock"), "run", *args, "--", "sleep", str(seconds)],
+    command = command or ["sleep", str(seconds)]
+    p = subprocess.Popen([str(BIN / "airlock"), "run", *args, "--", *command],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 5
@@ -149,7 +150,59 @@ def test_the_gateway_serves_on_all_of_airlocks_cpus():
         import pytest
         pytest.skip(f"needs two or more contiguous CPUs, has {mine}")
     want = {f"{mine[0]}-{mine[-1]}"}
+    # A refused name is answered by the gateway itself (never sent upstream); the query
+    # starts its DNS thread.
+    lookup = ["sh", "-c", "getent hosts denied.test; sleep 2"]
     for _ in range(3):
         got = probe_gateway_of_run(["--allow", "allowed.test"], lambda pid, exe:
-                                   _cpus_of_threads(pid))
+                                   _cpus_of_threads(pid), command=lookup)
         assert got == want, (got, want)
+
+
+def _threads(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return None
+
+
+def _gateway_pid(ppid):
+    for pid in children_of(ppid):
+        try:
+            if "airlock-gateway" in os.readlink(f"/proc/{pid}/exe"):
+                return pid
+        except OSError:
+            pass
+    return None
+
+
+def test_a_one_shot_gateway_starts_a_service_thread_only_for_traffic(tmp_path):
+    """A one-shot whose workload sends nothing costs its gateway no service thread (its
+    main thread holds the listeners); the first DNS query starts the DNS thread, and the
+    query is answered and logged. Fails if the service threads start up front, or if a
+    thread started on demand misses the packet that started it."""
+    log = tmp_path / "egress.jsonl"
+    script = "echo quiet; sleep 0.6; echo asking; getent hosts denied.test; " \
+             "echo asked $?; sleep 0.6"
+    p = subprocess.Popen([str(BIN / "airlock"), "run", "--allow", "allowed.test",
+                          "--egress-log", str(log), "--", "sh", "-c", script],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "quiet"  # the workload runs: the link is up
+        gw = None
+        deadline = time.monotonic() + 5
+        while gw is None and time.monotonic() < deadline:
+            gw = _gateway_pid(p.pid)
+        assert gw is not None
+        quiet = [_threads(gw) for _ in range(20) if not time.sleep(0.02)]
+        assert p.stdout.readline().strip() == "asking"
+        assert p.stdout.readline().split()[:2] == ["asked", "2"]  # getent: not found
+        busy = _threads(gw)
+    finally:
+        out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert set(quiet) == {1}, quiet
+    assert busy is not None and busy >= 2, busy
+    lines = [json.loads(ln) for ln in log.read_text().splitlines()]
+    assert any(e["layer"] == "dns" and e["verdict"] == "deny" and e["name"] == "denied.test"
+               for e in lines), lines
