@@ -22,17 +22,29 @@ def results(tmp_path_factory):
     if os.geteuid() != 0:
         pytest.skip("bench/run needs root")
     out = tmp_path_factory.mktemp("bench") / "r.json"
+    before = os.stat("/dev/null")
     r = subprocess.run([str(RUN), "--quick", "--only", "oneshot", "--runs", "3",
                         "--slow-runs", "1", "--warmup", "0", "--out", str(out)],
                        capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, AIRLOCK_BIN=os.environ.get(
                            "AIRLOCK_BIN", str(REPO / "build" / "airlock"))))
     assert out.exists(), r.stdout[-3000:] + r.stderr[-3000:]
-    return out, json.loads(out.read_text()), r
+    after = os.stat("/dev/null")
+    return out, json.loads(out.read_text()), r, (before, after)
+
+
+def test_the_peers_leave_the_hosts_dev_null_alone(results):
+    """runsc chowns the files it is given as stdio to its sandbox's user (nobody): handed
+    the host's /dev/null, as every contender is, it made the host's /dev/null nobody's.
+    The benchmark gives it files of its own."""
+    before, after = results[3]
+    assert (after.st_uid, after.st_gid, after.st_mode) == \
+        (before.st_uid, before.st_gid, before.st_mode)
+    assert after.st_ctime_ns == before.st_ctime_ns
 
 
 def test_results_file_is_well_formed(results):
-    _, doc, r = results
+    _, doc, r, _ = results
     assert doc["benchmark"] == "airlock bench/run" and doc["format"] == 1
     assert doc["quick"] is True and doc["settings"]["sections"] == ["oneshot"]
     for w in ("true", "python"):
@@ -72,7 +84,7 @@ def test_results_file_is_well_formed(results):
 
 
 def test_compare_reads_a_results_file(results):
-    out, _, _ = results
+    out, _, _, _ = results
     r = subprocess.run([str(RUN), "--compare", str(out), "--results", str(out)],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
