@@ -59,6 +59,12 @@ enum {
 	AL_EXIT_SIGNAL_BASE = 128,
 };
 
+/* Limits of a run's inputs (larger ones are refused before anything is made). */
+#define AL_FILES_MAX 64          /* --file copies */
+#define AL_FILE_DST_MAX 4096     /* bytes of a copy's destination path, with its NUL */
+#define AL_PIDS_MAX 4194304u     /* the kernel's highest pids.max (PID_MAX_LIMIT) */
+#define AL_POLICY_MAX (1 << 20)  /* bytes of a network policy document */
+
 /* A host file or directory copied into the sandbox before the command runs. */
 struct al_file_copy {
 	const char *src; /* host path */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <sys/mman.h>
@@ -31,7 +32,7 @@ void cli_run_usage(FILE *out)
 	      "flags:\n"
 	      "  --timeout DURATION   wall-clock limit: 30, 30s, 1.5s, 500ms, 2m, 1h (default 5m; 0 = none)\n"
 	      "  --memory SIZE        memory limit: 512K, 64M, 1G (default 1G; 0 = none)\n"
-	      "  --pids N             process/thread limit (default 512; 0 = none)\n"
+	      "  --pids N             process/thread limit (default 512, at most 4194304; 0 = none)\n"
 	      "  --cpus N             CPU quota in CPUs, e.g. 0.5 (default: no limit)\n"
 	      "  --disk SIZE          cap on all the sandbox writes: /workspace, /tmp, /home/user,\n"
 	      "                       /dev/shm share one tmpfs of this size (default 1G)\n"
@@ -39,7 +40,7 @@ void cli_run_usage(FILE *out)
 	      "  -e, --env K=V        add an environment variable (repeatable)\n"
 	      "  -w, --workdir DIR    working directory inside (default /workspace; created)\n"
 	      "  --image DIR          use DIR as the root filesystem instead of the host runtime\n"
-	      "  --file SRC:DST       copy a host file or directory in before CMD (repeatable);\n"
+	      "  --file SRC:DST       copy a host file or directory in before CMD (repeatable, <= 64);\n"
 	      "                       a relative DST is relative to the working directory\n"
 	      "  --root               run as uid 0 inside the sandbox (still nobody on the host)\n"
 	      "  -i, --interactive    pass stdin through even when it is a terminal\n"
@@ -56,7 +57,7 @@ void cli_run_usage(FILE *out)
 	      "  --upstream-dns IP[:PORT]  the resolver the gateway asks (default: the host's)\n"
 	      "  --upstream-ca FILE   CA certificates that upstreams of TLS-terminated domains\n"
 	      "                       (per-request rules) must chain to (default: the system's)\n"
-	      "  --hostname NAME      hostname inside (default sandbox)\n"
+	      "  --hostname NAME      hostname inside: letters, digits, '-', '.' (default sandbox)\n"
 	      "  --no-pool            make every namespace now, even if `airlock pool fill` has\n"
 	      "                       some ready (`airlock pool --help`)\n"
 	      "  -h, --help           this text\n"
@@ -163,6 +164,16 @@ static const struct option long_opts[] = {
 	{NULL, 0, NULL, 0},
 };
 
+/* A hostname the sandbox's /etc/hosts and uname can carry: RFC 1123 characters only. */
+static bool hostname_ok(const char *h)
+{
+	size_t n = strlen(h);
+
+	return n >= 1 && n <= 63 && strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					      "0123456789-.") == n &&
+	       h[0] != '-' && h[0] != '.' && h[n - 1] != '-' && h[n - 1] != '.';
+}
+
 /* Returns -1 to go on, or an exit code. */
 static int parse_opt(struct run_opts *o, int c, const char *arg)
 {
@@ -172,8 +183,8 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 	switch (c) {
 	case OPT_TIMEOUT:
 		if (al_parse_duration_ms(arg, &cfg->timeout_ms) < 0)
-			return usage_error("--timeout '%s': expected a duration like 30s, 500ms, 2m",
-					   arg);
+			return usage_error("--timeout '%s': expected a duration like 30s, 500ms, 2m "
+					   "(1ms to 30 days; 0 = none)", arg);
 		break;
 	case OPT_MEMORY:
 		if (al_parse_size(arg, &cfg->memory_bytes) < 0)
@@ -191,8 +202,9 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 			return usage_error("--output-limit '%s': expected a size like 1M", arg);
 		break;
 	case OPT_PIDS:
-		if (al_parse_u32(arg, &cfg->pids) < 0)
-			return usage_error("--pids '%s': expected a whole number", arg);
+		if (al_parse_u32(arg, &cfg->pids) < 0 || cfg->pids > AL_PIDS_MAX)
+			return usage_error("--pids '%s': expected a whole number up to %u", arg,
+					   AL_PIDS_MAX);
 		break;
 	case OPT_CPUS:
 		if (al_parse_cpus(arg, &cfg->cpus) < 0)
@@ -216,6 +228,12 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		colon = strrchr(arg, ':');
 		if (!colon || colon == arg || !colon[1])
 			return usage_error("--file '%s': expected SRC:DST", arg);
+		if (cfg->n_files == AL_FILES_MAX)
+			return usage_error("--file '%s': too many --file copies (at most %d)", arg,
+					   AL_FILES_MAX);
+		if (strlen(colon + 1) >= AL_FILE_DST_MAX)
+			return usage_error("--file '%s': the destination is too long (at most %d "
+					   "bytes)", arg, AL_FILE_DST_MAX - 1);
 		o->files = xrealloc(o->files, (cfg->n_files + 1) * sizeof(*o->files));
 		o->files[cfg->n_files].src = strndup(arg, (size_t)(colon - arg));
 		o->files[cfg->n_files++].dst = colon + 1;
@@ -273,8 +291,9 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		o->egress_log = arg;
 		break;
 	case OPT_HOSTNAME:
-		if (!arg[0] || strlen(arg) > 63)
-			return usage_error("--hostname '%s': 1 to 63 characters", arg);
+		if (!hostname_ok(arg))
+			return usage_error("--hostname '%s': 1 to 63 letters, digits, '-' and '.', "
+					   "not starting or ending with '-' or '.'", arg);
 		cfg->hostname = arg;
 		break;
 	case 'h':
@@ -363,6 +382,43 @@ static bool policy_without_rules(const char *doc)
 	return none;
 }
 
+/* A --policy file's text (a heap string), or NULL after a usage error that names it: not
+ * a regular file, unreadable, over AL_POLICY_MAX bytes, or with a NUL byte in it. */
+static char *read_policy_file(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0;
+	ssize_t r = 0;
+
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		usage_error("--policy '%s': %s", path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		usage_error("--policy '%s': not a regular file", path);
+		goto out;
+	}
+	buf = xzalloc(AL_POLICY_MAX + 2);
+	while (n <= AL_POLICY_MAX && (r = read(fd, buf + n, AL_POLICY_MAX + 1 - n)) > 0)
+		n += (size_t)r;
+	if (r < 0)
+		usage_error("--policy '%s': %s", path, strerror(errno));
+	else if (n > AL_POLICY_MAX)
+		usage_error("--policy '%s': larger than %d bytes", path, AL_POLICY_MAX);
+	else if (memchr(buf, '\0', n))
+		usage_error("--policy '%s': has a NUL byte (not a JSON text)", path);
+	else
+		goto out;
+	free(buf);
+	buf = NULL;
+out:
+	if (fd >= 0)
+		close(fd);
+	return buf;
+}
+
 /* The one policy document the flags describe (NULL: deny-all), and whether it surely has
  * no per-request rules (flags cannot give any; a --policy file is looked at); -1 on a
  * usage error. */
@@ -375,21 +431,14 @@ static int build_policy(struct run_opts *o, char **out)
 	if (o->policy_file && (lists || o->net_mode))
 		return -!!usage_error("%s", "--policy cannot be combined with --net, --allow, "
 					 "--allow-cidr or --deny-cidr");
-	if (o->net_mode && strcmp(o->net_mode, "allow-all") == 0 && lists)
-		return -!!usage_error("%s", "--net allow-all cannot be combined with --allow, "
-					 "--allow-cidr or --deny-cidr");
+	if (o->net_mode && lists)
+		return -!!usage_error("--net %s cannot be combined with --allow, --allow-cidr or "
+				      "--deny-cidr", o->net_mode);
 	if (o->policy_file) {
-		FILE *f = fopen(o->policy_file, "r");
-		size_t n;
-		char *buf = xzalloc(1 << 20);
+		char *buf = read_policy_file(o->policy_file);
 
-		if (!f) {
-			free(buf);
-			return -!!usage_error("--policy '%s': %s", o->policy_file, strerror(errno));
-		}
-		n = fread(buf, 1, (1 << 20) - 1, f);
-		fclose(f);
-		buf[n] = '\0';
+		if (!buf)
+			return -1;
 		*out = buf;
 		o->cfg.net_policy_no_rules = policy_without_rules(buf);
 		return 0;
@@ -449,6 +498,7 @@ int cli_run(int argc, char **argv)
 	_cleanup_free_ char *policy_json = NULL;
 	char pool_dir[200];
 	int c, code, egress_fd = -1, json_fd = -1;
+	bool egress_made = false;
 
 	memset(&o, 0, sizeof(o));
 	al_config_init(&o.cfg);
@@ -466,7 +516,13 @@ int cli_run(int argc, char **argv)
 		return AL_EXIT_USAGE;
 	o.cfg.net_policy_json = policy_json;
 	if (o.egress_log) {
-		egress_fd = open(o.egress_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		/* Made here, it goes again if the run is refused (a policy the gateway refuses
+		 * is a usage error too): a refused run leaves nothing behind. */
+		egress_fd = open(o.egress_log, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+				 0644);
+		egress_made = egress_fd >= 0;
+		if (egress_fd < 0 && errno == EEXIST)
+			egress_fd = open(o.egress_log, O_WRONLY | O_APPEND | O_CLOEXEC);
 		if (egress_fd < 0)
 			return usage_error("--egress-log '%s': %s", o.egress_log, strerror(errno));
 	}
@@ -513,6 +569,8 @@ int cli_run(int argc, char **argv)
 		tty_restore(&tty);
 		code = usage_error("%s", err->msg);
 		al_error_free(err);
+		if (egress_made)
+			unlink(o.egress_log);
 		return code;
 	}
 	tty_restore(&tty);

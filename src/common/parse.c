@@ -50,7 +50,8 @@ int al_parse_duration_ms(const char *s, uint64_t *out_ms)
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcmp(end, units[i].suffix) == 0) {
 			double ms = v * units[i].ms;
-			if (ms > 30.0 * 24 * 3600 * 1000)
+			/* Under a millisecond would round to 0, which means "none". */
+			if (ms > 30.0 * 24 * 3600 * 1000 || (ms > 0 && ms < 1))
 				return -ERANGE;
 			*out_ms = (uint64_t)llround(ms);
 			return 0;
@@ -80,7 +81,8 @@ int al_parse_size(const char *s, uint64_t *out_bytes)
 			return -EINVAL;
 	}
 	v *= mult;
-	if (v >= 18446744073709551615.0)
+	/* Under a byte would truncate to 0, which means "none". */
+	if (v >= 18446744073709551615.0 || (v > 0 && v < 1))
 		return -ERANGE;
 	*out_bytes = (uint64_t)v;
 	return 0;

@@ -65,6 +65,30 @@ int jail_mkdir_p(int root_fd, const char *path, uid_t owner, struct al_error **e
 	return dir;
 }
 
+/* All of src_fd into out: sendfile, or read and write for a file it refuses (a /proc or
+ * /sys file reports size 0 and sendfile says EINVAL). 0, or -1 with errno. */
+static ssize_t copy_bytes(int src_fd, int out)
+{
+	char buf[65536];
+	ssize_t n;
+	bool any = false;
+
+	while ((n = sendfile(out, src_fd, NULL, 1 << 20)) > 0)
+		any = true;
+	if (n == 0 || any || (errno != EINVAL && errno != ENOSYS))
+		return n;
+	while ((n = read(src_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+		for (ssize_t off = 0, w; n > 0 && off < n; off += w) {
+			w = write(out, buf + off, (size_t)(n - off));
+			if (w < 0 && errno == EINTR)
+				w = 0;
+			else if (w < 0)
+				return -1;
+		}
+	}
+	return n;
+}
+
 static int copy_reg(int src_fd, int dst_dir, const char *name, mode_t mode, uid_t uid, gid_t gid,
 		    const char *what, struct al_error **err)
 {
@@ -78,10 +102,11 @@ static int copy_reg(int src_fd, int dst_dir, const char *name, mode_t mode, uid_
 		     mode & 0777);
 	if (out < 0)
 		return al_error_set(err, errno, "create '%s' in the sandbox", what);
-	while ((n = sendfile(out, src_fd, NULL, 1 << 20)) > 0)
-		;
+	n = copy_bytes(src_fd, out);
+	if (n < 0 && (errno == ENOSPC || errno == EDQUOT))
+		return al_error_set(err, errno, "copy '%s' (the sandbox disk is full)", what);
 	if (n < 0)
-		return al_error_set(err, errno, "copy '%s' (the sandbox disk may be full)", what);
+		return al_error_set(err, errno, "copy '%s'", what);
 	if (fchown(out, uid, gid) < 0 || fchmod(out, mode & 0777) < 0)
 		return al_error_set(err, errno, "chown '%s'", what);
 	return 0;
@@ -182,6 +207,11 @@ int jail_copy_in(int src_fd, const char *src_name, int root_fd, const char *dst,
 		return al_error_wrap(err, "--file destination '%s'", dst);
 	if (fstat(src_fd, &st) < 0)
 		return al_error_set(err, errno, "stat '%s'", src_name);
+	/* Before it is opened: a FIFO would block the open until a writer came, a device
+	 * (/dev/zero) would never end. */
+	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+		return al_error_set(err, EINVAL, "--file source '%s' is not a file or directory",
+				    src_name);
 	/* The source was opened O_PATH; reopen it for reading through /proc/self/fd. */
 	{
 		char p[64];

@@ -240,5 +240,8 @@ int jail_msg_send(int fd, const struct jail_msg *m, int pass_fd);
 int jail_msg_recv(int fd, struct jail_msg *m, int *got_fd);
 /* In the child: report err to the parent and exit with AL_EXIT_SETUP. */
 __attribute__((noreturn)) void jail_child_fail(int sync_fd, struct al_error *err);
+/* Parent, after a step with the child failed: if the child had already failed (and gone),
+ * the reason it sent replaces *err (the parent's own EPIPE or ESRCH says nothing). */
+void jail_take_child_error(int sync_fd, struct al_error **err);
 
 #endif

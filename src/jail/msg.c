@@ -4,6 +4,7 @@
 #include "common/fdpass.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +19,12 @@ int jail_msg_recv(int fd, struct jail_msg *m, int *got_fd)
 	int flags = 0;
 	ssize_t n = al_recv_with_fd(fd, m, sizeof(*m), 0, got_fd, &flags);
 
+	/* A peer that exits with our message unread (a GO it never waited for) leaves
+	 * ECONNRESET on this socket, reported once and ahead of what it sent before it went
+	 * (its JMSG_ERROR): read on. */
+	if (n < 0 && errno == ECONNRESET)
+		n = al_recv_with_fd(fd, m, sizeof(*m), 0, got_fd, &flags);
+
 	if (n == 0)
 		return 0;
 	if (n < 0)
@@ -26,6 +33,24 @@ int jail_msg_recv(int fd, struct jail_msg *m, int *got_fd)
 		return -EBADMSG;
 	m->text[sizeof(m->text) - 1] = '\0';
 	return 1;
+}
+
+void jail_take_child_error(int sync_fd, struct al_error **err)
+{
+	struct pollfd p = {.fd = sync_fd, .events = POLLIN};
+	struct jail_msg m;
+	int fd = -1;
+
+	/* A child that failed sent its reason before it exited: it is queued if it is gone. */
+	while (poll(&p, 1, 0) > 0 && jail_msg_recv(sync_fd, &m, &fd) > 0) {
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		if (m.type == JMSG_ERROR) {
+			al_error_from(err, m.code, m.text);
+			return;
+		}
+	}
 }
 
 void jail_child_fail(int sync_fd, struct al_error *err)

@@ -177,6 +177,7 @@ static void handle_msg(struct relay *rl)
 		free(rl->setup_error);
 		rl->setup_error = xstrdup(m.text);
 		rl->setup_code = m.code;
+		rl->child_failed = true;
 		break;
 	case JMSG_PTY:
 		if (fd >= 0 && rl->pty_fd < 0) {
@@ -210,10 +211,16 @@ static void handle_gateway(struct relay *rl)
 	if (r > 0) {
 		jail_msg_send(rl->sync_fd, &(struct jail_msg){.type = JMSG_LINK}, -1);
 	} else {
-		free(rl->setup_error);
-		rl->setup_error = xstrdup(err->msg);
-		rl->setup_code = err->code;
+		/* A child that failed first took the link's namespace with it: its reason is
+		 * the one to tell, not the gateway's "enter the sandbox netns". */
 		rl->policy_refused = gw_client_policy_refused(rl->gw);
+		if (!rl->policy_refused && !rl->child_failed && rl->sync_fd >= 0)
+			jail_take_child_error(rl->sync_fd, &err);
+		if (!rl->child_failed) {
+			free(rl->setup_error);
+			rl->setup_error = xstrdup(err->msg);
+			rl->setup_code = err->code;
+		}
 		al_error_free(err);
 		kill_sandbox(rl, AL_REASON_SETUP_FAILED);
 	}

@@ -34,6 +34,7 @@ struct relay {
 	struct jail_msg exit_msg;
 	char *setup_error;
 	int setup_code;
+	bool child_failed; /* setup_error is the child's own (JMSG_ERROR): it stands */
 	enum al_reason killed_for; /* TIMEOUT or INTERRUPTED once we killed it */
 	bool killed;
 	uint64_t oom_kills;

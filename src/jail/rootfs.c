@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #define STAGE "/tmp" /* where the new root is built, inside our private mount namespace */
-#define MAX_FILES 64
+#define MAX_FILES AL_FILES_MAX
 
 static int mount_err(struct al_error **err, const char *what, const char *dst)
 {
@@ -325,10 +325,11 @@ static int copy_sources(int root_fd, const struct jail_ctx *ctx, const int *fds,
 	for (i = 0; i < cfg->n_files; i++) {
 		const char *d = cfg->files[i].dst;
 
-		if (d[0] == '/')
-			snprintf(dst, sizeof(dst), "%s", d);
-		else
-			snprintf(dst, sizeof(dst), "%s/%s", workdir, d);
+		int n = d[0] == '/' ? snprintf(dst, sizeof(dst), "%s", d)
+				    : snprintf(dst, sizeof(dst), "%s/%s", workdir, d);
+
+		if (n < 0 || (size_t)n >= sizeof(dst))
+			return al_error_set(err, ENAMETOOLONG, "--file destination '%.64s...'", d);
 		if (jail_copy_in(fds[i], cfg->files[i].src, root_fd, dst, owner, owner, err) < 0)
 			return -1;
 	}

@@ -122,11 +122,17 @@ static void free_env(char **env)
 	free(env);
 }
 
+/* The whole document is "deny-all" (a JSON string, blanks around it allowed); anything
+ * else, even starting so, goes to the policy parser. */
 static bool is_deny_all(const char *p)
 {
-	while (*p == ' ' || *p == '\n' || *p == '\t')
-		p++;
-	return strncmp(p, "\"deny-all\"", 10) == 0 || strcmp(p, "deny-all") == 0;
+	p += strspn(p, " \t\r\n");
+	if (strcmp(p, "deny-all") == 0)
+		return true;
+	if (strncmp(p, "\"deny-all\"", 10) != 0)
+		return false;
+	p += 10;
+	return p[strspn(p, " \t\r\n")] == '\0';
 }
 
 static int validate(const struct al_config *cfg, struct al_error **err)

@@ -87,10 +87,15 @@ int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_
 {
 	struct jail_msg go = {.type = JMSG_GO};
 
-	if (jail_cgroup_attach(cg, pid, err) < 0)
+	if (jail_cgroup_attach(cg, pid, err) < 0) {
+		jail_take_child_error(sync_fd, err);
 		return -1;
-	if (jail_msg_send(sync_fd, &go, pass_fd) < 0)
-		return al_error_set(err, errno ? errno : EPIPE, "sync with the sandbox");
+	}
+	if (jail_msg_send(sync_fd, &go, pass_fd) < 0) {
+		al_error_set(err, errno ? errno : EPIPE, "sync with the sandbox");
+		jail_take_child_error(sync_fd, err);
+		return -1;
+	}
 	return 0;
 }
 

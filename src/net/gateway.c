@@ -255,9 +255,12 @@ static int parse_upstream_dns(struct net_gateway *g, const char *spec, struct al
 			port = colon + 1;
 		}
 	}
-	if (net_addr_parse(host, strlen(host), &a, err) < 0 || atoi(port) <= 0 ||
-	    atoi(port) > 65535)
+	if (net_addr_parse(host, strlen(host), &a, err) < 0)
 		return al_error_wrap(err, "--upstream-dns '%s'", spec ? spec : buf);
+	if (strlen(port) < 1 || strlen(port) > 5 || strspn(port, "0123456789") != strlen(port) ||
+	    atoi(port) < 1 || atoi(port) > 65535)
+		return al_error_msg(err, EINVAL, "--upstream-dns '%s': the port must be 1 to 65535",
+				    spec ? spec : buf);
 	memset(&g->dns_up, 0, sizeof(g->dns_up));
 	if (a.family == AF_INET) {
 		struct sockaddr_in *s = (struct sockaddr_in *)&g->dns_up;

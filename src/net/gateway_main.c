@@ -58,6 +58,7 @@
 #include <linux/openat2.h>
 
 #define CTL 3
+#define GW_POLICY_READ_MAX (16u << 20) /* a policy read from --policy-fd, at most */
 
 static int fail(struct al_error *err)
 {
@@ -308,9 +309,41 @@ static int check_seccomp(void)
 struct gw_args {
 	struct net_gateway_opts o;
 	const char *policy, *ctl_path, *log_file, *pool_serve;
+	char *policy_buf; /* --policy-fd's text */
 	unsigned long long generation;
 	pid_t attach_pid;
 };
+
+/* --policy-fd N: the policy text from fd N (a memfd: too long for argv), read whole and
+ * closed; NULL if it cannot be (then "--policy is required" says so). Kept in *buf. */
+static const char *read_policy_fd(int fd, char **buf)
+{
+	size_t cap = 1 << 16, len = 0;
+	char *p = malloc(cap + 1);
+	ssize_t n;
+
+	while (p && fd >= 0 && (n = read(fd, p + len, cap - len)) > 0) {
+		len += (size_t)n;
+		if (len == cap) {
+			char *q = cap >= GW_POLICY_READ_MAX ? NULL : realloc(p, cap * 2 + 1);
+
+			if (!q) {
+				free(p);
+				p = NULL;
+				break;
+			}
+			p = q;
+			cap *= 2;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	if (p)
+		p[len] = '\0';
+	free(*buf);
+	*buf = p;
+	return p;
+}
 
 /* "--key value" pairs, from argv or from a pooled gateway's claim. */
 static void parse_args(struct gw_args *a, int n, char **kv)
@@ -320,6 +353,8 @@ static void parse_args(struct gw_args *a, int n, char **kv)
 
 		if (strcmp(k, "--policy") == 0)
 			a->policy = v;
+		else if (strcmp(k, "--policy-fd") == 0)
+			a->policy = read_policy_fd(atoi(v), &a->policy_buf);
 		else if (strcmp(k, "--sandbox") == 0)
 			a->o.sandbox_id = v;
 		else if (strcmp(k, "--log-fd") == 0)

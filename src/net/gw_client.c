@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -135,7 +136,7 @@ char *gw_sibling(const char *name)
 struct exec_args {
 	const char *path;
 	const char *const *argv;
-	int ctl, log_fd;
+	int ctl, log_fd, policy_fd;
 	const char *hint;
 };
 
@@ -151,12 +152,16 @@ static int exec_gateway(void *arg)
 		uint64_t mask;
 	} dfl = {SIG_DFL, 0, NULL, 0};
 	struct exec_args *x = arg;
-	/* Move both out of the way first: either may already sit on 3 or 4. */
+	/* Move them out of the way first: any may already sit on 3, 4 or 5. */
 	int ctl = fcntl(x->ctl, F_DUPFD, 10), log = x->log_fd >= 0 ? fcntl(x->log_fd, F_DUPFD, 10) : -1;
+	int pol = x->policy_fd >= 0 ? fcntl(x->policy_fd, F_DUPFD, 10) : -1;
 
-	if (ctl < 0 || dup2(ctl, 3) < 0 || (x->log_fd >= 0 && (log < 0 || dup2(log, 4) < 0)))
+	if (ctl < 0 || dup2(ctl, 3) < 0 || (x->log_fd >= 0 && (log < 0 || dup2(log, 4) < 0)) ||
+	    (x->policy_fd >= 0 && (pol < 0 || dup2(pol, GW_POLICY_FD) < 0)))
 		_exit(127);
-	sys_close_range(x->log_fd >= 0 ? 5 : 4, ~0U, 0);
+	if (x->log_fd < 0)
+		close(4);
+	sys_close_range(x->policy_fd >= 0 ? GW_POLICY_FD + 1 : GW_POLICY_FD, ~0U, 0);
 	syscall(SYS_rt_sigaction, SIGPIPE, &dfl, NULL, sizeof(dfl.mask));
 	execv(x->path, (char *const *)x->argv);
 	dprintf(3, "E%d cannot run %s: %s%s%s\n", errno, x->path, strerror(errno),
@@ -164,11 +169,59 @@ static int exec_gateway(void *arg)
 	_exit(127);
 }
 
+/* A policy too long for one argv string (the kernel caps each at 128 KiB) travels in a
+ * memfd instead: "--policy JSON" becomes "--policy-fd 5". -1 if it need not (or cannot). */
+static int policy_memfd(const char **args)
+{
+	for (size_t i = 0; args[i] && args[i + 1]; i++) {
+		size_t len = strlen(args[i + 1]), off = 0;
+		int fd;
+
+		if (strcmp(args[i], "--policy") != 0 || len <= GW_POLICY_ARGV_MAX)
+			continue;
+		fd = memfd_create("airlock-policy", MFD_CLOEXEC);
+		while (fd >= 0 && off < len) {
+			ssize_t n = write(fd, args[i + 1] + off, len - off);
+
+			if (n <= 0) {
+				close(fd);
+				return -1; /* then argv, and its E2BIG says why */
+			}
+			off += (size_t)n;
+		}
+		if (fd < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		args[i] = "--policy-fd";
+		args[i + 1] = GW_POLICY_FD_ARG;
+		return fd;
+	}
+	return -1;
+}
+
 pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd, const char *hint)
 {
+	const char *args[48];
+	size_t n = 0;
+	int pfd = -1;
+	pid_t pid;
+
+	while (n < ARRAY_SIZE(args) - 1 && argv[n]) {
+		args[n] = argv[n];
+		n++;
+	}
+	args[n] = NULL;
+	if (!argv[n]) /* all of it copied */
+		pfd = policy_memfd(args);
 	/* vfork-style: no copy of the caller's address space (for airlockd: every thread's
 	 * stack and mapping) to make and tear down again; we are suspended until it execs. */
-	return jail_clone_vfork(exec_gateway, &(struct exec_args){path, argv, ctl, log_fd, hint});
+	pid = jail_clone_vfork(exec_gateway, &(struct exec_args){path, pfd >= 0 ? args : argv, ctl,
+								log_fd, pfd, hint});
+	if (pfd >= 0)
+		close(pfd);
+	return pid;
 }
 
 int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,

@@ -32,6 +32,10 @@ char *gw_sibling(const char *name);
 /* Start a gateway binary, vfork-style: ctl becomes its fd 3 (the control channel), log_fd
  * its fd 4 (-1: none), every other fd is closed. If it cannot be run, an E line on the
  * channel says why (hint appended). Returns its pid, or -1 with errno. */
+/* A --policy longer than GW_POLICY_ARGV_MAX goes to the gateway as --policy-fd 5 (a memfd). */
+#define GW_POLICY_ARGV_MAX (64 * 1024)
+#define GW_POLICY_FD 5
+#define GW_POLICY_FD_ARG "5"
 pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd,
 	      const char *hint);
 

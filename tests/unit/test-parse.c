@@ -17,6 +17,8 @@ static void durations(void)
 		{"", -EINVAL, 0},   {"abc", -EINVAL, 0}, {"10x", -EINVAL, 0}, {"-1", -EINVAL, 0},
 		{"1 s", -EINVAL, 0}, {"s", -EINVAL, 0}, {"1.2.3", -EINVAL, 0},
 		{"999999h", -ERANGE, 0}, {"1e3", -EINVAL, 0},
+		/* under a millisecond would round to 0, "none" */
+		{"0.0004s", -ERANGE, 0}, {"0.4ms", -ERANGE, 0}, {"1ms", 0, 1}, {"0.0ms", 0, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -39,6 +41,8 @@ static void sizes(void)
 		{"1.5M", 0, 3 << 19},      {"10MB", 0, 10 << 20},  {"0", 0, 0},
 		{"12Q", -EINVAL, 0},       {"", -EINVAL, 0},       {"M", -EINVAL, 0},
 		{"1MM", -EINVAL, 0},       {"-5M", -EINVAL, 0},    {"99999999999T", -ERANGE, 0},
+		/* under a byte would truncate to 0, "none" */
+		{"0.5", -ERANGE, 0},       {"0.0001K", -ERANGE, 0}, {"0.0", 0, 0},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
