@@ -122,6 +122,7 @@ unsigned api_status_of_errno(int code, const char **name)
 		return 507;
 	case EACCES: /* e.g. a write outside the sandbox's writable areas */
 	case EPERM:
+	case EROFS: /* a write into the read-only runtime (a workdir set there) */
 		*name = "forbidden";
 		return 403;
 	case EEXIST:

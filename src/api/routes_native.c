@@ -251,13 +251,14 @@ static void egress_free(void *cls)
 static void api_sbx_egress(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
-	const char *follow = api_query(r, "follow");
+	bool follow = false;
 	char *data = NULL;
 	size_t len = 0;
 
-	if (dm_sandbox_egress_log(r->api->d, r->team, api_param(r, "id"), &data, &len, &err) < 0)
+	if (api_query_bool(r, "follow", &follow, &err) < 0 ||
+	    dm_sandbox_egress_log(r->api->d, r->team, api_param(r, "id"), &data, &len, &err) < 0)
 		return api_reply_error(r, err);
-	if (follow && strcmp(follow, "true") == 0) {
+	if (follow) {
 		struct egress_follow *f = xzalloc(sizeof(*f));
 		struct MHD_Response *resp;
 

@@ -71,6 +71,10 @@ char *vc_join(const char *base, const char *path)
 
 	if (path[0] == '/' || !base || !base[0])
 		return xstrdup(path);
+	while (path[0] == '.' && path[1] == '/') /* "./x" is x; "." is base itself */
+		path += 2 + strspn(path + 2, "/");
+	if (!path[0] || strcmp(path, ".") == 0)
+		return xstrdup(base);
 	n = strlen(base);
 	return xasprintf("%s%s%s", base, n && base[n - 1] == '/' ? "" : "/", path);
 }

@@ -263,10 +263,15 @@ void vc_fs_write(struct api_req *r)
 					   "the body must be a tar or tar.gz archive");
 	x = xzalloc(sizeof(*x));
 	x->max = r->api->max_upload;
-	_cleanup_free_ char *base = vc_join(wd, cwd ? cwd : ".");
+	_cleanup_free_ char *base = cwd ? vc_join(wd, cwd) : xstrdup(wd);
 
 	if (vc_regroup(r, base, x, &err) < 0)
 		return vc_reply_error(r, err);
+	/* Every place it writes is judged first: a refused upload writes nothing. */
+	for (size_t i = 0; i < x->n_dirs + x->n; i++)
+		if (dm_fs_writable(r->api->d, r->team, sbx,
+				   i < x->n_dirs ? x->dirs[i] : x->g[i - x->n_dirs]->dir, &err) < 0)
+			return vc_reply_error(r, err);
 	for (size_t i = 0; i < x->n_dirs; i++) {
 		if (dm_fs_mkdir(r->api->d, r->team, sbx, x->dirs[i], true, &err) < 0 &&
 		    err->code != EEXIST)

@@ -14,9 +14,11 @@
 #include "common/error.h"
 #include "common/xalloc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define API_DEFAULT_MAX_BODY (1024 * 1024)
@@ -70,12 +72,126 @@ static void api_req_check_length(struct api_req *r)
 	r->body_too_large = true;
 }
 
+static int hexval(char c)
+{
+	return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10;
+}
+
+/* What a connection carries from one request to the next (MHD's socket context). */
+struct api_conn {
+	bool saw_nul; /* the request being parsed had a %00 in its path or query */
+};
+
+static void api_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+			    enum MHD_ConnectionNotificationCode toe)
+{
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		*socket_context = xzalloc(sizeof(struct api_conn));
+	} else {
+		free(*socket_context);
+		*socket_context = NULL;
+	}
+}
+
+static struct api_conn *api_conn_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *i =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return i ? i->socket_context : NULL;
+}
+
+/*
+ * Percent-decoding of the path and the query arguments, as libmicrohttpd's own (%HH),
+ * except "%00": a NUL byte cut the string where the router or a handler read it, so that
+ * ".../sbx_x%00junk" reached sbx_x and "?path=/a%00.b" read /a. It is left as it is and
+ * noted, and the request is refused (api_req_begin).
+ */
+static size_t api_unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+	struct api_conn *ac = api_conn_of(c);
+	char *w = s;
+	const char *p = s;
+
+	while (*p) {
+		if (p[0] == '%' && p[1] == '0' && p[2] == '0') {
+			if (ac)
+				ac->saw_nul = true;
+			*w++ = *p++;
+		} else if (p[0] == '%' && isxdigit((unsigned char)p[1]) &&
+			   isxdigit((unsigned char)p[2])) {
+			*w++ = (char)(hexval(p[1]) << 4 | hexval(p[2]));
+			p += 3;
+		} else {
+			*w++ = *p++;
+		}
+	}
+	*w = '\0';
+	return (size_t)(w - s);
+}
+
+struct framing {
+	unsigned n_length, n_encoding, n_host;
+	bool bad_name;
+};
+
+static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	struct framing *f = cls;
+
+	f->n_length += strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0;
+	f->n_encoding += strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0;
+	f->n_host += strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0;
+	f->bad_name |= !key[0] || key[strcspn(key, " \t")] != '\0';
+	return MHD_YES;
+}
+
+/*
+ * Requests whose framing two parsers could read differently (RFC 9112 6.1, 6.3, 3.2,
+ * 5.1): Content-Length twice or with Transfer-Encoding, an HTTP/1.1 request without
+ * exactly one Host, blanks in a field name. 400, and the connection closed after it, so
+ * that nothing left in it is read as a request of its own.
+ */
+static bool api_req_bad_framing(struct api_req *r, const char *version)
+{
+	struct framing f = {0, 0, 0, false};
+	const char *why = NULL;
+
+	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
+	if (f.n_length > 1)
+		why = "more than one Content-Length";
+	else if (f.n_length && f.n_encoding)
+		why = "both Content-Length and Transfer-Encoding";
+	else if (f.n_encoding > 1)
+		why = "more than one Transfer-Encoding";
+	else if (f.bad_name)
+		why = "a blank in a header field name";
+	else if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && f.n_host != 1)
+		why = f.n_host ? "more than one Host" : "no Host header";
+	if (!why)
+		return false;
+	api_reply_error_code(r, 400, "bad_request", why);
+	MHD_add_response_header(r->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	return true;
+}
+
 /* First call: route, authenticate, check the declared length. May build a response. */
-static void api_req_begin(struct api_req *r)
+static void api_req_begin(struct api_req *r, const char *version)
 {
 	struct api *a = r->api;
 	_cleanup_free_ char *allow = NULL;
 	enum api_match m;
+
+	struct api_conn *ac = api_conn_of(r->conn);
+
+	if (api_req_bad_framing(r, version))
+		return;
+	if (ac && ac->saw_nul) {
+		ac->saw_nul = false;
+		return api_reply_error_code(r, 400, "bad_request",
+					    "a NUL byte (%00) in the URL's path or query");
+	}
 
 	m = api_router_match(&a->router, r->method, r->url, &r->route, &r->params, &allow);
 	if (!(m == API_MATCH_OK && (r->route->flags & API_ROUTE_NO_AUTH))) {
@@ -132,7 +248,7 @@ static enum MHD_Result api_access(void *cls, struct MHD_Connection *conn, const 
 		r->method = method;
 		r->url = url;
 		*con_cls = r;
-		api_req_begin(r);
+		api_req_begin(r, version);
 		return r->resp ? api_queue(r) : MHD_YES;
 	}
 	if (*upload_size) {
@@ -184,6 +300,9 @@ static struct MHD_Daemon *api_mhd_start(struct api *a, int fd, unsigned max_conn
 				MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
 				MHD_OPTION_NOTIFY_COMPLETED, api_completed, a,
 				MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
+				MHD_OPTION_NOTIFY_CONNECTION, api_conn_notify, NULL,
+				MHD_OPTION_UNESCAPE_CALLBACK, api_unescape, NULL,
+				MHD_OPTION_STRICT_FOR_CLIENT, 1,
 				MHD_OPTION_END);
 }
 

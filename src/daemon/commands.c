@@ -258,7 +258,12 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	c->cwd = xstrdup(e->cwd ? e->cwd : s->workdir);
 	c->sudo = e->sudo;
 	c->started_ms = dm_now_ms();
-	c->deadline_ms = e->timeout_ms ? (uint64_t)c->started_ms + e->timeout_ms : 0;
+	/* A timeout past the end of time (the API takes up to INT64_MAX ms) is no deadline to
+	 * meet, not one that wrapped into the past: saturated at INT64_MAX. */
+	c->deadline_ms = !e->timeout_ms ? 0
+			 : e->timeout_ms > (uint64_t)(INT64_MAX - c->started_ms)
+				 ? (uint64_t)INT64_MAX
+				 : (uint64_t)c->started_ms + e->timeout_ms;
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	/* A policy that allows something means a gateway (the watchdog keeps one running),

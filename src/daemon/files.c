@@ -174,6 +174,16 @@ static int files_check_writable(const char *workdir, const struct files_path *p,
 			    show);
 }
 
+int files_writable(const char *workdir, const char *path, struct al_error **err)
+{
+	struct files_path p;
+	struct files_show sh;
+
+	if (files_api_path(workdir, path, &p, &sh, err) < 0)
+		return -1;
+	return files_check_writable(workdir, &p, sh.s, err);
+}
+
 /* Refuses pseudo file systems: read or written by host root, they would reach the host. */
 static int files_check_fs(int fd, const char *show, struct al_error **err)
 {

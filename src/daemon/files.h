@@ -45,6 +45,9 @@ int files_read(int root_fd, const char *workdir, const char *path, size_t max, c
 	       size_t *out_len, struct al_error **err);
 int files_mkdir(int root_fd, const char *workdir, const char *path, uid_t owner, bool parents,
 		struct al_error **err);
+/* The rules a write to path meets before anything is touched (a well-formed path inside a
+ * writable area): 0, or the error the write would get. The file system is not looked at. */
+int files_writable(const char *workdir, const char *path, struct al_error **err);
 /* [{name, type: file|dir|symlink|other, size, mode, mtime (epoch ms)}], sorted by name. */
 int files_list(int root_fd, const char *workdir, const char *path, json_t **out,
 	       struct al_error **err);

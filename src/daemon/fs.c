@@ -84,6 +84,19 @@ int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char 
 	return files_mkdir(root, wd, path, owner, parents, err);
 }
 
+int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const char *path,
+		   struct al_error **err)
+{
+	char wd[1100];
+	uid_t owner;
+	uint64_t disk;
+	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
+
+	if (root < 0)
+		return -1;
+	return files_writable(wd, path, err);
+}
+
 int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,
 	       json_t **out, struct al_error **err)
 {

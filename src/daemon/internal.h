@@ -24,6 +24,7 @@
 
 #define DM_ID_LEN 28 /* "sbx_" / "cmd_" + 24 */
 #define DM_MAX_LIFETIME_MS (24ull * 3600 * 1000)
+#define DM_MIN_DISK (1ull << 20) /* a sandbox's smallest disk (its own /etc and directories) */
 #define DM_SLOT_FIRST 0x2000u /* uid slots (<< 16 above 0x40000000); one-shot runs use 0..0x1fff */
 #define DM_SLOT_LAST 0x3fffu
 /* The most of the store's time one sandbox's command output may take, in percent

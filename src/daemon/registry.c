@@ -242,6 +242,22 @@ static char *make_config(const struct dm_create *c, uint64_t timeout_ms, const c
 	return s;
 }
 
+/* /proc, /sys and /dev are the kernel's in every sandbox: no workdir can be made there. */
+static bool workdir_in_pseudo_fs(const char *w)
+{
+	static const char *const roots[] = {"/proc", "/sys", "/dev"};
+
+	if (strncmp(w, "/dev/shm", 8) == 0 && (w[8] == '\0' || w[8] == '/'))
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
+		size_t n = strlen(roots[i]);
+
+		if (strncmp(w, roots[i], n) == 0 && (w[n] == '\0' || w[n] == '/'))
+			return true;
+	}
+	return false;
+}
+
 static int validate_create(const struct dm_create *c, struct al_error **err)
 {
 	if (c->workdir && (c->workdir[0] != '/' || strstr(c->workdir, "/../") ||
@@ -259,8 +275,15 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 			return al_error_msg(err, E2BIG, "env is limited to %u bytes an entry and "
 					    "%u in all", PROTO_MAX_STR, PROTO_MAX_FRAME / 4);
 	}
-	if (c->vcpus < 0 || c->vcpus > 1024)
-		return al_error_msg(err, EINVAL, "vcpus out of range");
+	if (c->vcpus < 0 || c->vcpus > 1024 || (c->vcpus > 0 && c->vcpus < 0.01))
+		return al_error_msg(err, EINVAL, "resources: vcpus must be 0.01 to 1024 (or 0: no "
+				    "limit)");
+	if (c->disk_bytes && c->disk_bytes < DM_MIN_DISK)
+		return al_error_msg(err, EINVAL, "resources: disk must be at least 1 MiB (the "
+				    "sandbox's own /etc and directories live there)");
+	if (c->workdir && workdir_in_pseudo_fs(c->workdir))
+		return al_error_msg(err, EINVAL, "workdir '%.200s' is in /proc, /sys or /dev (only "
+				    "/dev/shm there is the sandbox's)", c->workdir);
 	if (c->memory_bytes && c->memory_bytes < (4u << 20))
 		return al_error_msg(err, EINVAL, "memory must be at least 4 MiB");
 	if (c->timeout_ms > DM_MAX_LIFETIME_MS)

@@ -290,3 +290,15 @@ out:
 	free(p);
 	return r;
 }
+
+/* The fake keeps every path writable; only a missing sandbox is refused. */
+int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const char *path,
+		   struct al_error **err)
+{
+	struct fk_sbx *s;
+
+	pthread_mutex_lock(&d->mu);
+	s = fk_sbx_find(d, team, sbx, err);
+	pthread_mutex_unlock(&d->mu);
+	return s ? 0 : -ENOENT;
+}
