@@ -38,6 +38,8 @@ void cli_serve_usage(FILE *out)
 	      "                      fits (host runtime, default disk) takes one (\"warm\": true)\n"
 	      "  --upstream-ca FILE  CA certificates for upstreams of TLS-terminated domains\n"
 	      "                      (default: the system's)\n"
+	      "  --images DIR        root filesystems a create may name as its \"image\" (a\n"
+	      "                      directory under DIR); without it, creates take no image\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -95,6 +97,7 @@ int cli_serve(int argc, char **argv)
 		{"upstream-dns", required_argument, NULL, 'u'},
 		{"upstream-ca", required_argument, NULL, 'c'},
 		{"pool", required_argument, NULL, 'p'},
+		{"images", required_argument, NULL, 'i'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -117,6 +120,7 @@ int cli_serve(int argc, char **argv)
 		case 'n': dopt.upstream_netns = optarg; break;
 		case 'u': dopt.upstream_dns = optarg; break;
 		case 'c': dopt.upstream_ca = optarg; break;
+		case 'i': dopt.images_dir = optarg; break;
 		case 'p': {
 			char *end;
 			unsigned long n = strtoul(optarg, &end, 10);
@@ -134,6 +138,11 @@ int cli_serve(int argc, char **argv)
 			cli_serve_usage(stderr);
 			return AL_EXIT_USAGE;
 		}
+	}
+	if (dopt.images_dir && access(dopt.images_dir, R_OK | X_OK) < 0) {
+		fprintf(stderr, "airlock: serve: --images '%s': %s\n", dopt.images_dir,
+			strerror(errno));
+		return AL_EXIT_USAGE;
 	}
 	if (!aopt.listen && !aopt.socket_path) {
 		fputs("airlock: serve: nothing to listen on (--listen none and no --socket)\n", stderr);

@@ -29,6 +29,7 @@ struct daemon_opts {
 	unsigned pool;              /* fresh sandboxes kept ready for creates (0: none) */
 #define DM_POOL_LIMIT 64
 	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
+	const char *images_dir;     /* where a create's "image" may come from (NULL: nowhere) */
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);

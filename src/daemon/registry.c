@@ -288,12 +288,43 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 		return al_error_msg(err, EINVAL, "memory must be at least 4 MiB");
 	if (c->timeout_ms > DM_MAX_LIFETIME_MS)
 		return al_error_msg(err, EINVAL, "timeout over the 24 h maximum");
-	if (c->image) {
-		struct stat st;
-		if (c->image[0] != '/' || stat(c->image, &st) < 0 || !S_ISDIR(st.st_mode))
-			return al_error_msg(err, EINVAL, "image '%.200s' is not a directory on the host",
-					    c->image);
+	return 0;
+}
+
+/*
+ * A create's image: a directory under the daemon's --images DIR, named relative to it (or
+ * by an absolute path inside it), symlinks resolved. Nothing else on the host can become a
+ * sandbox's root (a token would otherwise read the host's files through image "/"). The
+ * resolved path in *out (NULL: no image).
+ */
+static int resolve_image(const struct daemon *d, const char *image, char **out,
+			 struct al_error **err)
+{
+	_cleanup_free_ char *root = NULL, *want = NULL;
+	char *real;
+	struct stat st;
+	size_t n;
+
+	*out = NULL;
+	if (!image)
+		return 0;
+	if (!d->opts.images_dir)
+		return al_error_msg(err, EINVAL, "image '%.200s': this daemon serves no images "
+				    "(airlock serve --images DIR)", image);
+	root = realpath(d->opts.images_dir, NULL);
+	if (!root)
+		return al_error_msg(err, EIO, "the daemon's --images '%s': %s", d->opts.images_dir,
+				    strerror(errno));
+	want = image[0] == '/' ? xstrdup(image) : xasprintf("%s/%s", root, image);
+	real = realpath(want, NULL);
+	n = strlen(root);
+	if (!real || strncmp(real, root, n) != 0 || real[n] != '/' || stat(real, &st) < 0 ||
+	    !S_ISDIR(st.st_mode)) {
+		free(real);
+		return al_error_msg(err, EINVAL, "image '%.200s' is not a directory under the "
+				    "daemon's images", image);
 	}
+	*out = real;
 	return 0;
 }
 
@@ -412,7 +443,7 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	return 1;
 }
 
-int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c,
+int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *asked,
 		      char **out_id, struct al_error **err)
 {
 	struct al_config cfg;
@@ -420,7 +451,13 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	struct dm_sbx *s;
 	struct dm_gw_launch gl = {.child = -1, .fd = -1};
 	char *canon = NULL;
+	_cleanup_free_ char *image = NULL;
+	struct dm_create resolved = *asked;
+	const struct dm_create *c = &resolved;
 
+	if (resolve_image(d, asked->image, &image, err) < 0)
+		return -1;
+	resolved.image = image;
 	if (validate_create(c, err) < 0 ||
 	    (c->network_policy && check_policy(c->network_policy, &canon, err) < 0))
 		return -1;

@@ -524,6 +524,9 @@ def daemon(tmp_path_factory):
                     pytrace=False)
     work = tmp_path_factory.mktemp("airlockd")
     d = Daemon(work, free_port(), private_bindir(work))
+    d.images = work / "images"  # a create's "image" must be a directory under it
+    d.images.mkdir()
+    d.extra_args = ["--images", str(d.images)]
     d.start()
     yield d
 
