@@ -131,7 +131,7 @@ static size_t api_unescape(void *cls, struct MHD_Connection *c, char *s)
 }
 
 struct framing {
-	unsigned n_length, n_encoding, n_host;
+	unsigned n_length, n_encoding, n_host, n_auth;
 	bool bad_name;
 };
 
@@ -143,6 +143,7 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
 	f->n_length += strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0;
 	f->n_encoding += strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0;
 	f->n_host += strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0;
+	f->n_auth += strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0;
 	f->bad_name |= !key[0] || key[strcspn(key, " \t")] != '\0';
 	return MHD_YES;
 }
@@ -155,7 +156,7 @@ static enum MHD_Result count_framing(void *cls, enum MHD_ValueKind kind, const c
  */
 static bool api_req_bad_framing(struct api_req *r, const char *version)
 {
-	struct framing f = {0, 0, 0, false};
+	struct framing f = {0, 0, 0, 0, false};
 	const char *why = NULL;
 
 	MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
@@ -167,6 +168,8 @@ static bool api_req_bad_framing(struct api_req *r, const char *version)
 		why = "more than one Transfer-Encoding";
 	else if (f.bad_name)
 		why = "a blank in a header field name";
+	else if (f.n_auth > 1) /* which one would a proxy in front have checked? */
+		why = "more than one Authorization";
 	else if (version && strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && f.n_host != 1)
 		why = f.n_host ? "more than one Host" : "no Host header";
 	if (!why)

@@ -341,7 +341,12 @@ def test_lax_http_framing_is_refused(api, daemon):
     auth = f"Authorization: Bearer {TOK}\r\n"
     for req in (f"POST /v1/sandboxes HTTP/1.1\r\n{auth}Content-Length: 2\r\n\r\n{{}}",
                 f"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n{auth}Content-Length : 2\r\n\r\n{{}}",
-                f"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n{auth}Content-Length\t: 2\r\n\r\n{{}}"):
+                f"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n{auth}Content-Length\t: 2\r\n\r\n{{}}",
+                # two Authorization fields: which one did a proxy in front check?
+                f"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\n{auth}"
+                f"Authorization: Bearer wrong\r\nContent-Length: 2\r\n\r\n{{}}",
+                f"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n"
+                f"{auth}Content-Length: 2\r\n\r\n{{}}"):
         out = raw_http(daemon.port, req.encode(), read_timeout=5)
         st = http_status(out)
         if st is None or not 400 <= st < 500:
