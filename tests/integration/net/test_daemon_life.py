@@ -264,6 +264,8 @@ class NetDaemon:
         self.tokens.write_text("".join(f"{t} team{k}\n" for k, t in TOKENS.items()))
         os.chmod(self.tokens, 0o600)
         self.log = self.work / "daemon.log"
+        self.images = self.work / "images"  # a create's "image" comes from here only
+        self.images.mkdir(exist_ok=True)
         self.port = free_port()
         self.proc = None
         self.sids = set()
@@ -274,7 +276,7 @@ class NetDaemon:
             [str(self.bindir / "airlock"), "serve", "--state-dir", str(self.state),
              "--listen", f"127.0.0.1:{self.port}", "--tokens", str(self.tokens),
              "--upstream-netns", self.world.ns, "--upstream-dns", UPSTREAM_DNS,
-             "--upstream-ca", self.world.ca],
+             "--upstream-ca", self.world.ca, "--images", str(self.images)],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
         deadline = time.monotonic() + timeout

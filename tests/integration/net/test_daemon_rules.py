@@ -151,7 +151,7 @@ def test_image_sandbox_gets_the_ca_in_run(api, ldaemon, world, secret, tmp_path)
     """A daemon sandbox with --image: its /etc is the image's, so the gateway installs the
     CA in /run/airlock (made by the root for it) and commands point there."""
     import subprocess
-    root = tmp_path / "image"
+    root = ldaemon.images / tmp_path.name
     for d in ("usr", "etc"):
         (root / d).mkdir(parents=True)
     for link in ("bin", "lib", "lib64", "sbin"):
