@@ -73,7 +73,8 @@ int cli_pool(int argc, char **argv)
 
 		if (argc == 3) {
 			n = strtoul(argv[2], &end, 10);
-			if (!argv[2][0] || *end || argv[2][0] == '-' || n < 1 || n > JAIL_POOL_MAX_SIZE) {
+			if (!argv[2][0] || *end || strspn(argv[2], "0123456789") != strlen(argv[2]) ||
+			    n < 1 || n > JAIL_POOL_MAX_SIZE) {
 				fprintf(stderr, "airlock pool fill: '%s': expected a number from 1 to %u\n",
 					argv[2], JAIL_POOL_MAX_SIZE);
 				return AL_EXIT_USAGE;

@@ -277,16 +277,24 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		o->policy_file = arg;
 		break;
 	case OPT_UP_NETNS:
+		if (!arg[0])
+			return usage_error("%s", "--upstream-netns '': expected a name under "
+					   "/run/netns or a path");
 		cfg->upstream_netns = arg;
 		break;
 	case OPT_UP_DNS:
 		cfg->upstream_dns = arg;
 		break;
-	case OPT_UP_CA:
-		if (access(arg, R_OK) < 0)
+	case OPT_UP_CA: {
+		struct stat st;
+
+		if (access(arg, R_OK) < 0 || stat(arg, &st) < 0)
 			return usage_error("--upstream-ca '%s': %s", arg, strerror(errno));
+		if (!S_ISREG(st.st_mode))
+			return usage_error("--upstream-ca '%s': not a file of PEM certificates", arg);
 		cfg->upstream_ca = arg;
 		break;
+	}
 	case OPT_EGRESS_LOG:
 		o->egress_log = arg;
 		break;

@@ -220,9 +220,15 @@ static int open_ns(const char *name, struct al_error **err)
 		snprintf(path, sizeof(path), "%s", name);
 	else
 		snprintf(path, sizeof(path), "/run/netns/%s", name);
+	/* A name or path that is no network namespace is the caller's mistake (EINVAL). */
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return al_error_set(err, errno, "--upstream-netns '%s'", name);
+		return al_error_msg(err, EINVAL, "--upstream-netns '%s': %s", name, strerror(errno));
+	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
+		close(fd);
+		return al_error_msg(err, EINVAL, "--upstream-netns '%s': not a network namespace",
+				    name);
+	}
 	return fd;
 }
 

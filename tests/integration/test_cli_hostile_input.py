@@ -496,7 +496,9 @@ def test_pool_bad_arguments_exit_64(invoke, tmp_path):
     cases = []
     for args in (["fill", "0"], ["fill", "65"], ["fill", "-1"], ["fill", "abc"],
                  ["fill", ""], ["fill", "99999999999999999999"], ["fill", "3x"],
-                 ["fill", "1", "2"], ["status", "extra"], ["bogus"], []):
+                 ["fill", "1", "2"], ["status", "extra"], ["bogus"], [],
+                 # strtoul takes these; a count is digits only
+                 ["fill", " 3"], ["fill", "+3"]):
         r = invoke(["pool", *args], env=env)
         p = []
         if r.returncode != 64:
@@ -591,3 +593,17 @@ def test_bad_input_leaves_nothing_behind(arun, tmp_path):
             break
         time.sleep(0.1)
     assert not new, f"left behind on the host: {new}"
+
+
+def test_upstream_flags_that_name_nothing_usable_exit_64(arun, tmp_path):
+    """--upstream-netns empty, missing, or not a network namespace, and --upstream-ca a
+    directory: the caller's mistakes, refused with 64 naming the value (they were
+    accepted, or a set-up failure, 125)."""
+    cases = []
+    for flags, needle in ((["--upstream-netns", ""], "--upstream-netns"),
+                          (["--upstream-netns", "airlock-no-such-ns"], "airlock-no-such-ns"),
+                          (["--upstream-netns", "/proc/self/ns/mnt"], "not a network namespace"),
+                          (["--upstream-ca", str(tmp_path)], str(tmp_path))):
+        r = arun([*flags, "--allow", "x.test", "--", "/bin/echo", "SANDBOX-RAN"])
+        cases.append((" ".join(flags), _usage_error(r, needle)))
+    _check_all(cases)
