@@ -6,6 +6,7 @@
 #include "jail/jail.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,11 +183,19 @@ static int take_pipes(struct agent *a, int p[8])
 static pid_t fork_shim(struct agent *a, const struct proto_msg *m, const int p[8], int *ctl)
 {
 	int sv[2] = {-1, -1};
+	sigset_t all, old;
 	pid_t pid;
 
 	if (a->n_cmds > 0 && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		sv[0] = sv[1] = -1;
+	/* The shim is born with every signal blocked: a KILL (SIGRTMIN, whose default is to
+	 * end the process) sent the instant after the OK found a shim that had not blocked it
+	 * yet, and the command ended "signaled 35" instead of 9. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
 	pid = fork();
+	if (pid != 0)
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	if (pid == 0) {
 		int stdio[3] = {p[0], p[3], p[5]};
 

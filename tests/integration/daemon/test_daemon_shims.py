@@ -71,6 +71,33 @@ def test_a_killed_command_shim_is_reused_cleanly(api, sandbox):
         assert out.exit["exit_code"] == 0 and out.out == "alive\n", out
 
 
+def test_a_kill_right_after_the_start_reaches_a_new_shims_command(api, sandbox):
+    """Commands started together each get a new shim; a KILL sent the instant after each
+    start must end it with signal 9. A shim forked with signals unblocked died of the
+    KILL's own carrier signal (SIGRTMIN) when it came before the shim blocked it, and the
+    command ended "signaled 35" (seen once in CI). The window is a shim that waits for a
+    CPU longer than the KILL's trip: busy CPUs widen it, but this guard catches the race
+    only when the scheduler lets it happen."""
+    import subprocess
+    wrong = []
+    # Busy CPUs make a new shim wait for one, which opens the window the KILL fell in.
+    hogs = [subprocess.Popen(["/bin/sh", "-c", "while :; do :; done"]) for _ in range(4)]
+    try:
+        for _ in range(10):
+            cs = [api.start_ok(sandbox, "/bin/sleep", "60") for _ in range(5)]
+            for c in cs:
+                assert api.kill(sandbox, c["id"], 9).status == 200
+            for c in cs:
+                done = api.wait_ok(sandbox, c["id"])
+                if done["signal"] != 9:
+                    wrong.append(done)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert not wrong, wrong
+
+
 def test_a_kill_right_after_the_start_reaches_a_reused_shims_command(api, sandbox):
     """A KILL sent at once after the start must kill the command the shim has just been
     handed, every time (a KILL for an earlier command of the same shim must not, which
