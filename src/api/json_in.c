@@ -217,6 +217,14 @@ void api_strv_free(char **v, size_t n)
 	free(v);
 }
 
+static bool env_name_chars_ok(const char *k)
+{
+	for (const unsigned char *p = (const unsigned char *)k; *p; p++)
+		if (*p <= 0x20 || *p == 0x7f)
+			return false;
+	return true;
+}
+
 int api_json_env(json_t *obj, const char *key, char ***out, size_t *n, struct al_error **err)
 {
 	const char *k;
@@ -232,9 +240,11 @@ int api_json_env(json_t *obj, const char *key, char ***out, size_t *n, struct al
 		return api_bad(err, "field '%s' must be an object of strings", key);
 	env = xzalloc((json_object_size(v) + 1) * sizeof(*env));
 	json_object_foreach(v, k, val) {
-		if (!k[0] || strchr(k, '=')) {
+		/* A name is no place for '=', blanks or control characters (a newline in one
+		 * would start another variable for whatever reads the environment as lines). */
+		if (!k[0] || strchr(k, '=') || !env_name_chars_ok(k)) {
 			api_strv_free(env, i);
-			return api_bad(err, "field '%s': bad variable name '%s'", key, k);
+			return api_bad(err, "field '%s': bad variable name '%.64s'", key, k);
 		}
 		if (!json_is_string(val)) {
 			api_strv_free(env, i);

@@ -1169,3 +1169,19 @@ def test_garbage_burst_keeps_daemon_serving(api, daemon, sandbox):
     assert ids(api) == before
     assert api.run(sandbox, "/bin/echo", "alive").stdout == b"alive\n"
     healthy(api, daemon)
+
+
+def test_env_names_with_blanks_or_control_characters_are_400(api, daemon, sandbox):
+    """A variable name with a newline, a blank or a control character is refused, at
+    create and for a command (the Vercel routes share the parser; a newline in a name starts
+    another variable for whatever reads the environment as lines)."""
+    before = ids(api)
+    for name in ("A\nB", "C D", "E\tF", "G\x7fH", "I\x01J"):
+        r = api.create(env={name: "x"})
+        assert_error(r, 400, "bad_request", "variable name")
+        r = api.start(sandbox, "/bin/true", env={name: "x"})
+        assert_error(r, 400, "bad_request", "variable name")
+    ok = api.run(sandbox, "/bin/sh", "-c", "echo $GOOD_NAME", env={"GOOD_NAME": "yes"})
+    assert ok.out == "yes\n", ok
+    assert ids(api) == before
+    healthy(api, daemon)
