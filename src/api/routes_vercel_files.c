@@ -268,10 +268,15 @@ void vc_fs_write(struct api_req *r)
 	if (vc_regroup(r, base, x, &err) < 0)
 		return vc_reply_error(r, err);
 	/* Every place it writes is judged first: a refused upload writes nothing. */
-	for (size_t i = 0; i < x->n_dirs + x->n; i++)
-		if (dm_fs_writable(r->api->d, r->team, sbx,
-				   i < x->n_dirs ? x->dirs[i] : x->g[i - x->n_dirs]->dir, &err) < 0)
+	{
+		_cleanup_free_ const char **places = xzalloc((x->n_dirs + x->n + 1) *
+							     sizeof(*places));
+
+		for (size_t i = 0; i < x->n_dirs + x->n; i++)
+			places[i] = i < x->n_dirs ? x->dirs[i] : x->g[i - x->n_dirs]->dir;
+		if (dm_fs_writable(r->api->d, r->team, sbx, places, x->n_dirs + x->n, &err) < 0)
 			return vc_reply_error(r, err);
+	}
 	for (size_t i = 0; i < x->n_dirs; i++) {
 		if (dm_fs_mkdir(r->api->d, r->team, sbx, x->dirs[i], true, &err) < 0 &&
 		    err->code != EEXIST)

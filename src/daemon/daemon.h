@@ -138,10 +138,10 @@ int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *
 	       size_t max, char **out, size_t *out_len, struct al_error **err);
 int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char *path,
 		bool parents, struct al_error **err);
-/* Would a write to path pass the path rules (files_writable)? Checked before a request that
- * writes in several places writes anything. */
-int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const char *path,
-		   struct al_error **err);
+/* Would writes to every one of paths[0..n) pass the path rules (files_writable)? Checked
+ * before a request that writes in several places writes anything. */
+int dm_fs_writable(struct daemon *d, const char *team, const char *sbx,
+		   const char *const *paths, size_t n, struct al_error **err);
 /* [{name, type: file|dir|symlink|other, size, mode, mtime}] */
 int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,
 	       json_t **out_array, struct al_error **err);

@@ -84,8 +84,8 @@ int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char 
 	return files_mkdir(root, wd, path, owner, parents, err);
 }
 
-int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const char *path,
-		   struct al_error **err)
+int dm_fs_writable(struct daemon *d, const char *team, const char *sbx,
+		   const char *const *paths, size_t n, struct al_error **err)
 {
 	char wd[1100];
 	uid_t owner;
@@ -94,7 +94,10 @@ int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const ch
 
 	if (root < 0)
 		return -1;
-	return files_writable(wd, path, err);
+	for (size_t i = 0; i < n; i++)
+		if (files_writable(wd, paths[i], err) < 0)
+			return -1;
+	return 0;
 }
 
 int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,

@@ -214,9 +214,9 @@ static void handle_gateway(struct relay *rl)
 		/* A child that failed first took the link's namespace with it: its reason is
 		 * the one to tell, not the gateway's "enter the sandbox netns". */
 		rl->policy_refused = gw_client_policy_refused(rl->gw);
-		if (!rl->policy_refused && !rl->child_failed && rl->sync_fd >= 0)
-			jail_take_child_error(rl->sync_fd, &err);
 		if (!rl->child_failed) {
+			if (!rl->policy_refused && rl->sync_fd >= 0)
+				jail_take_child_error(rl->sync_fd, &err);
 			free(rl->setup_error);
 			rl->setup_error = xstrdup(err->msg);
 			rl->setup_code = err->code;

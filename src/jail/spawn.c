@@ -87,16 +87,13 @@ int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_
 {
 	struct jail_msg go = {.type = JMSG_GO};
 
-	if (jail_cgroup_attach(cg, pid, err) < 0) {
+	int r = jail_cgroup_attach(cg, pid, err);
+
+	if (r == 0 && jail_msg_send(sync_fd, &go, pass_fd) < 0)
+		r = al_error_set(err, errno ? errno : EPIPE, "sync with the sandbox");
+	if (r < 0)
 		jail_take_child_error(sync_fd, err);
-		return -1;
-	}
-	if (jail_msg_send(sync_fd, &go, pass_fd) < 0) {
-		al_error_set(err, errno ? errno : EPIPE, "sync with the sandbox");
-		jail_take_child_error(sync_fd, err);
-		return -1;
-	}
-	return 0;
+	return r < 0 ? -1 : 0;
 }
 
 int jail_write_idmaps(pid_t pid, uid_t base, struct al_error **err)

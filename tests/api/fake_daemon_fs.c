@@ -292,8 +292,8 @@ out:
 }
 
 /* The fake keeps every path writable; only a missing sandbox is refused. */
-int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const char *path,
-		   struct al_error **err)
+int dm_fs_writable(struct daemon *d, const char *team, const char *sbx,
+		   const char *const *paths, size_t n, struct al_error **err)
 {
 	struct fk_sbx *s;
 
