@@ -9,6 +9,8 @@
  *                   [--pooled-netns PATH]
  *   airlock-gateway --pool-serve PATH --pooled-netns NS
  * a gateway made ahead for the one-shot pool, claimed by connecting to PATH (pool_serve).
+ * --policy-fd N in place of --policy: the policy read from fd N (gw_exec passes one too long
+ * for an argv string, over 64 KiB, in a memfd as fd 5).
  * --pooled-netns: a gateway namespace from the one-shot pool (jail/pool.h), its ruleset
  * and link made; the sandbox joins the link's other end itself.
  * --ca-dir: where the sandbox's CA lives (made there when a policy first has
