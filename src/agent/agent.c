@@ -47,6 +47,7 @@ static void drop_conn(struct agent *a)
 	close(a->conn_fd);
 	a->conn_fd = -1;
 	a->rlen = 0;
+	agent_cmds_connection(a, false); /* what it had not read, the next one will ask for */
 }
 
 /* A frame buffer grown past this (a large replay chunk) is given back after its frame. */
@@ -213,6 +214,7 @@ static void accept_conn(struct agent *a)
 	drop_conn(a); /* a new daemon replaces the old connection */
 	a->conn_fd = fd;
 	epoll_ctl(a->ep, EPOLL_CTL_ADD, fd, &ev);
+	agent_cmds_connection(a, true);
 	send_hello(a);
 }
 
@@ -308,7 +310,8 @@ int main(int argc, char **argv)
 	if (getpid() != 1 || setup(&a) < 0)
 		return 125; /* only ever PID 1 of a sandbox */
 	for (;;) {
-		int n = epoll_wait(a.ep, evs, 32, agent_shims_expire(&a));
+		int t1 = agent_shims_expire(&a), t2 = agent_cmds_expire(&a);
+		int n = epoll_wait(a.ep, evs, 32, t1 < 0 || (t2 >= 0 && t2 < t1) ? t2 : t1);
 
 		for (int i = 0; i < n; i++) {
 			struct watch *w = evs[i].data.ptr;

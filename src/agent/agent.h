@@ -12,7 +12,9 @@
 
 #define AGENT_LISTEN_FD 3
 #define AGENT_MAX_CMDS 1024           /* finished commands beyond this are forgotten, oldest first */
+#define AGENT_FORGET_MS 100           /* ... once a daemon has had this long to read its EXIT */
 #define AGENT_BUF_CAP (16u << 20)     /* output kept per stream for replays */
+#define AGENT_KEEP_MS 2000            /* ... after its command's end, once a daemon has had this long */
 #define AGENT_CHUNK (256u << 10)      /* largest OUTPUT payload */
 #define AGENT_STDIN_CAP (16u << 20)   /* stdin buffered per command */
 #define AGENT_IDLE_SHIMS 2            /* shims kept waiting for a next command */
@@ -67,6 +69,10 @@ struct agent_cmd {
 	bool in_watched;  /* stdin's pipe is in the epoll set (waiting for room) */
 	struct obuf buf[2];
 	uint64_t start_ms, end_ms;
+	/* Since when (CLOCK_MONOTONIC ms) a daemon has been connected to read its EXIT: from
+	 * its end, or from the connection made after it; 0 while none has been since. */
+	uint64_t seen_ms;
+	bool kept;        /* finished, its output still held (AGENT_KEEP_MS) */
 	bool exited;      /* the process has been reaped */
 	bool finished;    /* EXIT was decided (exited and output drained) */
 	int status;
@@ -84,6 +90,7 @@ struct agent {
 	struct watch w_listen, w_conn, w_sig;
 	struct agent_cmd *cmds[AGENT_MAX_CMDS];
 	size_t n_cmds;
+	size_t n_kept;    /* finished commands still holding output for replays */
 	struct {
 		pid_t pid;
 		int ctl;
@@ -134,6 +141,8 @@ int agent_shim_send(int ctl, const uint8_t *frame, size_t len, const int fds[4])
  * shims past their time */
 void agent_shim_reaped(struct agent *a, pid_t pid);
 int agent_shims_expire(struct agent *a); /* ms until the next expiry, -1: none */
+int agent_cmds_expire(struct agent *a);  /* frees kept output due; ms until the next, -1: none */
+void agent_cmds_connection(struct agent *a, bool up); /* a daemon connected, or went away */
 
 /* agent.c */
 uint64_t agent_now_ms(void);

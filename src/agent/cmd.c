@@ -37,15 +37,79 @@ static void cmd_free(struct agent_cmd *c)
 	free(c);
 }
 
-/* Make room in the table: forget the oldest command that finished over a second ago. */
+/* For expiries (idle shims, kept output, the table): a clock that does not jump. */
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A finished command's output is kept for a daemon that lost the connection before it had
+ * read all of it and asks again (REPLAY): until a daemon has been connected for
+ * AGENT_KEEP_MS since the command ended (a daemon that connects asks at once for what it
+ * missed). Then it is freed: a sandbox that runs many commands must not hold every one's
+ * output (up to AGENT_BUF_CAP a stream each) in its memory. A later REPLAY of it sends
+ * only its EXIT. */
+static void release_output(struct agent *a, struct agent_cmd *c)
+{
+	if (!c->kept)
+		return;
+	for (int i = 0; i < 2; i++) {
+		free(c->buf[i].data);
+		c->buf[i].data = NULL;
+		c->buf[i].len = c->buf[i].cap = 0; /* total stays: the offsets go on */
+	}
+	c->kept = false;
+	a->n_kept--;
+}
+
+int agent_cmds_expire(struct agent *a)
+{
+	uint64_t now, next = UINT64_MAX;
+
+	if (!a->n_kept)
+		return -1;
+	now = mono_ms();
+	for (size_t i = 0; i < a->n_cmds && a->n_kept; i++) {
+		struct agent_cmd *c = a->cmds[i];
+
+		if (!c->kept || !c->seen_ms)
+			continue;
+		if (c->seen_ms + AGENT_KEEP_MS <= now)
+			release_output(a, c);
+		else if (c->seen_ms + AGENT_KEEP_MS - now < next)
+			next = c->seen_ms + AGENT_KEEP_MS - now;
+	}
+	return next == UINT64_MAX ? -1 : (int)next;
+}
+
+void agent_cmds_connection(struct agent *a, bool up)
+{
+	uint64_t now = mono_ms();
+
+	for (size_t i = 0; i < a->n_cmds; i++) {
+		struct agent_cmd *c = a->cmds[i];
+
+		if (c->finished && (!up || !c->seen_ms))
+			c->seen_ms = up ? now : 0;
+	}
+}
+
+/* Make room in the table: forget the oldest finished command whose EXIT a daemon has had
+ * AGENT_FORGET_MS to read (commands come only from a connected daemon, which asks first
+ * for what it missed). */
 static int make_room(struct agent *a)
 {
-	uint64_t now = agent_now_ms();
+	uint64_t now = mono_ms();
 
 	if (a->n_cmds < AGENT_MAX_CMDS)
 		return 0;
 	for (size_t i = 0; i < a->n_cmds; i++) {
-		if (a->cmds[i]->finished && a->cmds[i]->end_ms + 1000 < now) {
+		if (a->cmds[i]->finished && a->cmds[i]->seen_ms &&
+		    a->cmds[i]->seen_ms + AGENT_FORGET_MS <= now) {
+			release_output(a, a->cmds[i]);
 			cmd_free(a->cmds[i]);
 			memmove(&a->cmds[i], &a->cmds[i + 1], (a->n_cmds - i - 1) * sizeof(a->cmds[0]));
 			a->n_cmds--;
@@ -70,14 +134,6 @@ static void watch_output(struct agent *a, struct agent_cmd *c)
 	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->report_fd, &ev);
 }
 
-/* For the idle shims' expiry: a clock that does not jump. */
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void shim_forget(struct agent *a, size_t i)
 {
@@ -424,6 +480,11 @@ static void maybe_finish(struct agent *a, struct agent_cmd *c)
 		return;
 	c->finished = true;
 	c->end_ms = agent_now_ms();
+	c->seen_ms = a->conn_fd >= 0 ? mono_ms() : 0;
+	if (c->buf[0].data || c->buf[1].data) {
+		c->kept = true;
+		a->n_kept++;
+	}
 	stdin_close(a, c);
 	agent_send_exit(a, c);
 	make_spare(a);
