@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "api/api.h"
 #include "daemon/daemon.h"
+#include "common/parse.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -40,6 +41,10 @@ void cli_serve_usage(FILE *out)
 	      "                      (default: the system's)\n"
 	      "  --images DIR        root filesystems a create may name as its \"image\" (a\n"
 	      "                      directory under DIR); without it, creates take no image\n"
+	      "  --retention DURATION  how long an ended (stopped or failed) sandbox, its\n"
+	      "                      commands and their output stay (default 1h; 1s to 720h)\n"
+	      "  --keep-ended N      at most N ended sandboxes stay, the oldest go first\n"
+	      "                      (default 1000; 1 to 1000000)\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -98,6 +103,8 @@ int cli_serve(int argc, char **argv)
 		{"upstream-ca", required_argument, NULL, 'c'},
 		{"pool", required_argument, NULL, 'p'},
 		{"images", required_argument, NULL, 'i'},
+		{"retention", required_argument, NULL, 'r'},
+		{"keep-ended", required_argument, NULL, 'k'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -130,6 +137,25 @@ int cli_serve(int argc, char **argv)
 				return AL_EXIT_USAGE;
 			}
 			dopt.pool = (unsigned)n;
+			break;
+		}
+		case 'r':
+			if (al_parse_duration_ms(optarg, &dopt.retain_ms) < 0 ||
+			    dopt.retain_ms < 1000 || dopt.retain_ms > 30ull * 86400 * 1000) {
+				fprintf(stderr, "airlock: serve: --retention '%s': a duration "
+					"from 1s to 720h (e.g. 90s, 2h)\n", optarg);
+				return AL_EXIT_USAGE;
+			}
+			break;
+		case 'k': {
+			char *end;
+			unsigned long n = strtoul(optarg, &end, 10);
+			if (!*optarg || *optarg == '-' || *end || n < 1 || n > 1000000) {
+				fprintf(stderr, "airlock: serve: --keep-ended '%s': 1 to 1000000\n",
+					optarg);
+				return AL_EXIT_USAGE;
+			}
+			dopt.max_ended = (unsigned)n;
 			break;
 		}
 		case 'h': cli_serve_usage(stdout); return 0;

@@ -388,7 +388,6 @@ bad:
 	close(s->agent_fd);
 	s->agent_fd = -1;
 	pthread_mutex_unlock(&s->send_mu);
-	s->reader_running = false;
 	/* The agent is PID 1: its socket closing means the sandbox is gone (or it broke the
 	 * protocol, and then it is killed: we cannot trust it any more). */
 	if (strcmp(s->status, "running") == 0) {
@@ -409,6 +408,8 @@ bad:
 	}
 	s->gen++;
 	pthread_cond_broadcast(&s->cv);
+	/* Last, under d->mu up to the end: only now may the retention forget it. */
+	s->reader_running = false;
 	pthread_mutex_unlock(&d->mu);
 	free(buf);
 	return NULL;

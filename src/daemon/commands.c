@@ -232,8 +232,9 @@ static int store_new_cmd(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	return 0;
 }
 
-int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
-		 char **out_cmd_id, struct al_error **err)
+/* dm_cmd_start; *held is the sandbox it held (to put), if it found one. */
+static int start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
+		 char **out_cmd_id, struct dm_sbx **held, struct al_error **err)
 {
 	struct proto_buf b = {0};
 	struct dm_sbx *s;
@@ -254,6 +255,8 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 		free(c->argv_json), free(c);
 		return -1;
 	}
+	dm_sbx_hold(s);
+	*held = s;
 	c->sbx = s;
 	c->cwd = xstrdup(e->cwd ? e->cwd : s->workdir);
 	c->sudo = e->sudo;
@@ -305,6 +308,17 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
 	return 0;
 }
 
+int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
+		 char **out_cmd_id, struct al_error **err)
+{
+	struct dm_sbx *held = NULL;
+	int r = start(d, team, sbx, e, out_cmd_id, &held, err);
+
+	if (held)
+		dm_sbx_put(held);
+	return r;
+}
+
 /* With d->mu held: the team's sandbox and its command. */
 static struct dm_cmd *find(struct daemon *d, const char *team, const char *sbx, const char *cmd,
 			   struct al_error **err)
@@ -337,8 +351,12 @@ int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char 
 		ts.tv_sec++, ts.tv_nsec -= 1000000000;
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
+	if (c)
+		dm_sbx_hold(c->sbx); /* its cv is waited on */
 	while (c && timeout_ms && !c->reason && r == 0)
 		r = pthread_cond_timedwait(&c->sbx->cv, &d->mu, &ts);
+	if (c)
+		dm_sbx_put(c->sbx);
 	if (c && timeout_ms && !c->reason)
 		r = al_error_msg(err, ETIMEDOUT, "command '%s' still running", c->id);
 	else if (c)
@@ -371,17 +389,20 @@ int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, cons
 	struct dm_sbx *s = NULL;
 	struct dm_cmd *c;
 	char id[DM_ID_LEN + 1];
+	int r;
 
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
 	if (c && c->reason)
 		al_error_msg(err, ESRCH, "command '%s' has finished", c->id), c = NULL;
 	else if (c)
-		s = c->sbx, strcpy(id, c->id);
+		s = c->sbx, strcpy(id, c->id), dm_sbx_hold(s);
 	pthread_mutex_unlock(&d->mu);
 	if (!c)
 		return -1;
-	return send_stdin(d, s, id, data, len, close_after, err);
+	r = send_stdin(d, s, id, data, len, close_after, err);
+	dm_sbx_put(s);
+	return r;
 }
 
 int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char *cmd, int sig,
@@ -392,6 +413,7 @@ int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char 
 	struct dm_cmd *c;
 	char id[DM_ID_LEN + 1];
 	uint32_t sg = (uint32_t)sig;
+	int r;
 
 	if (sig < 1 || sig > 64)
 		return al_error_msg(err, EINVAL, "signal %d out of range 1..64", sig);
@@ -407,11 +429,14 @@ int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char 
 	}
 	s = c->sbx;
 	strcpy(id, c->id);
+	dm_sbx_hold(s);
 	pthread_mutex_unlock(&d->mu);
 	proto_begin(&b, PROTO_KILL, dm_agent_next_id(s));
 	proto_put_str(&b, PT_CMD_ID, id, strlen(id));
 	proto_put_u32(&b, PT_SIGNAL, sg);
-	return dm_agent_request(d, s, &b, NULL, err);
+	r = dm_agent_request(d, s, &b, NULL, err);
+	dm_sbx_put(s);
+	return r;
 }
 
 /* --- logs ---------------------------------------------------------------- */
@@ -434,6 +459,8 @@ int dm_logs_open(struct daemon *d, const char *team, const char *sbx, const char
 
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
+	if (c)
+		dm_sbx_hold(c->sbx); /* until dm_logs_close: a stream may last long */
 	pthread_mutex_unlock(&d->mu);
 	if (!c)
 		return -1;
@@ -516,6 +543,7 @@ void dm_logs_close(struct dm_logs *l)
 {
 	if (!l)
 		return;
+	dm_sbx_put(l->c->sbx);
 	free(l->pend);
 	free(l);
 }

@@ -30,6 +30,13 @@ struct daemon_opts {
 #define DM_POOL_LIMIT 64
 	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
 	const char *images_dir;     /* where a create's "image" may come from (NULL: nowhere) */
+	/* An ended sandbox (stopped or failed) is forgotten, with its commands and their
+	 * output, once it ended this long ago (0: DM_RETAIN_DEFAULT_MS), or when more than
+	 * max_ended ended ones are held (oldest first; 0: DM_MAX_ENDED_DEFAULT). */
+	uint64_t retain_ms;
+#define DM_RETAIN_DEFAULT_MS (3600ull * 1000)
+	unsigned max_ended;
+#define DM_MAX_ENDED_DEFAULT 1000
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);

@@ -107,6 +107,8 @@ struct dm_sbx {
 				  * it, so no wake-up is lost */
 	uint64_t woken_gen;      /* gen when the reader last woke cv's waiters (d->mu held) */
 	bool warm;               /* taken from the warm pool (started before its create) */
+	unsigned refs;           /* callers using it outside d->mu (dm_hold_sbx): an ended
+				  * sandbox is forgotten (freed) only when none is */
 };
 
 struct daemon {
@@ -141,6 +143,12 @@ void dm_state_unlock(struct daemon *d);
 /* With d->mu held: the team's sandbox, or NULL (sets err ENOENT). */
 struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
 			   struct al_error **err);
+/* A caller that uses a sandbox (or one of its commands) after it lets go of d->mu, or
+ * waits on its cv, holds it (dm_sbx_hold, d->mu held) until done (dm_sbx_put, with or
+ * without d->mu): a held sandbox is never forgotten (freed) by the retention
+ * (registry.c: forget_ended). */
+void dm_sbx_hold(struct dm_sbx *s);
+void dm_sbx_put(struct dm_sbx *s);
 struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
 /* The sandbox ended (agent gone): finish its running commands, persist, wake waiters.
  * Called with d->mu held. */

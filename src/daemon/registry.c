@@ -52,6 +52,18 @@ struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
 	return NULL;
 }
 
+/* Atomic: a put needs no lock (forget_ended reads refs under d->mu, and a hold is only
+ * taken under it, so a sandbox seen unheld there cannot be taken meanwhile). */
+void dm_sbx_hold(struct dm_sbx *s)
+{
+	__atomic_add_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+void dm_sbx_put(struct dm_sbx *s)
+{
+	__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
+}
+
 /* Newest first: the agent's frames and most calls are about the latest commands, and a
  * sandbox that ran 1,000 commands made a front-to-back search cost ~5% of the daemon's
  * CPU per round trip. */
@@ -649,6 +661,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 		pid = s->pid;
 		strcpy(sid, s->id);
 		s->gw_quiet_until = dm_now_ms() + 15000; /* this update starts or pushes it */
+		dm_sbx_hold(s);
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (r == 0) {
@@ -660,6 +673,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 		s->gw_quiet_until = 0;
 		store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, NULL);
 		pthread_mutex_unlock(&d->mu);
+		dm_sbx_put(s);
 	}
 	free(p);
 	free(canon);
@@ -745,10 +759,76 @@ static size_t reclaim_cgroups(struct daemon *d)
 	return left;
 }
 
-/* Sandboxes past their expiry are stopped; commands past their timeout are killed. */
+/* An ended sandbox nobody uses any more (d->mu held): no caller holds it, its reader has
+ * let it go, its cgroup is gone. */
+static bool forgettable(const struct dm_sbx *s)
+{
+	return (strcmp(s->status, "stopped") == 0 || strcmp(s->status, "failed") == 0) &&
+	       !__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) && !s->reader_running && !s->cgroup_left;
+}
+
+/*
+ * Retention (d->mu held; dropped around the store): an ended sandbox is forgotten, with
+ * its commands and their output, its egress log and its rows, once it ended retain_ms
+ * ago, or when more than max_ended ended ones are held (the oldest first). Without it
+ * the daemon kept every sandbox it ever made: memory, every look-up and every timer
+ * round grew with them (3,000 create+stop cycles: +17 MB), and the store without end.
+ */
+static void forget_ended(struct daemon *d)
+{
+	uint64_t retain = d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS;
+	size_t max = d->opts.max_ended ? d->opts.max_ended : DM_MAX_ENDED_DEFAULT;
+	int64_t now = dm_now_ms();
+	char (*ids)[DM_ID_LEN + 1] = NULL;
+	size_t n = 0, ended = 0;
+
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		ended += strcmp(d->sbxs[i]->status, "stopped") == 0 ||
+			 strcmp(d->sbxs[i]->status, "failed") == 0;
+	for (;;) {
+		size_t pick = d->n_sbxs;
+
+		for (size_t i = 0; i < d->n_sbxs; i++) {
+			const struct dm_sbx *s = d->sbxs[i];
+
+			if (!forgettable(s))
+				continue;
+			if (s->stopped_ms + (int64_t)retain <= now) {
+				pick = i;
+				break;
+			}
+			if (ended > max && (pick == d->n_sbxs || s->stopped_ms < d->sbxs[pick]->stopped_ms))
+				pick = i;
+		}
+		if (pick == d->n_sbxs)
+			break;
+		ids = xrealloc(ids, (n + 1) * sizeof(*ids));
+		strcpy(ids[n++], d->sbxs[pick]->id);
+		sbx_free(d->sbxs[pick]);
+		memmove(&d->sbxs[pick], &d->sbxs[pick + 1], (d->n_sbxs - pick - 1) * sizeof(*d->sbxs));
+		d->n_sbxs--;
+		ended--;
+	}
+	if (!n)
+		return;
+	pthread_mutex_unlock(&d->mu);
+	for (size_t k = 0; k < n; k++) {
+		char *log = dm_egress_log_path(d, ids[k]);
+
+		store_sandbox_delete(d->store, ids[k], NULL); /* a failure leaves a row: harmless */
+		unlink(log);
+		free(log);
+	}
+	free(ids);
+	pthread_mutex_lock(&d->mu);
+}
+
+/* Sandboxes past their expiry are stopped; commands past their timeout are killed; once
+ * a second, ended sandboxes past retention are forgotten. */
 static void *timer_main(void *arg)
 {
 	struct daemon *d = arg;
+	int64_t next_forget = 0;
 
 	pthread_mutex_lock(&d->mu);
 	while (!d->closing) {
@@ -782,6 +862,10 @@ static void *timer_main(void *arg)
 			}
 		}
 		reclaim_cgroups(d);
+		if (now >= next_forget) {
+			forget_ended(d);
+			next_forget = now + 1000;
+		}
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 100 * 1000000;
 		if (ts.tv_nsec >= 1000000000)
@@ -937,6 +1021,11 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	/* Sandbox PID 1s become our children when their spawner exits. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	store_sandbox_each(d->store, NULL, true, recover_one, d, NULL);
+	/* Ended sandboxes of earlier runs are not loaded (nothing serves them): their rows go
+	 * once past the retention. */
+	store_prune(d->store,
+		    dm_now_ms() - (int64_t)(d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS),
+		    NULL);
 	pthread_create(&d->reaper, NULL, reaper_main, d);
 	pthread_detach(d->reaper);
 	pthread_create(&d->timer, NULL, timer_main, d);

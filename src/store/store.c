@@ -96,6 +96,7 @@ enum stmt_id {
 	S_OUT_INSERT,
 	S_OUT_EACH,
 	S_PRUNE,
+	S_SBX_DELETE,
 	S__MAX
 };
 
@@ -158,6 +159,8 @@ static const struct {
 	[S_PRUNE] = {"prune stopped sandboxes",
 		     "DELETE FROM sandboxes WHERE status IN ('stopped', 'failed') "
 		     "AND stopped_ms > 0 AND stopped_ms < ?1"},
+	[S_SBX_DELETE] = {"delete an ended sandbox",
+			  "DELETE FROM sandboxes WHERE id = ?1 AND status IN ('stopped', 'failed')"},
 };
 
 struct store {
@@ -949,4 +952,11 @@ int store_prune(struct store *st, int64_t cutoff_ms, struct al_error **err)
 		return rc;
 	}
 	return stmt_run(st, S_PRUNE, NULL, err);
+}
+
+int store_sandbox_delete(struct store *st, const char *id, struct al_error **err)
+{
+	_cleanup_unlock_ struct store *locked = store_lock(st);
+
+	return update_by_id(st, S_SBX_DELETE, id, SQLITE_OK, err);
 }

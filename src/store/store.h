@@ -102,5 +102,8 @@ int store_output_each(struct store *st, const char *cmd_id, int stream, int64_t 
 /* Retention: deletes the sandboxes that ended (status stopped or failed) before cutoff_ms
  * (0 < stopped_ms < cutoff_ms), with their commands and output. Returns how many. */
 int store_prune(struct store *st, int64_t cutoff_ms, struct al_error **err);
+/* Deletes one ended sandbox (stopped or failed) with its commands and output: 1 if it
+ * was there, 0 if not (or it has not ended), <0 on error. */
+int store_sandbox_delete(struct store *st, const char *id, struct al_error **err);
 
 #endif

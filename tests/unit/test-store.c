@@ -496,6 +496,19 @@ static void prune(struct store *st)
 	      "live sandbox keeps its commands (%d)", n);
 	CHECK(store_output_append(st, CMD_1, AL_STDOUT, 0, "x", 1, &err) == -ENOENT,
 	      "append to a pruned command refused");
+
+	/* One ended sandbox at a time (the daemon's cap on ended sandboxes). */
+	CHECK(store_sandbox_delete(st, SBX_B, &err) == 0, "a sandbox that has not ended is kept");
+	CHECK(store_sandbox_get(st, SBX_B, &sb, &err) == 1, "... and still there");
+	store_sandbox_release(&sb);
+	CHECK(store_sandbox_set_status(st, SBX_B, "failed", 4000, &err) == 1 &&
+		      store_sandbox_delete(st, SBX_B, &err) == 1,
+	      "an ended sandbox is deleted by id");
+	n = 0;
+	CHECK(store_sandbox_get(st, SBX_B, &sb, &err) == 0 &&
+		      store_command_each(st, SBX_B, count_commands, &n, &err) == 0 && n == 0,
+	      "with its commands");
+	CHECK(store_sandbox_delete(st, SBX_B, &err) == 0, "deleting it again finds nothing");
 }
 
 static void write_file(const char *path, const char *data, size_t len)
