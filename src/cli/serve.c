@@ -45,6 +45,9 @@ void cli_serve_usage(FILE *out)
 	      "                      commands and their output stay (default 1h; 1s to 720h)\n"
 	      "  --keep-ended N      at most N ended sandboxes stay, the oldest go first\n"
 	      "                      (default 1000; 1 to 1000000)\n"
+	      "  --sandbox-output-max SIZE\n"
+	      "                      command output stored for one sandbox, all its commands\n"
+	      "                      together; beyond it output is dropped (default 1G)\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -105,6 +108,7 @@ int cli_serve(int argc, char **argv)
 		{"images", required_argument, NULL, 'i'},
 		{"retention", required_argument, NULL, 'r'},
 		{"keep-ended", required_argument, NULL, 'k'},
+		{"sandbox-output-max", required_argument, NULL, 'o'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -144,6 +148,14 @@ int cli_serve(int argc, char **argv)
 			    dopt.retain_ms < 1000 || dopt.retain_ms > 30ull * 86400 * 1000) {
 				fprintf(stderr, "airlock: serve: --retention '%s': a duration "
 					"from 1s to 720h (e.g. 90s, 2h)\n", optarg);
+				return AL_EXIT_USAGE;
+			}
+			break;
+		case 'o':
+			if (al_parse_size(optarg, &dopt.sbx_output_max) < 0 ||
+			    dopt.sbx_output_max < 4096) {
+				fprintf(stderr, "airlock: serve: --sandbox-output-max '%s': a size "
+					"of at least 4K (e.g. 512M, 2G)\n", optarg);
 				return AL_EXIT_USAGE;
 			}
 			break;

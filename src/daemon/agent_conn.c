@@ -256,6 +256,7 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 			 const struct proto_msg *m)
 {
 	size_t len = m->data_len;
+	uint64_t budget;
 	int64_t t0;
 	int r;
 
@@ -269,6 +270,16 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 		len = (size_t)(DM_OUTPUT_MAX - m->offset);
 		c->truncated = true;
 	}
+	/* The sandbox's own budget, all its commands together: the host's disk is shared. */
+	budget = d->opts.sbx_output_max ? d->opts.sbx_output_max : DM_SBX_OUTPUT_DEFAULT;
+	if (s->out_total >= budget) {
+		c->truncated = true;
+		return;
+	}
+	if (len > budget - s->out_total) {
+		len = (size_t)(budget - s->out_total);
+		c->truncated = true;
+	}
 	wake_now(s);
 	pthread_mutex_unlock(&d->mu);
 	t0 = mono_ns();
@@ -277,8 +288,13 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	pthread_mutex_lock(&d->mu);
 	if (r >= 0)
 		c->out_gen++; /* readers (dm_logs_next) look in the store again */
-	if (r >= 0 && m->offset + len > c->stored[m->stream - 1])
+	if (r >= 0 && m->offset + len > c->stored[m->stream - 1]) {
+		uint64_t from = m->offset > c->stored[m->stream - 1] ? m->offset
+								       : c->stored[m->stream - 1];
+
+		s->out_total += m->offset + len - from; /* what a replay re-sent counts once */
 		c->stored[m->stream - 1] = m->offset + len;
+	}
 }
 
 /* One frame from the agent (d->mu held). */

@@ -37,6 +37,10 @@ struct daemon_opts {
 #define DM_RETAIN_DEFAULT_MS (3600ull * 1000)
 	unsigned max_ended;
 #define DM_MAX_ENDED_DEFAULT 1000
+	/* Command output one sandbox may have stored, all its commands together (0:
+	 * DM_SBX_OUTPUT_DEFAULT); beyond it output is dropped ("output_truncated"). */
+	uint64_t sbx_output_max;
+#define DM_SBX_OUTPUT_DEFAULT (1ull << 30)
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);

@@ -98,6 +98,7 @@ struct dm_sbx {
 	uint32_t next_req;
 	struct dm_pending pending[16];
 	int64_t out_debt_ns;     /* reader only: store time its output still owes as a pause */
+	uint64_t out_total;      /* output bytes stored for it in this daemon's run (reader only) */
 
 	struct dm_cmd **cmds;
 	size_t n_cmds;
