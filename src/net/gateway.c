@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,21 +58,66 @@ bool gw_dns_admit(struct net_gateway *g)
 	return ok;
 }
 
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The log file was handed to us: what it holds already counts against its cap. */
+static void log_adopt(struct net_gateway *g, int fd)
+{
+	struct stat st;
+
+	g->log_fd = fd;
+	g->log_bytes = fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+	g->log_full = false;
+}
+
+/* Append one line (g->mu held). Past GW_LOG_MAX_BYTES the log ends with one "log_full"
+ * line and takes nothing more (a file already over it gets nothing at all). */
+static void log_write(struct net_gateway *g, const char *line, size_t len)
+{
+	char last[256];
+	int n;
+
+	if (g->log_full)
+		return;
+	if (g->log_bytes + len + sizeof(last) <= GW_LOG_MAX_BYTES) {
+		if (write(g->log_fd, line, len) == (ssize_t)len)
+			g->log_bytes += len;
+		return;
+	}
+	g->log_full = true;
+	n = snprintf(last, sizeof(last),
+		     "{\"time\":%lld,\"sandbox\":\"%.40s\",\"generation\":%llu,"
+		     "\"layer\":\"audit\",\"verdict\":\"deny\",\"reason\":\"log_full\","
+		     "\"name\":null,\"address\":null,\"port\":null,\"bytes_out\":0,"
+		     "\"bytes_in\":0}\n",
+		     (long long)now_ms(), g->sandbox_id, (unsigned long long)gw_generation(g));
+	if (g->log_bytes < GW_LOG_MAX_BYTES && n > 0 && (size_t)n < sizeof(last) &&
+	    write(g->log_fd, last, (size_t)n) == n)
+		g->log_bytes += (size_t)n;
+}
+
 /* One line for the decisions the log's rate limit dropped. */
 static void write_suppressed(struct net_gateway *g, uint64_t suppressed)
 {
 	unsigned long long gen = (unsigned long long)gw_generation(g);
-	struct timespec ts;
+	char line[256];
+	int n = snprintf(line, sizeof(line),
+			 "{\"time\":%lld,\"sandbox\":\"%.40s\",\"generation\":%llu,"
+			 "\"layer\":\"audit\",\"verdict\":\"deny\",\"reason\":\"rate_limited\","
+			 "\"name\":null,\"address\":null,\"port\":null,\"bytes_out\":0,"
+			 "\"bytes_in\":0,\"suppressed\":%llu}\n",
+			 (long long)now_ms(), g->sandbox_id, gen, (unsigned long long)suppressed);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	if (n <= 0 || (size_t)n >= sizeof(line))
+		return;
 	pthread_mutex_lock(&g->mu);
-	dprintf(g->log_fd,
-		"{\"time\":%lld,\"sandbox\":\"%s\",\"generation\":%llu,\"layer\":\"audit\","
-		"\"verdict\":\"deny\",\"reason\":\"rate_limited\",\"name\":null,"
-		"\"address\":null,\"port\":null,\"bytes_out\":0,\"bytes_in\":0,"
-		"\"suppressed\":%llu}\n",
-		(long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, g->sandbox_id, gen,
-		(unsigned long long)suppressed);
+	log_write(g, line, (size_t)n);
 	pthread_mutex_unlock(&g->mu);
 }
 
@@ -82,6 +128,7 @@ void gw_log(struct net_gateway *g, const struct gw_event *e)
 	uint64_t suppressed;
 	json_t *o;
 	char *line;
+	size_t len;
 
 	if (g->log_fd < 0)
 		return;
@@ -115,8 +162,10 @@ void gw_log(struct net_gateway *g, const struct gw_event *e)
 	json_decref(o);
 	if (!line)
 		return;
+	len = strlen(line);
+	line[len] = '\n'; /* over its NUL: written with its length */
 	pthread_mutex_lock(&g->mu);
-	dprintf(g->log_fd, "%s\n", line);
+	log_write(g, line, len + 1);
 	pthread_mutex_unlock(&g->mu);
 	free(line);
 }
@@ -332,7 +381,7 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 
 	g->policy = o->policy;
 	g->sandbox_id = xstrdup(o->sandbox_id ? o->sandbox_id : "");
-	g->log_fd = o->log_fd;
+	log_adopt(g, o->log_fd);
 	g->gw_ns = g->up_ns = g->fd_udp = g->fd_tcp_dns = g->fd_proxy = g->fd_tproxy = -1;
 	g->fd_nflog = -1;
 	g->stop_pipe[0] = g->stop_pipe[1] = -1;
@@ -395,7 +444,7 @@ int net_gateway_configure(struct net_gateway *g, const struct net_gateway_opts *
 		return -1;
 	free(g->sandbox_id);
 	g->sandbox_id = xstrdup(o->sandbox_id ? o->sandbox_id : "");
-	g->log_fd = o->log_fd;
+	log_adopt(g, o->log_fd);
 	return net_gateway_set_policy(g, o->policy, err);
 }
 

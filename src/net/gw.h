@@ -58,6 +58,9 @@ struct gw_bucket {
 };
 #define GW_LOG_RATE 200.0   /* log lines a second, sustained */
 #define GW_LOG_BURST 1000.0
+/* A sandbox's egress log stops here, with a last "log_full" line (what airlockd serves of
+ * it is capped alike): at GW_LOG_RATE a day of a flood would be ~4 GB of host disk. */
+#define GW_LOG_MAX_BYTES (64ull << 20)
 #define GW_DNS_RATE 2000.0  /* DNS queries a second from one sandbox */
 #define GW_DNS_BURST 4000.0
 
@@ -81,6 +84,8 @@ struct net_gateway {
 	int log_fd;
 	struct gw_bucket log_bucket, dns_bucket;
 	uint64_t log_suppressed; /* lines dropped by the log's rate limit, not yet reported */
+	uint64_t log_bytes;      /* in the log file (its size when we got it, then ours) */
+	bool log_full;           /* GW_LOG_MAX_BYTES reached: nothing more is written */
 	int n_conns;
 	pthread_cond_t conns_cv;
 	pthread_attr_t conn_attr; /* small stacks: thousands of idle tunnels stay cheap */

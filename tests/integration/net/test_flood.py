@@ -1,5 +1,6 @@
 """Floods: a sandbox hammering the resolver is cut off at its own gateway (never
 forwarded upstream beyond its budget), and the log turns the flood into a counter."""
+import json
 import textwrap
 
 PY = "/usr/bin/python3"
@@ -57,3 +58,29 @@ def test_ruleset_drops_are_logged_through_nflog(run_net):
     assert ("udp_dropped", "198.51.100.20", 443) in got, nft
     assert ("dot_dropped", "198.51.100.20", 853) in got, nft
     assert all(e["verdict"] == "deny" for e in nft)
+
+
+def test_the_egress_log_stops_at_its_cap_with_one_last_line(invoke, world, tmp_path):
+    """A sandbox's egress log ends at 64 MiB (what airlockd serves of it is capped
+    alike) with one "log_full" line: at the sustained log rate a day-long flood would
+    otherwise put ~4 GB of it on the host's disk. The file here is already almost
+    full (sparse), as if such a flood had run; the gateway counts what it holds."""
+    from .conftest import UPSTREAM_DNS
+    cap = 64 << 20
+    start = cap - 3000
+    log = tmp_path / "nearly-full.jsonl"
+    with open(log, "wb") as f:
+        f.truncate(start)
+    r = invoke(["run", "--upstream-netns", world.ns, "--upstream-dns", UPSTREAM_DNS,
+                "--egress-log", str(log), "--allow", "allowed.test", "--", PY, "-c", FLOOD],
+               timeout=60)
+    assert r.returncode == 0 and "sent" in r.out, (r.returncode, r.err)
+    assert log.stat().st_size <= cap
+    with open(log, "rb") as f:
+        f.seek(start)
+        tail = f.read()
+    lines = [json.loads(x) for x in tail.splitlines() if x.strip()]
+    assert lines, "nothing was logged before the cap"
+    assert [e["reason"] for e in lines].count("log_full") == 1
+    assert lines[-1]["reason"] == "log_full" and lines[-1]["layer"] == "audit", lines[-1]
+    assert any(e.get("layer") == "dns" and e.get("verdict") == "deny" for e in lines[:-1])
