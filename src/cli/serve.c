@@ -6,6 +6,7 @@
 #include "common/parse.h"
 #include "common/xalloc.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -45,6 +46,8 @@ void cli_serve_usage(FILE *out)
 	      "                      commands and their output stay (default 1h; 1s to 720h)\n"
 	      "  --keep-ended N      at most N ended sandboxes stay, the oldest go first\n"
 	      "                      (default 1000; 1 to 1000000)\n"
+	      "  --keep-commands N   finished commands a live sandbox keeps, the newest; older\n"
+	      "                      ones go with their output (default 10000; 1 to 10000000)\n"
 	      "  --sandbox-output-max SIZE\n"
 	      "                      command output stored for one sandbox, all its commands\n"
 	      "                      together; beyond it output is dropped (default 1G)\n"
@@ -81,6 +84,21 @@ static char *default_tokens(const char *state_dir)
 	return path;
 }
 
+/* A whole number from lo to hi for --name, or a message and -1. */
+static int count_arg(const char *name, const char *arg, unsigned long lo, unsigned long hi,
+		     unsigned *out)
+{
+	char *end = NULL;
+	unsigned long n = isdigit((unsigned char)arg[0]) ? strtoul(arg, &end, 10) : 0;
+
+	if (!end || *end || n < lo || n > hi) {
+		fprintf(stderr, "airlock: serve: --%s '%s': %lu to %lu\n", name, arg, lo, hi);
+		return -1;
+	}
+	*out = (unsigned)n;
+	return 0;
+}
+
 static char *default_agent(void)
 {
 	char self[PATH_MAX];
@@ -109,6 +127,7 @@ int cli_serve(int argc, char **argv)
 		{"retention", required_argument, NULL, 'r'},
 		{"keep-ended", required_argument, NULL, 'k'},
 		{"sandbox-output-max", required_argument, NULL, 'o'},
+		{"keep-commands", required_argument, NULL, 'K'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -132,17 +151,10 @@ int cli_serve(int argc, char **argv)
 		case 'u': dopt.upstream_dns = optarg; break;
 		case 'c': dopt.upstream_ca = optarg; break;
 		case 'i': dopt.images_dir = optarg; break;
-		case 'p': {
-			char *end;
-			unsigned long n = strtoul(optarg, &end, 10);
-			if (!*optarg || *end || n > DM_POOL_LIMIT) {
-				fprintf(stderr, "airlock: serve: --pool '%s': 0 to %d\n", optarg,
-					DM_POOL_LIMIT);
+		case 'p':
+			if (count_arg("pool", optarg, 0, DM_POOL_LIMIT, &dopt.pool) < 0)
 				return AL_EXIT_USAGE;
-			}
-			dopt.pool = (unsigned)n;
 			break;
-		}
 		case 'r':
 			if (al_parse_duration_ms(optarg, &dopt.retain_ms) < 0 ||
 			    dopt.retain_ms < 1000 || dopt.retain_ms > 30ull * 86400 * 1000) {
@@ -159,17 +171,14 @@ int cli_serve(int argc, char **argv)
 				return AL_EXIT_USAGE;
 			}
 			break;
-		case 'k': {
-			char *end;
-			unsigned long n = strtoul(optarg, &end, 10);
-			if (!*optarg || *optarg == '-' || *end || n < 1 || n > 1000000) {
-				fprintf(stderr, "airlock: serve: --keep-ended '%s': 1 to 1000000\n",
-					optarg);
+		case 'K':
+			if (count_arg("keep-commands", optarg, 1, 10000000, &dopt.max_cmds) < 0)
 				return AL_EXIT_USAGE;
-			}
-			dopt.max_ended = (unsigned)n;
 			break;
-		}
+		case 'k':
+			if (count_arg("keep-ended", optarg, 1, 1000000, &dopt.max_ended) < 0)
+				return AL_EXIT_USAGE;
+			break;
 		case 'h': cli_serve_usage(stdout); return 0;
 		default:
 			fprintf(stderr, "airlock: serve: bad option '%s'\n", argv[optind - 1]);

@@ -248,8 +248,8 @@ static void pace_output(struct dm_sbx *s, int64_t spent_ns)
 /*
  * An OUTPUT frame (d->mu held on entry and on return). The store write runs
  * without d->mu: an output flood in one sandbox must not hold the lock every
- * request of every other sandbox needs. A command outlives its sandbox's
- * reader and its id never changes, so c stays valid; frames of one sandbox are
+ * request of every other sandbox needs. c is held meanwhile (the cap on a
+ * sandbox's commands forgets only unheld ones); frames of one sandbox are
  * handled in order by its one reader, so output is stored before its EXIT.
  */
 static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
@@ -281,11 +281,13 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 		c->truncated = true;
 	}
 	wake_now(s);
+	dm_cmd_hold(c); /* not forgotten while we store for it */
 	pthread_mutex_unlock(&d->mu);
 	t0 = mono_ns();
 	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, NULL);
 	pace_output(s, mono_ns() - t0);
 	pthread_mutex_lock(&d->mu);
+	dm_cmd_put(c);
 	if (r >= 0)
 		c->out_gen++; /* readers (dm_logs_next) look in the store again */
 	if (r >= 0 && m->offset + len > c->stored[m->stream - 1]) {

@@ -232,9 +232,10 @@ static int store_new_cmd(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	return 0;
 }
 
-/* dm_cmd_start; *held is the sandbox it held (to put), if it found one. */
+/* dm_cmd_start; *held is the command it made and held with its sandbox (to put), if it
+ * found the sandbox. */
 static int start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
-		 char **out_cmd_id, struct dm_sbx **held, struct al_error **err)
+		 char **out_cmd_id, struct dm_cmd **held, struct al_error **err)
 {
 	struct proto_buf b = {0};
 	struct dm_sbx *s;
@@ -256,7 +257,8 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 		return -1;
 	}
 	dm_sbx_hold(s);
-	*held = s;
+	dm_cmd_hold(c);
+	*held = c;
 	c->sbx = s;
 	c->cwd = xstrdup(e->cwd ? e->cwd : s->workdir);
 	c->sudo = e->sudo;
@@ -278,6 +280,9 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	pthread_mutex_unlock(&d->mu);
 
 	if (store_new_cmd(d, s, c, err) < 0) {
+		*held = NULL; /* freed here: the puts are ours */
+		dm_cmd_put(c);
+		dm_sbx_put(s);
 		forget(d, s, c);
 		proto_buf_free(&b);
 		return -1;
@@ -311,11 +316,15 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
 		 char **out_cmd_id, struct al_error **err)
 {
-	struct dm_sbx *held = NULL;
+	struct dm_cmd *held = NULL;
 	int r = start(d, team, sbx, e, out_cmd_id, &held, err);
 
-	if (held)
-		dm_sbx_put(held);
+	if (held) {
+		struct dm_sbx *s = held->sbx;
+
+		dm_cmd_put(held);
+		dm_sbx_put(s);
+	}
 	return r;
 }
 
@@ -351,12 +360,12 @@ int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char 
 		ts.tv_sec++, ts.tv_nsec -= 1000000000;
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
-	if (c)
-		dm_sbx_hold(c->sbx); /* its cv is waited on */
+	if (c) /* its sandbox's cv is waited on */
+		dm_sbx_hold(c->sbx), dm_cmd_hold(c);
 	while (c && timeout_ms && !c->reason && r == 0)
 		r = pthread_cond_timedwait(&c->sbx->cv, &d->mu, &ts);
-	if (c)
-		dm_sbx_put(c->sbx);
+	if (c) /* d->mu is held: neither can be forgotten before we are done below */
+		dm_sbx_put(c->sbx), dm_cmd_put(c);
 	if (c && timeout_ms && !c->reason)
 		r = al_error_msg(err, ETIMEDOUT, "command '%s' still running", c->id);
 	else if (c)
@@ -459,8 +468,8 @@ int dm_logs_open(struct daemon *d, const char *team, const char *sbx, const char
 
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
-	if (c)
-		dm_sbx_hold(c->sbx); /* until dm_logs_close: a stream may last long */
+	if (c) /* until dm_logs_close: a stream may last long */
+		dm_sbx_hold(c->sbx), dm_cmd_hold(c);
 	pthread_mutex_unlock(&d->mu);
 	if (!c)
 		return -1;
@@ -541,9 +550,13 @@ int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *
 
 void dm_logs_close(struct dm_logs *l)
 {
+	struct dm_sbx *s;
+
 	if (!l)
 		return;
-	dm_sbx_put(l->c->sbx);
+	s = l->c->sbx; /* read while c is held; s is held until after c's put */
+	dm_cmd_put(l->c);
+	dm_sbx_put(s);
 	free(l->pend);
 	free(l);
 }

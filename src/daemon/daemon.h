@@ -41,6 +41,10 @@ struct daemon_opts {
 	 * DM_SBX_OUTPUT_DEFAULT); beyond it output is dropped ("output_truncated"). */
 	uint64_t sbx_output_max;
 #define DM_SBX_OUTPUT_DEFAULT (1ull << 30)
+	/* Finished commands a live sandbox keeps (GET, logs), the newest; older ones are
+	 * forgotten with their output (0: DM_MAX_CMDS_DEFAULT). */
+	unsigned max_cmds;
+#define DM_MAX_CMDS_DEFAULT 10000
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);

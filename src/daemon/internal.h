@@ -53,6 +53,9 @@ struct dm_cmd {
 	bool row_stored;         /* its store row exists (the start path writes it while the
 				  * agent starts the command; whoever comes second of that
 				  * write and the command's end writes the end) */
+	unsigned refs;           /* callers using it outside d->mu or waiting for it
+				  * (dm_cmd_hold): a finished command is forgotten (freed)
+				  * beyond --keep-commands only when none is */
 };
 
 /* A command's end, copied under d->mu so that it can be written to the store without
@@ -98,7 +101,8 @@ struct dm_sbx {
 	uint32_t next_req;
 	struct dm_pending pending[16];
 	int64_t out_debt_ns;     /* reader only: store time its output still owes as a pause */
-	uint64_t out_total;      /* output bytes stored for it in this daemon's run (reader only) */
+	uint64_t out_total;      /* output bytes its kept commands have in the store (d->mu;
+				  * counted from this daemon's start) */
 
 	struct dm_cmd **cmds;
 	size_t n_cmds;
@@ -150,6 +154,9 @@ struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
  * (registry.c: forget_ended). */
 void dm_sbx_hold(struct dm_sbx *s);
 void dm_sbx_put(struct dm_sbx *s);
+/* The same for one command (registry.c: forget_old_cmds); its sandbox is held apart. */
+void dm_cmd_hold(struct dm_cmd *c);
+void dm_cmd_put(struct dm_cmd *c);
 struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
 /* The sandbox ended (agent gone): finish its running commands, persist, wake waiters.
  * Called with d->mu held. */

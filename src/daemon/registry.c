@@ -64,6 +64,16 @@ void dm_sbx_put(struct dm_sbx *s)
 	__atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL);
 }
 
+void dm_cmd_hold(struct dm_cmd *c)
+{
+	__atomic_add_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
+}
+
+void dm_cmd_put(struct dm_cmd *c)
+{
+	__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL);
+}
+
 /* Newest first: the agent's frames and most calls are about the latest commands, and a
  * sandbox that ran 1,000 commands made a front-to-back search cost ~5% of the daemon's
  * CPU per round trip. */
@@ -126,14 +136,18 @@ static void to_store(const struct dm_sbx *s, struct store_sandbox *r)
 	r->policy_gen = s->policy_gen;
 }
 
+static void cmd_free(struct dm_cmd *c)
+{
+	free(c->argv_json);
+	free(c->cwd);
+	free(c->reason);
+	free(c);
+}
+
 static void sbx_free(struct dm_sbx *s)
 {
-	for (size_t i = 0; i < s->n_cmds; i++) {
-		free(s->cmds[i]->argv_json);
-		free(s->cmds[i]->cwd);
-		free(s->cmds[i]->reason);
-		free(s->cmds[i]);
-	}
+	for (size_t i = 0; i < s->n_cmds; i++)
+		cmd_free(s->cmds[i]);
 	free(s->cmds);
 	for (char **e = s->env; e && *e; e++)
 		free(*e);
@@ -767,6 +781,28 @@ static bool forgettable(const struct dm_sbx *s)
 	       !__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) && !s->reader_running && !s->cgroup_left;
 }
 
+/* What forget_ended / forget_old_cmds took out of memory leaves the store (and a
+ * sandbox's egress log the disk), with d->mu dropped meanwhile; ids is freed. */
+static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_t n,
+			     bool sandboxes)
+{
+	if (!n)
+		return;
+	pthread_mutex_unlock(&d->mu);
+	for (size_t k = 0; k < n; k++) {
+		char *log = sandboxes ? dm_egress_log_path(d, ids[k]) : NULL;
+
+		/* A failure leaves a row (deleted with its sandbox, or at a later start). */
+		if (sandboxes)
+			store_sandbox_delete(d->store, ids[k], NULL), unlink(log);
+		else
+			store_command_delete(d->store, ids[k], NULL);
+		free(log);
+	}
+	free(ids);
+	pthread_mutex_lock(&d->mu);
+}
+
 /*
  * Retention (d->mu held; dropped around the store): an ended sandbox is forgotten, with
  * its commands and their output, its egress log and its rows, once it ended retain_ms
@@ -809,22 +845,60 @@ static void forget_ended(struct daemon *d)
 		d->n_sbxs--;
 		ended--;
 	}
-	if (!n)
-		return;
-	pthread_mutex_unlock(&d->mu);
-	for (size_t k = 0; k < n; k++) {
-		char *log = dm_egress_log_path(d, ids[k]);
+	delete_forgotten(d, ids, n, true);
+}
 
-		store_sandbox_delete(d->store, ids[k], NULL); /* a failure leaves a row: harmless */
-		unlink(log);
-		free(log);
+/*
+ * A live sandbox keeps its newest max_cmds finished commands (d->mu held; dropped around
+ * the store): older finished ones nobody holds are forgotten with their output. Without
+ * it a client running `true` in a loop grew the daemon by ~360 bytes a command (~2 GB
+ * an hour at full speed) and the store without end.
+ */
+static void forget_old_cmds(struct daemon *d)
+{
+	size_t max = d->opts.max_cmds ? d->opts.max_cmds : DM_MAX_CMDS_DEFAULT;
+	char (*ids)[DM_ID_LEN + 1] = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n_sbxs; i++) {
+		struct dm_sbx *s = d->sbxs[i];
+		size_t finished = 0, j = 0;
+
+		if (strcmp(s->status, "running") != 0 || s->n_cmds <= max)
+			continue;
+		for (size_t k = 0; k < s->n_cmds; k++)
+			finished += s->cmds[k]->reason != NULL;
+		/* The oldest finished-max go; one that is held (or not in the store yet) stays
+		 * past its turn, and the newest max stay whatever happens. */
+		while (finished > max && j < s->n_cmds) {
+			struct dm_cmd *c = s->cmds[j];
+
+			if (!c->reason) {
+				j++;
+				continue;
+			}
+			if (!c->row_stored || __atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
+				j++;
+				finished--;
+				continue;
+			}
+			ids = xrealloc(ids, (n + 1) * sizeof(*ids));
+			strcpy(ids[n++], c->id);
+			/* Its output leaves the store: room in the sandbox's budget again. */
+			s->out_total -= s->out_total < c->stored[0] + c->stored[1]
+						? s->out_total
+						: c->stored[0] + c->stored[1];
+			cmd_free(c);
+			memmove(&s->cmds[j], &s->cmds[j + 1], (s->n_cmds - j - 1) * sizeof(*s->cmds));
+			s->n_cmds--;
+			finished--;
+		}
 	}
-	free(ids);
-	pthread_mutex_lock(&d->mu);
+	delete_forgotten(d, ids, n, false);
 }
 
 /* Sandboxes past their expiry are stopped; commands past their timeout are killed; once
- * a second, ended sandboxes past retention are forgotten. */
+ * a second, ended sandboxes past retention and old finished commands are forgotten. */
 static void *timer_main(void *arg)
 {
 	struct daemon *d = arg;
@@ -864,6 +938,7 @@ static void *timer_main(void *arg)
 		reclaim_cgroups(d);
 		if (now >= next_forget) {
 			forget_ended(d);
+			forget_old_cmds(d);
 			next_forget = now + 1000;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);

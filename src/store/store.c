@@ -97,6 +97,7 @@ enum stmt_id {
 	S_OUT_EACH,
 	S_PRUNE,
 	S_SBX_DELETE,
+	S_CMD_DELETE,
 	S__MAX
 };
 
@@ -161,6 +162,7 @@ static const struct {
 		     "AND stopped_ms > 0 AND stopped_ms < ?1"},
 	[S_SBX_DELETE] = {"delete an ended sandbox",
 			  "DELETE FROM sandboxes WHERE id = ?1 AND status IN ('stopped', 'failed')"},
+	[S_CMD_DELETE] = {"delete a command", "DELETE FROM commands WHERE id = ?1"},
 };
 
 struct store {
@@ -959,4 +961,11 @@ int store_sandbox_delete(struct store *st, const char *id, struct al_error **err
 	_cleanup_unlock_ struct store *locked = store_lock(st);
 
 	return update_by_id(st, S_SBX_DELETE, id, SQLITE_OK, err);
+}
+
+int store_command_delete(struct store *st, const char *id, struct al_error **err)
+{
+	_cleanup_unlock_ struct store *locked = store_lock(st);
+
+	return update_by_id(st, S_CMD_DELETE, id, SQLITE_OK, err);
 }

@@ -105,5 +105,8 @@ int store_prune(struct store *st, int64_t cutoff_ms, struct al_error **err);
 /* Deletes one ended sandbox (stopped or failed) with its commands and output: 1 if it
  * was there, 0 if not (or it has not ended), <0 on error. */
 int store_sandbox_delete(struct store *st, const char *id, struct al_error **err);
+/* Deletes one command with its output (the caller knows it has finished): 1 if it was
+ * there, 0 if not, <0 on error. */
+int store_command_delete(struct store *st, const char *id, struct al_error **err);
 
 #endif

@@ -511,6 +511,35 @@ static void prune(struct store *st)
 	CHECK(store_sandbox_delete(st, SBX_B, &err) == 0, "deleting it again finds nothing");
 }
 
+/* One command at a time, with its output (the daemon's cap on a sandbox's commands). */
+static void delete_command(struct store *st)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	struct store_sandbox sb = {.id = "sbx_del", .team = "t", .status = "running",
+				   .created_ms = 1, .expires_ms = 2, .config_json = "{}",
+				   .policy_json = "null"};
+	struct store_command c1 = {.id = "cmd_del1", .sandbox_id = "sbx_del", .argv_json = "[]",
+				   .cwd = "/", .started_ms = 1};
+	struct store_command c2 = c1, got;
+	uint64_t size = 1;
+
+	c2.id = "cmd_del2";
+	CHECK(store_sandbox_put(st, &sb, &err) == 0 && store_command_put(st, &c1, &err) == 0 &&
+		      store_command_put(st, &c2, &err) == 0 &&
+		      store_output_append(st, "cmd_del1", AL_STDOUT, 0, "abc", 3, &err) == 0 &&
+		      store_output_append(st, "cmd_del2", AL_STDOUT, 0, "xyz", 3, &err) == 0,
+	      "a sandbox with two commands and their output");
+	CHECK(store_command_delete(st, "cmd_del1", &err) == 1, "a command is deleted by id");
+	CHECK(store_command_get(st, "cmd_del1", &got, &err) == 0 &&
+		      store_output_size(st, "cmd_del1", AL_STDOUT, &size, &err) == 0 && size == 0,
+	      "with its output");
+	CHECK(store_command_get(st, "cmd_del2", &got, &err) == 1 && read_stream(st, "cmd_del2",
+									     AL_STDOUT, 0, "xyz"),
+	      "the other one is untouched");
+	store_command_release(&got);
+	CHECK(store_command_delete(st, "cmd_del1", &err) == 0, "deleting it again finds nothing");
+}
+
 static void write_file(const char *path, const char *data, size_t len)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -627,6 +656,7 @@ int main(void)
 	threads(st);
 	reopen(&st);
 	prune(st);
+	delete_command(st);
 	store_close(st);
 	st = open_ok(db_path);
 	store_close(st);

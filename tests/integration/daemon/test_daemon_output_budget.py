@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from .conftest import TOKENS, Api, Daemon, free_port, private_bindir
+from .conftest import TOKENS, Api, Daemon, free_port, private_bindir, wait_for
 
 BUDGET = 64 * 1024
 
@@ -66,3 +66,34 @@ def test_a_bad_budget_is_refused(bapi):
                            capture_output=True, text=True, timeout=10)
         assert r.returncode == 64, (bad, r.returncode, r.stderr)
         assert f"--sandbox-output-max '{bad}'" in r.stderr, r.stderr
+
+
+@pytest.fixture(scope="module")
+def kapi(tmp_path_factory):
+    work = tmp_path_factory.mktemp("airlockd-budget-keep")
+    d = Daemon(work, free_port(), private_bindir(work))
+    d.extra_args = ["--sandbox-output-max", "64K", "--keep-commands", "2"]
+    d.start()
+    api = Api(d.port, TOKENS["A"])
+    yield api
+    for s in api.list():
+        if s["status"] == "running":
+            api.stop(s["id"])
+    d.term()
+
+
+def test_forgotten_commands_give_their_budget_back(kapi):
+    # The budget bounds what the store holds for the sandbox: when its old commands are
+    # forgotten (--keep-commands), their output leaves the store and the room returns.
+    sid = kapi.create_ok()["id"]
+    assert chatty(kapi, sid, 60_000, "a").exit["output_truncated"] is False
+    assert chatty(kapi, sid, 20_000, "b").exit["output_truncated"] is True  # over 64K
+    for _ in range(2):
+        kapi.sh(sid, "true")  # the two chatty ones are now past the newest 2
+
+    def room_again():
+        out = chatty(kapi, sid, 100, "c")
+        return not out.exit["output_truncated"] and out.out == "c" * 100
+
+    assert wait_for(room_again, timeout=5), "the forgotten output still counts"
+    kapi.stop(sid)

@@ -1,4 +1,5 @@
-"""Retention of ended sandboxes (`airlock serve --retention D --keep-ended N`).
+"""Retention of ended sandboxes (`airlock serve --retention D --keep-ended N`) and of a
+live sandbox's finished commands (`--keep-commands N`).
 
 Before, airlockd kept every sandbox it had ever made, with all its commands, in
 memory and in its store: a daemon that had made 3,000 sandboxes held 17 MB more,
@@ -19,13 +20,15 @@ from .conftest import TOKENS, Api, Daemon, free_port, private_bindir, wait_for
 
 KEEP = 3
 RETAIN_S = 4
+KEEP_CMDS = 20
 
 
 @pytest.fixture(scope="module")
 def rdaemon(tmp_path_factory):
     work = tmp_path_factory.mktemp("airlockd-retention")
     d = Daemon(work, free_port(), private_bindir(work))
-    d.extra_args = ["--keep-ended", str(KEEP), "--retention", f"{RETAIN_S}s"]
+    d.extra_args = ["--keep-ended", str(KEEP), "--retention", f"{RETAIN_S}s",
+                    "--keep-commands", str(KEEP_CMDS)]
     d.start()
     yield d
     if d.alive():
@@ -44,6 +47,25 @@ def rapi(rdaemon):
 def rows(d, sql, *args):
     with sqlite3.connect(f"file:{d.state_dir / 'airlock.db'}?mode=ro", uri=True) as db:
         return db.execute(sql, args).fetchall()
+
+
+class SlowLogs:
+    """A client that starts reading a command's logs, takes 100 bytes, and reads the
+    rest only when asked (stdout()): the daemon holds the stream open meanwhile."""
+
+    def __init__(self, d, sid, cid):
+        self.conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=60)
+        self.conn.request("GET", f"/v1/sandboxes/{sid}/commands/{cid}/logs",
+                          headers={"Authorization": f"Bearer {TOKENS['A']}"})
+        self.resp = self.conn.getresponse()
+        assert self.resp.status == 200
+        self.head = self.resp.read(100)
+
+    def stdout(self):
+        rest = self.resp.read()
+        self.conn.close()
+        recs = [json.loads(x) for x in (self.head + rest).split(b"\n") if x.strip()]
+        return b"".join(r["data"].encode() for r in recs if r.get("type") == "stdout")
 
 
 def ran(api, sid, text):
@@ -109,26 +131,46 @@ def test_a_log_stream_keeps_its_ended_sandbox_until_it_is_done(rdaemon, rapi):
     assert len(out.stdout) == size
     rapi.stop(sid)
     # A slow reader: a few bytes, then nothing until the sandbox is past its retention.
-    conn = http.client.HTTPConnection("127.0.0.1", rdaemon.port, timeout=60)
-    conn.request("GET", f"/v1/sandboxes/{sid}/commands/{cid}/logs",
-                 headers={"Authorization": f"Bearer {TOKENS['A']}"})
-    resp = conn.getresponse()
-    assert resp.status == 200
-    head = resp.read(100)
+    reader = SlowLogs(rdaemon, sid, cid)
     time.sleep(RETAIN_S + 2.5)
     # Past its retention, but held by the stream: still there, and so is its output.
     assert rapi.get(sid).status == 200
-    rest = resp.read()
-    conn.close()
-    data = b""
-    for line in (head + rest).split(b"\n"):
-        if line.strip():
-            rec = json.loads(line)
-            if rec.get("type") == "stdout":
-                data += rec["data"].encode()
-    assert data == b"x" * size
+    assert reader.stdout() == b"x" * size
     # Once the stream is closed it goes.
     assert wait_for(lambda: rapi.get(sid).status == 404, timeout=5)
+
+
+def test_a_live_sandbox_keeps_its_newest_finished_commands(rdaemon, rapi):
+    sid = rapi.create_ok()["id"]
+    running = rapi.start_ok(sid, "/bin/sleep", "60")["id"]  # unfinished: never forgotten
+    size = 24 << 20  # more than the socket buffers between us hold
+    out = rapi.sh(sid, f"head -c {size} /dev/zero | tr '\\0' y")
+    big = out.exit["id"]
+    # A slow reader of the oldest finished command's logs holds it.
+    reader = SlowLogs(rdaemon, sid, big)
+    ids = [ran(rapi, sid, f"n{i}") for i in range(KEEP_CMDS + 10)]
+
+    def listed():
+        return [c["id"] for c in rapi.cmd_list(sid).json["commands"]]
+
+    assert wait_for(lambda: len(listed()) <= KEEP_CMDS + 2, timeout=5), len(listed())
+    time.sleep(1.5)  # another round of the timer: the held one stays all the same
+    now = listed()
+    assert running in now and big in now, "a running or held command was forgotten"
+    assert set(ids[-KEEP_CMDS:]) <= set(now), "one of the newest was forgotten"
+    gone = ids[:10]
+    assert not set(gone) & set(now)
+    assert rapi.cmd_get(sid, gone[0]).status == 404
+    assert rapi.logs_resp(sid, gone[0]).status == 404
+    q = ",".join("?" * len(gone))
+    assert rows(rdaemon, f"SELECT id FROM commands WHERE id IN ({q})", *gone) == []
+    assert rows(rdaemon, f"SELECT count(*) FROM output WHERE command_id IN ({q})", *gone) == [(0,)]
+    assert rapi.logs(sid, ids[-1]).out == f"n{KEEP_CMDS + 9}\n"
+    # The slow reader gets every byte; then its command goes too.
+    assert reader.stdout() == b"y" * size
+    assert wait_for(lambda: big not in listed(), timeout=5)
+    assert running in listed()
+    rapi.stop(sid)
 
 
 def test_bad_retention_options_are_refused(rdaemon):
@@ -138,7 +180,9 @@ def test_bad_retention_options_are_refused(rdaemon):
                       (["--retention", "1000h"], "--retention '1000h'"),
                       (["--keep-ended", "0"], "--keep-ended '0'"),
                       (["--keep-ended", "-5"], "--keep-ended '-5'"),
-                      (["--keep-ended", "many"], "--keep-ended 'many'")):
+                      (["--keep-ended", "many"], "--keep-ended 'many'"),
+                      (["--keep-commands", "0"], "--keep-commands '0'"),
+                      (["--keep-commands", "1e9"], "--keep-commands '1e9'")):
         r = subprocess.run([rdaemon.binary, "serve", "--state-dir", "/nonexistent/x",
                             "--listen", "127.0.0.1:1", *args],
                            capture_output=True, text=True, timeout=10)
