@@ -15,9 +15,12 @@ import subprocess
 
 import pytest
 
-from .conftest import agent_pid_of, wait_for
+from .conftest import AIRLOCK_BIN, agent_pid_of, wait_for
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
+# An AddressSanitizer agent keeps what it frees in its quarantine (256 MB): its RSS says
+# nothing about what the agent holds (scripts/test runs this suite on such a build too).
+SANITIZED = b"__asan_init" in (pathlib.Path(AIRLOCK_BIN).parent / "airlock-agent").read_bytes()
 
 
 def rss_kib(pid):
@@ -40,9 +43,10 @@ def test_finished_commands_output_is_freed_and_still_served(api, sandbox):
         assert out.out == "abcde"[i] * size
         ids.append(out.exit["id"])
     # Before: the agent held every finished command's output (5 x 6 MB here) until
-    # 1,024 more commands had run. Now each is freed a second after its end.
-    assert wait_for(lambda: rss_kib(agent) < 8 * 1024, timeout=10), \
-        f"agent RSS still {rss_kib(agent)} KiB after its commands ended"
+    # 1,024 more commands had run. Now each is freed two seconds after its end.
+    if not SANITIZED:
+        assert wait_for(lambda: rss_kib(agent) < 8 * 1024, timeout=10), \
+            f"agent RSS still {rss_kib(agent)} KiB after its commands ended"
     # Nothing is lost: the daemon has every byte of every command.
     for i, cid in enumerate(ids):
         logs = api.logs(sandbox, cid)
