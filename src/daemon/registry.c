@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/xalloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -781,6 +782,34 @@ static bool forgettable(const struct dm_sbx *s)
 	       !__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) && !s->reader_running && !s->cgroup_left;
 }
 
+/* STATE/egress/<sandbox id>.jsonl of sandboxes the store no longer has (at start). */
+static void prune_egress_logs(struct daemon *d)
+{
+	char *path = xasprintf("%s/egress", d->state_dir);
+	DIR *dir = opendir(path);
+	struct dirent *de;
+
+	free(path);
+	while (dir && (de = readdir(dir))) {
+		struct store_sandbox row;
+		char id[DM_ID_LEN + 1];
+		int r;
+
+		if (strlen(de->d_name) != DM_ID_LEN + 6 || strncmp(de->d_name, "sbx_", 4) != 0 ||
+		    strcmp(de->d_name + DM_ID_LEN, ".jsonl") != 0)
+			continue;
+		memcpy(id, de->d_name, DM_ID_LEN);
+		id[DM_ID_LEN] = '\0';
+		r = store_sandbox_get(d->store, id, &row, NULL);
+		if (r == 1)
+			store_sandbox_release(&row);
+		else if (r == 0) /* on an error it stays */
+			unlinkat(dirfd(dir), de->d_name, 0);
+	}
+	if (dir)
+		closedir(dir);
+}
+
 /* What forget_ended / forget_old_cmds took out of memory leaves the store (and a
  * sandbox's egress log the disk), with d->mu dropped meanwhile; ids is freed. */
 static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_t n,
@@ -1097,10 +1126,11 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	store_sandbox_each(d->store, NULL, true, recover_one, d, NULL);
 	/* Ended sandboxes of earlier runs are not loaded (nothing serves them): their rows go
-	 * once past the retention. */
+	 * once past the retention, and with them their egress logs. */
 	store_prune(d->store,
 		    dm_now_ms() - (int64_t)(d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS),
 		    NULL);
+	prune_egress_logs(d);
 	pthread_create(&d->reaper, NULL, reaper_main, d);
 	pthread_detach(d->reaper);
 	pthread_create(&d->timer, NULL, timer_main, d);

@@ -173,6 +173,34 @@ def test_a_live_sandbox_keeps_its_newest_finished_commands(rdaemon, rapi):
     rapi.stop(sid)
 
 
+def test_a_restart_deletes_what_ended_before_the_retention(rdaemon, rapi):
+    # Ended sandboxes of an earlier run are not loaded again: at start their rows go
+    # once past the retention, and egress logs of sandboxes the store has not.
+    live = rapi.create_ok()["id"]
+    sid = rapi.create_ok()["id"]
+    cid = ran(rapi, sid, "before")
+    rapi.stop(sid)
+    rdaemon.term()  # before its timer forgets it
+    assert rows(rdaemon, "SELECT id FROM sandboxes WHERE id = ?", sid) == [(sid,)]
+    egress = rdaemon.state_dir / "egress"
+    egress.mkdir(exist_ok=True)
+    stale = egress / (sid + ".jsonl")           # an ended sandbox's
+    orphan = egress / ("sbx_" + "0" * 24 + ".jsonl")  # no such sandbox at all
+    mine = egress / (live + ".jsonl")           # a live sandbox's: stays
+    other = egress / "notes.txt"                # not ours to judge: stays
+    for f in (stale, orphan, mine, other):
+        f.write_text("{}\n")
+    time.sleep(RETAIN_S + 0.5)
+    rdaemon.start()
+    assert rows(rdaemon, "SELECT id FROM sandboxes WHERE id = ?", sid) == []
+    assert rows(rdaemon, "SELECT id FROM commands WHERE id = ?", cid) == []
+    assert not stale.exists() and not orphan.exists()
+    assert mine.exists() and other.exists()
+    assert rapi.sandbox(live)["status"] == "running"
+    assert ran(rapi, live, "after")
+    rapi.stop(live)
+
+
 def test_bad_retention_options_are_refused(rdaemon):
     import subprocess
     for args, msg in ((["--retention", "0"], "--retention '0'"),
