@@ -46,7 +46,9 @@ void cli_serve_usage(FILE *out)
 	      "                      commands and their output stay (default 1h; 1s to 720h)\n"
 	      "  --keep-ended N      at most N ended sandboxes stay, the oldest go first\n"
 	      "                      (default 1000; 1 to 1000000)\n"
-	      "  --keep-commands N   finished commands a live sandbox keeps, the newest; older\n"
+	      "  --keep-ended-output SIZE\n"
+	      "                      ... and at most SIZE of their output (default 4G)\n"
+	      "  --keep-commands N   finished commands a sandbox keeps, the newest; older\n"
 	      "                      ones go with their output (default 10000; 1 to 10000000)\n"
 	      "  --sandbox-output-max SIZE\n"
 	      "                      command output stored for one sandbox, all its commands\n"
@@ -99,6 +101,17 @@ static int count_arg(const char *name, const char *arg, unsigned long lo, unsign
 	return 0;
 }
 
+/* A size of at least 4 KiB for --name, or a message and -1. */
+static int size_arg(const char *name, const char *arg, uint64_t *out)
+{
+	if (al_parse_size(arg, out) < 0 || *out < 4096) {
+		fprintf(stderr, "airlock: serve: --%s '%s': a size of at least 4K (e.g. 512M, 2G)\n",
+			name, arg);
+		return -1;
+	}
+	return 0;
+}
+
 static char *default_agent(void)
 {
 	char self[PATH_MAX];
@@ -128,6 +141,7 @@ int cli_serve(int argc, char **argv)
 		{"keep-ended", required_argument, NULL, 'k'},
 		{"sandbox-output-max", required_argument, NULL, 'o'},
 		{"keep-commands", required_argument, NULL, 'K'},
+		{"keep-ended-output", required_argument, NULL, 'O'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -164,12 +178,12 @@ int cli_serve(int argc, char **argv)
 			}
 			break;
 		case 'o':
-			if (al_parse_size(optarg, &dopt.sbx_output_max) < 0 ||
-			    dopt.sbx_output_max < 4096) {
-				fprintf(stderr, "airlock: serve: --sandbox-output-max '%s': a size "
-					"of at least 4K (e.g. 512M, 2G)\n", optarg);
+			if (size_arg("sandbox-output-max", optarg, &dopt.sbx_output_max) < 0)
 				return AL_EXIT_USAGE;
-			}
+			break;
+		case 'O':
+			if (size_arg("keep-ended-output", optarg, &dopt.ended_output_max) < 0)
+				return AL_EXIT_USAGE;
 			break;
 		case 'K':
 			if (count_arg("keep-commands", optarg, 1, 10000000, &dopt.max_cmds) < 0)

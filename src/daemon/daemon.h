@@ -37,11 +37,13 @@ struct daemon_opts {
 #define DM_RETAIN_DEFAULT_MS (3600ull * 1000)
 	unsigned max_ended;
 #define DM_MAX_ENDED_DEFAULT 1000
+	uint64_t ended_output_max; /* ... or when their output in the store is over this */
+#define DM_ENDED_OUTPUT_DEFAULT (4ull << 30)
 	/* Command output one sandbox may have stored, all its commands together (0:
 	 * DM_SBX_OUTPUT_DEFAULT); beyond it output is dropped ("output_truncated"). */
 	uint64_t sbx_output_max;
 #define DM_SBX_OUTPUT_DEFAULT (1ull << 30)
-	/* Finished commands a live sandbox keeps (GET, logs), the newest; older ones are
+	/* Finished commands a sandbox keeps (GET, logs), the newest; older ones are
 	 * forgotten with their output (0: DM_MAX_CMDS_DEFAULT). */
 	unsigned max_cmds;
 #define DM_MAX_CMDS_DEFAULT 10000

@@ -835,7 +835,8 @@ static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_
 /*
  * Retention (d->mu held; dropped around the store): an ended sandbox is forgotten, with
  * its commands and their output, its egress log and its rows, once it ended retain_ms
- * ago, or when more than max_ended ended ones are held (the oldest first). Without it
+ * ago, or when more than max_ended ended ones are held or their output in the store is
+ * over ended_output_max (the oldest first). Without it
  * the daemon kept every sandbox it ever made: memory, every look-up and every timer
  * round grew with them (3,000 create+stop cycles: +17 MB), and the store without end.
  */
@@ -843,14 +844,20 @@ static void forget_ended(struct daemon *d)
 {
 	uint64_t retain = d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS;
 	size_t max = d->opts.max_ended ? d->opts.max_ended : DM_MAX_ENDED_DEFAULT;
+	uint64_t max_bytes = d->opts.ended_output_max ? d->opts.ended_output_max
+						      : DM_ENDED_OUTPUT_DEFAULT;
 	int64_t now = dm_now_ms();
 	char (*ids)[DM_ID_LEN + 1] = NULL;
 	size_t n = 0, ended = 0;
+	uint64_t bytes = 0; /* the output the ended ones hold in the store */
 
 	for (size_t i = 0; i < d->n_sbxs; i++)
-		ended += strcmp(d->sbxs[i]->status, "stopped") == 0 ||
-			 strcmp(d->sbxs[i]->status, "failed") == 0;
+		if (strcmp(d->sbxs[i]->status, "stopped") == 0 ||
+		    strcmp(d->sbxs[i]->status, "failed") == 0)
+			ended++, bytes += d->sbxs[i]->out_total;
 	for (;;) {
+		bool over = ended > max || bytes > max_bytes;
+
 		size_t pick = d->n_sbxs;
 
 		for (size_t i = 0; i < d->n_sbxs; i++) {
@@ -862,13 +869,14 @@ static void forget_ended(struct daemon *d)
 				pick = i;
 				break;
 			}
-			if (ended > max && (pick == d->n_sbxs || s->stopped_ms < d->sbxs[pick]->stopped_ms))
+			if (over && (pick == d->n_sbxs || s->stopped_ms < d->sbxs[pick]->stopped_ms))
 				pick = i;
 		}
 		if (pick == d->n_sbxs)
 			break;
 		ids = xrealloc(ids, (n + 1) * sizeof(*ids));
 		strcpy(ids[n++], d->sbxs[pick]->id);
+		bytes -= d->sbxs[pick]->out_total < bytes ? d->sbxs[pick]->out_total : bytes;
 		sbx_free(d->sbxs[pick]);
 		memmove(&d->sbxs[pick], &d->sbxs[pick + 1], (d->n_sbxs - pick - 1) * sizeof(*d->sbxs));
 		d->n_sbxs--;
@@ -878,7 +886,7 @@ static void forget_ended(struct daemon *d)
 }
 
 /*
- * A live sandbox keeps its newest max_cmds finished commands (d->mu held; dropped around
+ * A sandbox keeps its newest max_cmds finished commands (d->mu held; dropped around
  * the store): older finished ones nobody holds are forgotten with their output. Without
  * it a client running `true` in a loop grew the daemon by ~360 bytes a command (~2 GB
  * an hour at full speed) and the store without end.
@@ -893,7 +901,7 @@ static void forget_old_cmds(struct daemon *d)
 		struct dm_sbx *s = d->sbxs[i];
 		size_t finished = 0, j = 0;
 
-		if (strcmp(s->status, "running") != 0 || s->n_cmds <= max)
+		if (s->n_cmds <= max)
 			continue;
 		for (size_t k = 0; k < s->n_cmds; k++)
 			finished += s->cmds[k]->reason != NULL;

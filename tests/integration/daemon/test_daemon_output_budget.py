@@ -4,8 +4,10 @@ Each command's stored output was capped (64 MiB a stream), but a sandbox could r
 command after command for up to 24 h and fill the host's disk through the daemon's
 store. Now all of a sandbox's commands together may store SIZE (default 1 GiB);
 beyond it their output is dropped and they say "output_truncated": true. The
-commands still run and report their exit; other sandboxes are not affected."""
+commands still run and report their exit; other sandboxes are not affected. Ended
+sandboxes' output together is bounded as well (`--keep-ended-output`)."""
 import subprocess
+import time
 
 import pytest
 
@@ -14,11 +16,11 @@ from .conftest import TOKENS, Api, Daemon, free_port, private_bindir, wait_for
 BUDGET = 64 * 1024
 
 
-@pytest.fixture(scope="module")
-def bapi(tmp_path_factory):
-    work = tmp_path_factory.mktemp("airlockd-budget")
+def own_daemon(tmp_path_factory, name, *args):
+    """A daemon of this module's own, started with args; yields a team-A client."""
+    work = tmp_path_factory.mktemp(name)
     d = Daemon(work, free_port(), private_bindir(work))
-    d.extra_args = ["--sandbox-output-max", "64K"]
+    d.extra_args = list(args)
     d.start()
     api = Api(d.port, TOKENS["A"])
     api.daemon = d
@@ -27,6 +29,11 @@ def bapi(tmp_path_factory):
         if s["status"] == "running":
             api.stop(s["id"])
     d.term()
+
+
+@pytest.fixture(scope="module")
+def bapi(tmp_path_factory):
+    yield from own_daemon(tmp_path_factory, "airlockd-budget", "--sandbox-output-max", "64K")
 
 
 def chatty(api, sid, n, ch):
@@ -70,16 +77,8 @@ def test_a_bad_budget_is_refused(bapi):
 
 @pytest.fixture(scope="module")
 def kapi(tmp_path_factory):
-    work = tmp_path_factory.mktemp("airlockd-budget-keep")
-    d = Daemon(work, free_port(), private_bindir(work))
-    d.extra_args = ["--sandbox-output-max", "64K", "--keep-commands", "2"]
-    d.start()
-    api = Api(d.port, TOKENS["A"])
-    yield api
-    for s in api.list():
-        if s["status"] == "running":
-            api.stop(s["id"])
-    d.term()
+    yield from own_daemon(tmp_path_factory, "airlockd-budget-keep", "--sandbox-output-max",
+                          "64K", "--keep-commands", "2")
 
 
 def test_forgotten_commands_give_their_budget_back(kapi):
@@ -97,3 +96,29 @@ def test_forgotten_commands_give_their_budget_back(kapi):
 
     assert wait_for(room_again, timeout=5), "the forgotten output still counts"
     kapi.stop(sid)
+
+
+@pytest.fixture(scope="module")
+def eapi(tmp_path_factory):
+    yield from own_daemon(tmp_path_factory, "airlockd-ended-output", "--keep-ended-output",
+                          "100K")
+
+
+def test_ended_sandboxes_go_when_their_output_is_over_its_budget(eapi):
+    # 1,000 ended sandboxes (--keep-ended) of up to 1 GiB each (--sandbox-output-max)
+    # would be a terabyte of store: ended ones also go, oldest first, once their output
+    # together is over --keep-ended-output.
+    live = eapi.create_ok()["id"]
+    assert len(chatty(eapi, live, 60_000, "l").out) == 60_000  # a live one never counts
+    ended = []
+    for ch in "xyz":
+        sid = eapi.create_ok()["id"]
+        assert len(chatty(eapi, sid, 40_000, ch).out) == 40_000
+        eapi.stop(sid)
+        ended.append(sid)
+    # 120 KB of ended output: the oldest goes, the two newest (80 KB) stay.
+    assert wait_for(lambda: eapi.get(ended[0]).status == 404, timeout=5)
+    time.sleep(1.5)
+    assert [eapi.get(s).status for s in ended[1:]] == [200, 200]
+    assert eapi.sandbox(live)["status"] == "running"
+    eapi.stop(live)
