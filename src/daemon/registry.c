@@ -446,6 +446,7 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	d->pool_taken++;
 	s->warm = true;
 	to_store(s, &row);
+	dm_sbx_hold(s); /* its team may stop it meanwhile: the retention must not free it */
 	pthread_cond_broadcast(&d->pool_cv); /* refill */
 	pthread_mutex_unlock(&d->mu);
 	/* The limits it was started with become the ones asked for. */
@@ -454,19 +455,22 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	    store_sandbox_put(d->store, &row, err) < 0) {
 		pthread_mutex_lock(&d->mu);
 		stop_locked_sbx(d, s, "failed");
+		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return -1;
 	}
 	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, err) < 0) {
 		pthread_mutex_lock(&d->mu);
 		stop_locked_sbx(d, s, "failed");
+		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
 	}
 	pthread_mutex_lock(&d->mu);
 	s->gw_quiet_until = 0;
-	pthread_mutex_unlock(&d->mu);
 	*out_id = xstrdup(s->id);
+	dm_sbx_put(s);
+	pthread_mutex_unlock(&d->mu);
 	return 1;
 }
 
@@ -535,6 +539,7 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	}
 	pthread_mutex_lock(&d->mu);
 	add_sbx(d, s);
+	dm_sbx_hold(s); /* listed now: others may stop it, the retention must not free it */
 	release_host_base(d, s->host_base);
 	pthread_mutex_unlock(&d->mu);
 	/* ... and is linked to it before anyone can use it. */
@@ -542,14 +547,16 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 		free(canon);
 		pthread_mutex_lock(&d->mu);
 		stop_locked_sbx(d, s, "failed");
+		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
 	}
 	free(canon);
 	pthread_mutex_lock(&d->mu);
 	s->gw_quiet_until = 0;
-	pthread_mutex_unlock(&d->mu);
 	*out_id = xstrdup(s->id);
+	dm_sbx_put(s);
+	pthread_mutex_unlock(&d->mu);
 	return 0;
 }
 
