@@ -517,6 +517,23 @@ def private_bindir(work):
     return str(bindir / "airlock")
 
 
+def own_daemon(tmp_path_factory, name, *args):
+    """A daemon of a module's own, started with args: a generator for a module-scoped
+    fixture (yield from); yields the Daemon; at the end its running sandboxes are
+    stopped and it gets SIGTERM."""
+    work = tmp_path_factory.mktemp(name)
+    d = Daemon(work, free_port(), private_bindir(work))
+    d.extra_args = list(args)
+    d.start()
+    yield d
+    if d.alive():
+        api = Api(d.port, TOKENS["A"])
+        for s in api.list():
+            if s["status"] == "running":
+                api.stop(s["id"])
+        d.term()
+
+
 @pytest.fixture(scope="session")
 def daemon(tmp_path_factory):
     if not (os.path.isfile(AIRLOCK_BIN) and os.access(AIRLOCK_BIN, os.X_OK)):

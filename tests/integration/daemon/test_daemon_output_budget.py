@@ -11,29 +11,21 @@ import time
 
 import pytest
 
-from .conftest import TOKENS, Api, Daemon, free_port, private_bindir, wait_for
+from .conftest import TOKENS, Api, own_daemon, wait_for
 
 BUDGET = 64 * 1024
 
 
-def own_daemon(tmp_path_factory, name, *args):
-    """A daemon of this module's own, started with args; yields a team-A client."""
-    work = tmp_path_factory.mktemp(name)
-    d = Daemon(work, free_port(), private_bindir(work))
-    d.extra_args = list(args)
-    d.start()
-    api = Api(d.port, TOKENS["A"])
-    api.daemon = d
-    yield api
-    for s in api.list():
-        if s["status"] == "running":
-            api.stop(s["id"])
-    d.term()
+def own_api(tmp_path_factory, name, *args):
+    for d in own_daemon(tmp_path_factory, name, *args):
+        api = Api(d.port, TOKENS["A"])
+        api.daemon = d
+        yield api
 
 
 @pytest.fixture(scope="module")
 def bapi(tmp_path_factory):
-    yield from own_daemon(tmp_path_factory, "airlockd-budget", "--sandbox-output-max", "64K")
+    yield from own_api(tmp_path_factory, "airlockd-budget", "--sandbox-output-max", "64K")
 
 
 def chatty(api, sid, n, ch):
@@ -77,7 +69,7 @@ def test_a_bad_budget_is_refused(bapi):
 
 @pytest.fixture(scope="module")
 def kapi(tmp_path_factory):
-    yield from own_daemon(tmp_path_factory, "airlockd-budget-keep", "--sandbox-output-max",
+    yield from own_api(tmp_path_factory, "airlockd-budget-keep", "--sandbox-output-max",
                           "64K", "--keep-commands", "2")
 
 
@@ -100,7 +92,7 @@ def test_forgotten_commands_give_their_budget_back(kapi):
 
 @pytest.fixture(scope="module")
 def eapi(tmp_path_factory):
-    yield from own_daemon(tmp_path_factory, "airlockd-ended-output", "--keep-ended-output",
+    yield from own_api(tmp_path_factory, "airlockd-ended-output", "--keep-ended-output",
                           "100K")
 
 

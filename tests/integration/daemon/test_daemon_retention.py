@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from .conftest import TOKENS, Api, Daemon, free_port, private_bindir, wait_for
+from .conftest import TOKENS, Api, own_daemon, wait_for
 
 KEEP = 3
 RETAIN_S = 4
@@ -25,18 +25,8 @@ KEEP_CMDS = 20
 
 @pytest.fixture(scope="module")
 def rdaemon(tmp_path_factory):
-    work = tmp_path_factory.mktemp("airlockd-retention")
-    d = Daemon(work, free_port(), private_bindir(work))
-    d.extra_args = ["--keep-ended", str(KEEP), "--retention", f"{RETAIN_S}s",
-                    "--keep-commands", str(KEEP_CMDS)]
-    d.start()
-    yield d
-    if d.alive():
-        cli = Api(d.port, TOKENS["A"])
-        for s in cli.list():
-            if s["status"] == "running":
-                cli.stop(s["id"])
-        d.term()
+    yield from own_daemon(tmp_path_factory, "airlockd-retention", "--keep-ended", str(KEEP),
+                          "--retention", f"{RETAIN_S}s", "--keep-commands", str(KEEP_CMDS))
 
 
 @pytest.fixture

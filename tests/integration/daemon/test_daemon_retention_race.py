@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from .conftest import TOKENS, Api, Daemon, free_port, private_bindir
+from .conftest import TOKENS, Api, own_daemon
 
 SECONDS = 6
 OK = {200, 201, 404, 409}
@@ -20,17 +20,8 @@ OK = {200, 201, 404, 409}
 
 @pytest.fixture(scope="module")
 def race(tmp_path_factory):
-    work = tmp_path_factory.mktemp("airlockd-race")
-    d = Daemon(work, free_port(), private_bindir(work))
-    d.extra_args = ["--retention", "1s", "--keep-ended", "2", "--keep-commands", "5"]
-    d.start()
-    yield d
-    if d.alive():
-        api = Api(d.port, TOKENS["A"])
-        for s in api.list():
-            if s["status"] == "running":
-                api.stop(s["id"])
-        d.term()
+    yield from own_daemon(tmp_path_factory, "airlockd-race", "--retention", "1s",
+                          "--keep-ended", "2", "--keep-commands", "5")
 
 
 def test_forgetting_never_frees_what_a_caller_uses(race):
