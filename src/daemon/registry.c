@@ -902,41 +902,43 @@ static void forget_old_cmds(struct daemon *d)
 {
 	size_t max = d->opts.max_cmds ? d->opts.max_cmds : DM_MAX_CMDS_DEFAULT;
 	char (*ids)[DM_ID_LEN + 1] = NULL;
-	size_t n = 0;
+	size_t n = 0, cap = 0;
 
 	for (size_t i = 0; i < d->n_sbxs; i++) {
 		struct dm_sbx *s = d->sbxs[i];
-		size_t finished = 0, j = 0;
+		size_t due = 0, kept = 0;
 
 		if (s->n_cmds <= max)
 			continue;
 		for (size_t k = 0; k < s->n_cmds; k++)
-			finished += s->cmds[k]->reason != NULL;
-		/* The oldest finished-max go; one that is held (or not in the store yet) stays
-		 * past its turn, and the newest max stay whatever happens. */
-		while (finished > max && j < s->n_cmds) {
-			struct dm_cmd *c = s->cmds[j];
+			due += s->cmds[k]->reason != NULL;
+		if (due <= max)
+			continue;
+		/* The oldest finished-max go, in one pass that keeps the others in order (a
+		 * memmove per command would move the whole array each time, under the lock:
+		 * at 1,500 commands/s and 10,000 kept, ~120 MB a second). One that is held, or
+		 * not in the store yet, stays past its turn; the newest max stay regardless. */
+		due -= max;
+		for (size_t k = 0; k < s->n_cmds; k++) {
+			struct dm_cmd *c = s->cmds[k];
 
-			if (!c->reason) {
-				j++;
-				continue;
+			if (due && c->reason) {
+				due--;
+				if (c->row_stored && !__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
+					if (n == cap)
+						ids = xrealloc(ids, (cap = cap ? 2 * cap : 64) * sizeof(*ids));
+					strcpy(ids[n++], c->id);
+					/* Its output leaves the store: room in the budget again. */
+					s->out_total -= s->out_total < c->stored[0] + c->stored[1]
+								? s->out_total
+								: c->stored[0] + c->stored[1];
+					cmd_free(c);
+					continue;
+				}
 			}
-			if (!c->row_stored || __atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
-				j++;
-				finished--;
-				continue;
-			}
-			ids = xrealloc(ids, (n + 1) * sizeof(*ids));
-			strcpy(ids[n++], c->id);
-			/* Its output leaves the store: room in the sandbox's budget again. */
-			s->out_total -= s->out_total < c->stored[0] + c->stored[1]
-						? s->out_total
-						: c->stored[0] + c->stored[1];
-			cmd_free(c);
-			memmove(&s->cmds[j], &s->cmds[j + 1], (s->n_cmds - j - 1) * sizeof(*s->cmds));
-			s->n_cmds--;
-			finished--;
+			s->cmds[kept++] = c;
 		}
+		s->n_cmds = kept;
 	}
 	delete_forgotten(d, ids, n, false);
 }
