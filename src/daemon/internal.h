@@ -102,7 +102,7 @@ struct dm_sbx {
 	struct dm_pending pending[16];
 	int64_t out_debt_ns;     /* reader only: store time its output still owes as a pause */
 	uint64_t out_total;      /* output bytes its kept commands have in the store (d->mu;
-				  * counted from this daemon's start) */
+				  * at start, what the store has of them) */
 
 	struct dm_cmd **cmds;
 	size_t n_cmds;

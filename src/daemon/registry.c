@@ -1071,6 +1071,8 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	for (i = 0; i < s->n_cmds; i++) {
 		store_output_size(d->store, s->cmds[i]->id, 1, &s->cmds[i]->stored[0], NULL);
 		store_output_size(d->store, s->cmds[i]->id, 2, &s->cmds[i]->stored[1], NULL);
+		/* What it stored in earlier runs counts against its budget in this one. */
+		s->out_total += s->cmds[i]->stored[0] + s->cmds[i]->stored[1];
 	}
 	add_sbx(d, s);
 	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed.

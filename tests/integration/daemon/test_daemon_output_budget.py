@@ -58,6 +58,18 @@ def test_a_sandbox_stops_storing_output_past_its_budget(bapi):
     bapi.stop(other)
 
 
+def test_a_restarted_daemon_counts_what_the_store_holds(bapi):
+    sid = bapi.create_ok()["id"]
+    assert chatty(bapi, sid, 60_000, "a").exit["output_truncated"] is False
+    bapi.daemon.term()  # the sandbox keeps running
+    bapi.daemon.start()
+    out = chatty(bapi, sid, 20_000, "b")
+    # Before, a restart gave the sandbox a fresh budget: all 20,000 bytes were stored.
+    assert out.exit["output_truncated"] is True
+    assert len(out.out) == 64 * 1024 - 60_000 - len("done\n"), len(out.out)
+    bapi.stop(sid)
+
+
 def test_a_bad_budget_is_refused(bapi):
     for bad in ("0", "1", "lots", "-1M", "4095"):
         r = subprocess.run([bapi.daemon.binary, "serve", "--state-dir", "/nonexistent/x",
