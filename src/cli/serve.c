@@ -50,6 +50,9 @@ void cli_serve_usage(FILE *out)
 	      "                      ... and at most SIZE of their output (default 4G)\n"
 	      "  --keep-commands N   finished commands a sandbox keeps, the newest; older\n"
 	      "                      ones go with their output (default 10000; 1 to 10000000)\n"
+	      "  --team-max-sandboxes N\n"
+	      "                      live sandboxes one team may have at once; a create over it\n"
+	      "                      is refused with 429 (default: no limit)\n"
 	      "  --sandbox-output-max SIZE\n"
 	      "                      command output stored for one sandbox, all its commands\n"
 	      "                      together; beyond it output is dropped (default 1G)\n"
@@ -142,6 +145,7 @@ int cli_serve(int argc, char **argv)
 		{"sandbox-output-max", required_argument, NULL, 'o'},
 		{"keep-commands", required_argument, NULL, 'K'},
 		{"keep-ended-output", required_argument, NULL, 'O'},
+		{"team-max-sandboxes", required_argument, NULL, 'T'},
 		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
@@ -187,6 +191,10 @@ int cli_serve(int argc, char **argv)
 			break;
 		case 'K':
 			if (count_arg("keep-commands", optarg, 1, 10000000, &dopt.max_cmds) < 0)
+				return AL_EXIT_USAGE;
+			break;
+		case 'T':
+			if (count_arg("team-max-sandboxes", optarg, 1, 1000000, &dopt.team_max_sbxs) < 0)
 				return AL_EXIT_USAGE;
 			break;
 		case 'k':

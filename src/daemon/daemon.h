@@ -47,6 +47,7 @@ struct daemon_opts {
 	 * forgotten with their output (0: DM_MAX_CMDS_DEFAULT). */
 	unsigned max_cmds;
 #define DM_MAX_CMDS_DEFAULT 10000
+	unsigned team_max_sbxs;     /* live sandboxes one team may have at once (0: no limit) */
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);

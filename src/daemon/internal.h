@@ -127,6 +127,8 @@ struct daemon {
 	bool closing;
 	uid_t reserved[64];  /* uid ranges of creates in flight (not yet in sbxs) */
 	size_t n_reserved;
+	char **creating;     /* the team of each create in flight (--team-max-sandboxes) */
+	size_t n_creating;
 	pthread_t timer, reaper;
 	pthread_mutex_t spawn_mu; /* one create at a time through the spawner (spawner.c) */
 	pthread_cond_t pool_cv;   /* a pooled sandbox was taken (pool.c refills) */

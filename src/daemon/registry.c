@@ -474,8 +474,59 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	return 1;
 }
 
+/* The team's live sandboxes and creates in flight (d->mu held). A sandbox whose create
+ * is about to return is counted twice for a moment: a create racing it may be refused
+ * (429, retryable); the limit itself is never passed. */
+static size_t team_load(const struct daemon *d, const char *team)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		n += strcmp(d->sbxs[i]->team, team) == 0 &&
+		     (strcmp(d->sbxs[i]->status, "running") == 0 ||
+		      strcmp(d->sbxs[i]->status, "stopping") == 0);
+	for (size_t i = 0; i < d->n_creating; i++)
+		n += strcmp(d->creating[i], team) == 0;
+	return n;
+}
+
+static int create(struct daemon *d, const char *team, const struct dm_create *asked,
+		  char **out_id, struct al_error **err);
+
 int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *asked,
 		      char **out_id, struct al_error **err)
+{
+	size_t n, limit = d->opts.team_max_sbxs;
+	int r;
+
+	if (!limit)
+		return create(d, team, asked, out_id, err);
+	pthread_mutex_lock(&d->mu);
+	n = team_load(d, team);
+	if (n >= limit) {
+		pthread_mutex_unlock(&d->mu);
+		return al_error_msg(err, EAGAIN,
+				    "team '%s' has %zu sandboxes running or being created: the "
+				    "most this daemon allows a team (--team-max-sandboxes %zu)",
+				    team, n, limit);
+	}
+	d->creating = xrealloc(d->creating, (d->n_creating + 1) * sizeof(*d->creating));
+	d->creating[d->n_creating++] = xstrdup(team);
+	pthread_mutex_unlock(&d->mu);
+	r = create(d, team, asked, out_id, err);
+	pthread_mutex_lock(&d->mu);
+	for (size_t i = 0; i < d->n_creating; i++)
+		if (strcmp(d->creating[i], team) == 0) {
+			free(d->creating[i]);
+			d->creating[i] = d->creating[--d->n_creating];
+			break;
+		}
+	pthread_mutex_unlock(&d->mu);
+	return r;
+}
+
+static int create(struct daemon *d, const char *team, const struct dm_create *asked,
+		  char **out_id, struct al_error **err)
 {
 	struct al_config cfg;
 	struct store_sandbox row;
@@ -1202,6 +1253,7 @@ void daemon_close(struct daemon *d)
 		store_close(d->store);
 	dm_state_unlock(d);
 	free(d->sock_dir);
+	free(d->creating); /* empty: no create outlives the API */
 	free(d->state_dir);
 	free(d->agent_path);
 	/* The registry itself is left to process exit: reader threads may still use it. */
