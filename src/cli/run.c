@@ -2,6 +2,7 @@
 /* airlock run [flags] -- CMD [ARGS...] */
 #include "cli/cli.h"
 #include "common/cleanup.h"
+#include "common/getopt_exact.h"
 #include "common/parse.h"
 #include "common/xalloc.h"
 #include "jail/pool.h"
@@ -513,7 +514,7 @@ int cli_run(int argc, char **argv)
 	al_config_init(&o.cfg);
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+:e:w:ith", long_opts, NULL)) != -1) {
+	while ((c = al_getopt_exact(argc, argv, "+:e:w:ith", long_opts)) != -1) {
 		/* For errors, report the option as the user wrote it. */
 		code = parse_opt(&o, c, c == '?' || c == ':' ? argv[optind - 1] : optarg);
 		if (code >= 0)

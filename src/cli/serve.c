@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "api/api.h"
 #include "daemon/daemon.h"
+#include "common/getopt_exact.h"
 #include "common/parse.h"
 #include "common/xalloc.h"
 
@@ -158,7 +159,7 @@ int cli_serve(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+	while ((c = al_getopt_exact(argc, argv, "+h", opts)) != -1) {
 		switch (c) {
 		case 'l': aopt.listen = strcmp(optarg, "none") == 0 ? NULL : optarg; break;
 		case 's': aopt.socket_path = optarg; break;

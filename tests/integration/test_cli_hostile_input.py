@@ -607,3 +607,23 @@ def test_upstream_flags_that_name_nothing_usable_exit_64(arun, tmp_path):
         r = arun([*flags, "--allow", "x.test", "--", "/bin/echo", "SANDBOX-RAN"])
         cases.append((" ".join(flags), _usage_error(r, needle)))
     _check_all(cases)
+
+
+def test_abbreviated_long_options_are_refused(arun, invoke, tmp_path):
+    # getopt_long takes any unique prefix: `--time 5` meant --timeout, and the day an
+    # option with the same prefix came, a script would break or change meaning. The
+    # full name is the only spelling (`--timeout 5` and `--timeout=5` still work).
+    marker = tmp_path / "ran"
+    cases = []
+    for args, needle in ((["--time", "5"], "--time"), (["--mem=64M"], "--mem="),
+                         (["--egress", str(tmp_path / "e.jsonl")], "--egress"), (["--allo", "a.test"], "--allo")):
+        r = arun([*args, "--", "/bin/sh", "-c", f"touch {marker}"])
+        cases.append((" ".join(args), _usage_error(r, needle)))
+    for args in (["--timeout", "5"], ["--timeout=5"]):
+        r = arun([*args, "--", "/bin/true"])
+        cases.append((" ".join(args), [] if r.returncode == 0 else [f"exit {r.returncode}"]))
+    for args in (["--ret", "1h"], ["--keep", "5"], ["--state", "/nonexistent"]):
+        r = invoke(["serve", *args, "--listen", "none"], timeout=10)
+        cases.append(("serve " + " ".join(args), _usage_error(r, args[0])))
+    _check_all(cases)
+    assert not marker.exists()
