@@ -233,25 +233,25 @@ static long maker_pid(const char *name)
  */
 static void sweep_stale(const char *root, bool v2)
 {
-	char dir[PATH_MAX], path[PATH_MAX];
-	_cleanup_closedir_ DIR *d = NULL;
+	char dir[PATH_MAX];
 	struct dirent *de;
-	int i;
 
-	snprintf(dir, sizeof(dir), v2 ? "%s/airlock" : "%s/pids/airlock", root);
-	d = opendir(dir);
-	while (d && (de = readdir(d))) {
-		long pid = maker_pid(de->d_name);
+	/* Each v1 hierarchy is read for itself: a cgroup that was still busy in one of them
+	 * when its name went from another would be left there for good. */
+	for (int i = 0; i < (v2 ? 1 : V1_N); i++) {
+		_cleanup_closedir_ DIR *d = NULL;
 
-		if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
-			continue;
-		for (i = 0; i < (v2 ? 1 : V1_N); i++) {
-			if (v2)
-				snprintf(path, sizeof(path), "%s/airlock/%s", root, de->d_name);
-			else
-				snprintf(path, sizeof(path), "%s/%s/airlock/%s", root,
-					 v1_controllers[i], de->d_name);
-			rmdir(path);
+		if (v2)
+			snprintf(dir, sizeof(dir), "%s/airlock", root);
+		else
+			snprintf(dir, sizeof(dir), "%s/%s/airlock", root, v1_controllers[i]);
+		d = opendir(dir);
+		while (d && (de = readdir(d))) {
+			long pid = maker_pid(de->d_name);
+
+			if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+				continue;
+			unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
 		}
 	}
 }

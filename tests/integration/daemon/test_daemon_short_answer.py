@@ -44,15 +44,24 @@ def test_a_short_command_is_answered_in_one_piece(api, sandbox):
 
 
 def test_output_status_and_stdin_are_the_same_in_one_piece(api, sandbox):
-    status, headers, lines, _ = run_raw(api, sandbox, {
-        "cmd": "/bin/sh", "args": ["-c", "read x; echo out=$x; echo err >&2; exit 3"],
-        "stdin": "in\n"})
-    assert status == 200 and "content-length" in headers, headers
-    types = [ln["type"] for ln in lines]
-    assert types[0] == "start" and types[-1] == "exit", types
-    out = "".join(ln["data"] for ln in lines if ln["type"] == "stdout")
-    err = "".join(ln["data"] for ln in lines if ln["type"] == "stderr")
-    assert (out, err, lines[-1]["command"]["exit_code"]) == ("out=in\n", "err\n", 3), lines
+    # `sh` must end within the 10 ms window for the answer to be held: on a loaded host
+    # (the AddressSanitizer pass of a slow run) one try may miss it. Every answer must
+    # be right, held or streamed; one of five tries must be held.
+    held = []
+    for _ in range(5):
+        status, headers, lines, _ = run_raw(api, sandbox, {
+            "cmd": "/bin/sh", "args": ["-c", "read x; echo out=$x; echo err >&2; exit 3"],
+            "stdin": "in\n"})
+        assert status == 200, headers
+        types = [ln["type"] for ln in lines]
+        assert types[0] == "start" and types[-1] == "exit", types
+        out = "".join(ln["data"] for ln in lines if ln["type"] == "stdout")
+        err = "".join(ln["data"] for ln in lines if ln["type"] == "stderr")
+        assert (out, err, lines[-1]["command"]["exit_code"]) == ("out=in\n", "err\n", 3), lines
+        held.append("content-length" in headers)
+        if held[-1]:
+            break
+    assert any(held), "five answers, none in one piece"
 
 
 def test_a_longer_command_is_streamed_while_it_runs(api, sandbox):
