@@ -72,7 +72,6 @@ struct agent_cmd {
 	/* Since when (CLOCK_MONOTONIC ms) a daemon has been connected to read its EXIT: from
 	 * its end, or from the connection made after it; 0 while none has been since. */
 	uint64_t seen_ms;
-	bool kept;        /* finished, its output still held (AGENT_KEEP_MS) */
 	bool exited;      /* the process has been reaped */
 	bool finished;    /* EXIT was decided (exited and output drained) */
 	int status;
@@ -90,7 +89,10 @@ struct agent {
 	struct watch w_listen, w_conn, w_sig;
 	struct agent_cmd *cmds[AGENT_MAX_CMDS];
 	size_t n_cmds;
-	size_t n_kept;    /* finished commands still holding output for replays */
+	/* When (CLOCK_MONOTONIC ms) the first kept output of a finished command is due to be
+	 * freed, or earlier (0 at start); UINT64_MAX: none is due until a daemon connects. The
+	 * table is only looked through once this time has come, not at every wake-up. */
+	uint64_t kept_due;
 	struct {
 		pid_t pid;
 		int ctl;

@@ -52,37 +52,41 @@ static uint64_t mono_ms(void)
  * missed). Then it is freed: a sandbox that runs many commands must not hold every one's
  * output (up to AGENT_BUF_CAP a stream each) in its memory. A later REPLAY of it sends
  * only its EXIT. */
-static void release_output(struct agent *a, struct agent_cmd *c)
+static void release_output(struct agent_cmd *c)
 {
-	if (!c->kept)
-		return;
 	for (int i = 0; i < 2; i++) {
 		free(c->buf[i].data);
 		c->buf[i].data = NULL;
 		c->buf[i].len = c->buf[i].cap = 0; /* total stays: the offsets go on */
 	}
-	c->kept = false;
-	a->n_kept--;
+}
+
+/* A finished command's output may go from seen_ms + AGENT_KEEP_MS on. */
+static void mark_seen(struct agent *a, struct agent_cmd *c, uint64_t now)
+{
+	c->seen_ms = now;
+	if (now + AGENT_KEEP_MS < a->kept_due)
+		a->kept_due = now + AGENT_KEEP_MS;
 }
 
 int agent_cmds_expire(struct agent *a)
 {
-	uint64_t now, next = UINT64_MAX;
+	uint64_t now = mono_ms(), next = UINT64_MAX;
 
-	if (!a->n_kept)
-		return -1;
-	now = mono_ms();
-	for (size_t i = 0; i < a->n_cmds && a->n_kept; i++) {
+	if (a->kept_due > now)
+		return a->kept_due == UINT64_MAX ? -1 : (int)(a->kept_due - now);
+	for (size_t i = 0; i < a->n_cmds; i++) {
 		struct agent_cmd *c = a->cmds[i];
 
-		if (!c->kept || !c->seen_ms)
+		if (!c->finished || !c->seen_ms || (!c->buf[0].data && !c->buf[1].data))
 			continue;
 		if (c->seen_ms + AGENT_KEEP_MS <= now)
-			release_output(a, c);
-		else if (c->seen_ms + AGENT_KEEP_MS - now < next)
-			next = c->seen_ms + AGENT_KEEP_MS - now;
+			release_output(c);
+		else if (c->seen_ms + AGENT_KEEP_MS < next)
+			next = c->seen_ms + AGENT_KEEP_MS;
 	}
-	return next == UINT64_MAX ? -1 : (int)next;
+	a->kept_due = next;
+	return next == UINT64_MAX ? -1 : (int)(next - now);
 }
 
 void agent_cmds_connection(struct agent *a, bool up)
@@ -92,8 +96,10 @@ void agent_cmds_connection(struct agent *a, bool up)
 	for (size_t i = 0; i < a->n_cmds; i++) {
 		struct agent_cmd *c = a->cmds[i];
 
-		if (c->finished && (!up || !c->seen_ms))
-			c->seen_ms = up ? now : 0;
+		if (c->finished && !up)
+			c->seen_ms = 0;
+		else if (c->finished && !c->seen_ms)
+			mark_seen(a, c, now);
 	}
 }
 
@@ -109,7 +115,6 @@ static int make_room(struct agent *a)
 	for (size_t i = 0; i < a->n_cmds; i++) {
 		if (a->cmds[i]->finished && a->cmds[i]->seen_ms &&
 		    a->cmds[i]->seen_ms + AGENT_FORGET_MS <= now) {
-			release_output(a, a->cmds[i]);
 			cmd_free(a->cmds[i]);
 			memmove(&a->cmds[i], &a->cmds[i + 1], (a->n_cmds - i - 1) * sizeof(a->cmds[0]));
 			a->n_cmds--;
@@ -480,11 +485,8 @@ static void maybe_finish(struct agent *a, struct agent_cmd *c)
 		return;
 	c->finished = true;
 	c->end_ms = agent_now_ms();
-	c->seen_ms = a->conn_fd >= 0 ? mono_ms() : 0;
-	if (c->buf[0].data || c->buf[1].data) {
-		c->kept = true;
-		a->n_kept++;
-	}
+	if (a->conn_fd >= 0)
+		mark_seen(a, c, mono_ms());
 	stdin_close(a, c);
 	agent_send_exit(a, c);
 	make_spare(a);

@@ -191,6 +191,18 @@ json_t *dm_cmd_json(const struct dm_cmd *c)
 	return o;
 }
 
+/* Stopped or failed: nothing of it runs any more, nothing will. */
+static bool has_ended(const struct dm_sbx *s)
+{
+	return strcmp(s->status, "stopped") == 0 || strcmp(s->status, "failed") == 0;
+}
+
+/* *v -= x, not below 0 (output counts are kept apart and may disagree by a chunk). */
+static void sub_floor0(uint64_t *v, uint64_t x)
+{
+	*v -= x < *v ? x : *v;
+}
+
 void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status)
 {
 	int64_t now = dm_now_ms();
@@ -208,7 +220,7 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status)
 		c->finished_ms = now;
 		store_command_finish(d->store, c->id, now, -1, SIGKILL, c->reason, NULL);
 	}
-	if (strcmp(s->status, "stopped") != 0 && strcmp(s->status, "failed") != 0) {
+	if (!has_ended(s)) {
 		set_status(s, status);
 		s->stopped_ms = now;
 		store_sandbox_set_status(d->store, s->id, status, now, NULL);
@@ -836,8 +848,8 @@ static size_t reclaim_cgroups(struct daemon *d)
  * let it go, its cgroup is gone. */
 static bool forgettable(const struct dm_sbx *s)
 {
-	return (strcmp(s->status, "stopped") == 0 || strcmp(s->status, "failed") == 0) &&
-	       !__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) && !s->reader_running && !s->cgroup_left;
+	return has_ended(s) && !__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) &&
+	       !s->reader_running && !s->cgroup_left;
 }
 
 /* STATE/egress/<sandbox id>.jsonl of sandboxes the store no longer has (at start). */
@@ -894,9 +906,9 @@ static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_
  * Retention (d->mu held; dropped around the store): an ended sandbox is forgotten, with
  * its commands and their output, its egress log and its rows, once it ended retain_ms
  * ago, or when more than max_ended ended ones are held or their output in the store is
- * over ended_output_max (the oldest first). Without it
- * the daemon kept every sandbox it ever made: memory, every look-up and every timer
- * round grew with them (3,000 create+stop cycles: +17 MB), and the store without end.
+ * over ended_output_max (the oldest first). Without it the daemon kept every sandbox it
+ * ever made: memory, every look-up and every timer round grew with them (3,000
+ * create+stop cycles: +17 MB), and the store without end.
  */
 static void forget_ended(struct daemon *d)
 {
@@ -910,12 +922,10 @@ static void forget_ended(struct daemon *d)
 	uint64_t bytes = 0; /* the output the ended ones hold in the store */
 
 	for (size_t i = 0; i < d->n_sbxs; i++)
-		if (strcmp(d->sbxs[i]->status, "stopped") == 0 ||
-		    strcmp(d->sbxs[i]->status, "failed") == 0)
+		if (has_ended(d->sbxs[i]))
 			ended++, bytes += d->sbxs[i]->out_total;
 	for (;;) {
 		bool over = ended > max || bytes > max_bytes;
-
 		size_t pick = d->n_sbxs;
 
 		for (size_t i = 0; i < d->n_sbxs; i++) {
@@ -934,7 +944,7 @@ static void forget_ended(struct daemon *d)
 			break;
 		ids = xrealloc(ids, (n + 1) * sizeof(*ids));
 		strcpy(ids[n++], d->sbxs[pick]->id);
-		bytes -= d->sbxs[pick]->out_total < bytes ? d->sbxs[pick]->out_total : bytes;
+		sub_floor0(&bytes, d->sbxs[pick]->out_total);
 		sbx_free(d->sbxs[pick]);
 		memmove(&d->sbxs[pick], &d->sbxs[pick + 1], (d->n_sbxs - pick - 1) * sizeof(*d->sbxs));
 		d->n_sbxs--;
@@ -980,9 +990,7 @@ static void forget_old_cmds(struct daemon *d)
 						ids = xrealloc(ids, (cap = cap ? 2 * cap : 64) * sizeof(*ids));
 					strcpy(ids[n++], c->id);
 					/* Its output leaves the store: room in the budget again. */
-					s->out_total -= s->out_total < c->stored[0] + c->stored[1]
-								? s->out_total
-								: c->stored[0] + c->stored[1];
+					sub_floor0(&s->out_total, c->stored[0] + c->stored[1]);
 					cmd_free(c);
 					continue;
 				}

@@ -35,13 +35,16 @@ def test_forgetting_never_frees_what_a_caller_uses(race):
             if status not in OK:
                 bad.append((what, status, body[:200]))
 
+    def created():  # a new sandbox's id, or None
+        r = api.create()
+        note("create", r.status, r.data)
+        return r.json["sandbox"]["id"] if r.status == 201 else None
+
     def cycle():  # create, run, stop, then look at what may be forgotten any moment
         while time.monotonic() < deadline:
-            r = api.create()
-            note("create", r.status, r.data)
-            if r.status != 201:
+            sid = created()
+            if not sid:
                 continue
-            sid = r.json["sandbox"]["id"]
             out = api.sh(sid, "echo hi")
             cid = out.exit["id"]
             note("stop", api.stop(sid).status)
@@ -55,11 +58,9 @@ def test_forgetting_never_frees_what_a_caller_uses(race):
 
     def stream():  # stop a sandbox while its command's logs are being streamed
         while time.monotonic() < deadline:
-            r = api.create()
-            note("create", r.status, r.data)
-            if r.status != 201:
+            sid = created()
+            if not sid:
                 continue
-            sid = r.json["sandbox"]["id"]
             # More output than the sockets between us hold: the daemon is still in the
             # middle of the stream when the sandbox is past its retention.
             c = api.start(sid, "/bin/sh", "-c", f"head -c {24 << 20} /dev/zero | tr '\\0' s")
