@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* airlock: the command-line front end. One file per subcommand. */
 #include "cli/cli.h"
+#include "jail/spawner.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <unistd.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static void usage(FILE *out)
 {
@@ -63,6 +65,23 @@ static void ensure_stdio(void)
 			_exit(AL_EXIT_SETUP);
 }
 
+/* `airlock __spawner AGENT SOCK_DIR`: airlockd's sandbox spawner (src/daemon/spawner.c), on
+ * the SOCK_SEQPACKET channel airlockd passes as fd 3. Not for people: refused otherwise. */
+static int spawner(int argc, char **argv)
+{
+	int type = 0;
+	socklen_t len = sizeof(type);
+
+	if (argc != 4 || getsockopt(3, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
+	    type != SOCK_SEQPACKET) {
+		fputs("airlock: __spawner is airlockd's own (it needs airlockd's channel as fd 3)\n",
+		      stderr);
+		return AL_EXIT_USAGE;
+	}
+	fcntl(3, F_SETFD, FD_CLOEXEC);
+	jail_spawner_serve(3, argv[2], argv[3]);
+}
+
 int main(int argc, char **argv)
 {
 	ensure_stdio();
@@ -70,6 +89,8 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return AL_EXIT_USAGE;
 	}
+	if (strcmp(argv[1], "__spawner") == 0)
+		return spawner(argc, argv);
 	if (strcmp(argv[1], "run") == 0)
 		return cli_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "pool") == 0)

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox spawner's serve loop and wire format (spawner.c). airlockd runs it in a
+ * small process of its own (src/daemon/spawner.c): one request in, one report out, over a
+ * SOCK_SEQPACKET pair, one create at a time. Both ends are built from this header in one
+ * build; a record of another size is refused.
+ */
+#ifndef AL_JAIL_SPAWNER_H
+#define AL_JAIL_SPAWNER_H
+
+#include <stdint.h>
+
+#define JAIL_SPAWN_ID_LEN 28 /* a sandbox id: "sbx_" + 24 */
+
+struct jail_spawn_req {
+	uint64_t memory_bytes, disk_bytes;
+	double cpus;
+	uint32_t pids;
+	uint32_t host_base;
+	char id[JAIL_SPAWN_ID_LEN + 1];
+	char image[1024]; /* "" = the host runtime */
+	char workdir[1024];
+};
+
+struct jail_spawn_report {
+	int32_t code; /* 0 ok, else errno */
+	int32_t pid;
+	uint64_t start_time;
+	char msg[480];
+};
+
+/* Serve requests on fd until its peer closes it; then _exit(0). Names the process
+ * "airlockd-spawn". Each sandbox's PID 1 becomes a child of this process's parent
+ * (CLONE_PARENT), its agent socket is SOCK_DIR/ID.sock. */
+void __attribute__((noreturn)) jail_spawner_serve(int fd, const char *agent_path,
+						  const char *sock_dir);
+
+#endif

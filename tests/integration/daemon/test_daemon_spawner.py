@@ -1,0 +1,111 @@
+"""airlockd's spawner (src/daemon/spawner.c, src/jail/spawner.c): forked once when the
+daemon opens, it execs the static `airlock` binary next to airlockd (`airlock __spawner`),
+so that each sandbox's clone3 copies a dozen mappings rather than the daemon's ~165. These
+tests check that the spawner is that small process and holds nothing of the daemon's; that
+one killed is replaced by another such; that without the binary the daemon still creates
+sandboxes (the forked child serves itself); and that `airlock __spawner` run by hand,
+without the daemon's channel, is refused."""
+
+import os
+import signal
+import subprocess
+
+import pytest
+
+from .conftest import TOKENS, Api, own_daemon, wait_for
+from .test_daemon_netns import spawner_pids
+
+
+@pytest.fixture(scope="module")
+def sdaemon(tmp_path_factory):
+    yield from own_daemon(tmp_path_factory, "airlockd-spawner")
+
+
+@pytest.fixture(scope="module")
+def sapi(sdaemon):
+    return Api(sdaemon.port, TOKENS["A"])
+
+
+def one_spawner(daemon):
+    """The daemon's one spawner (a killed one may take a moment to be reaped)."""
+    found = []
+
+    def one():
+        found[:] = spawner_pids(daemon.pid)
+        return len(found) == 1
+
+    assert wait_for(one, timeout=5), found
+    return found[0]
+
+
+def maps_of(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return f.read().splitlines()
+
+
+def works(api):
+    sid = api.create_ok()["id"]
+    try:
+        out = api.sh(sid, "echo ok")
+        assert (out.exit["exit_code"], out.out) == (0, "ok\n"), out
+    finally:
+        api.stop(sid)
+
+
+def test_the_spawner_is_the_small_airlock_binary(sapi, sdaemon):
+    works(sapi)
+    pid = one_spawner(sdaemon)
+    bindir = os.path.dirname(sdaemon.binary)
+    assert os.readlink(f"/proc/{pid}/exe") == os.path.join(bindir, "airlock")
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        argv = f.read().split(b"\0")
+    assert argv[:2] == [b"airlock", b"__spawner"], argv
+    maps = maps_of(pid)
+    daemon_maps = maps_of(sdaemon.pid)
+    # none of airlockd's shared libraries (it has a hundred and more mappings)
+    assert not [m for m in maps if ".so" in m], maps
+    assert len(maps) < 40 < len(daemon_maps), (len(maps), len(daemon_maps))
+    # and none of its files but stdio (the daemon's log): no listener, no store, no tokens
+    fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    assert 3 in fds and fds[3].startswith("socket:"), fds
+    assert not [t for fd, t in fds.items() if fd > 2 and str(sdaemon.workdir) in t], fds
+    sockets = [fd for fd, t in fds.items() if t.startswith("socket:")]
+    assert sockets == [3], fds
+
+
+def test_a_killed_spawner_is_replaced_by_another_small_one(sapi, sdaemon):
+    works(sapi)
+    old = one_spawner(sdaemon)
+    os.kill(old, signal.SIGKILL)
+    works(sapi)
+    new = one_spawner(sdaemon)
+    assert new != old
+    assert os.readlink(f"/proc/{new}/exe").endswith("/airlock")
+
+
+def test_without_the_airlock_binary_the_daemon_spawns_itself(sapi, sdaemon):
+    bindir = os.path.dirname(sdaemon.binary)
+    exe = os.path.join(bindir, "airlock")
+    aside = exe + ".aside"
+    works(sapi)
+    os.rename(exe, aside)
+    try:
+        os.kill(one_spawner(sdaemon), signal.SIGKILL)
+        works(sapi)  # a new spawner: its exec fails, the forked child serves
+        pid = one_spawner(sdaemon)
+        assert os.readlink(f"/proc/{pid}/exe").endswith("/airlockd"), pid
+        works(sapi)
+    finally:
+        os.rename(aside, exe)
+    # the next spawner is the small one again
+    os.kill(one_spawner(sdaemon), signal.SIGKILL)
+    works(sapi)
+    assert os.readlink(f"/proc/{one_spawner(sdaemon)}/exe") == exe
+
+
+def test_airlock_spawner_by_hand_is_refused(sdaemon):
+    for argv in (["__spawner"], ["__spawner", "/x/agent", "/tmp"]):
+        r = subprocess.run([sdaemon.binary, *argv], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=10)
+        assert r.returncode == 64, r
+        assert "airlockd's own" in r.stderr, r.stderr
