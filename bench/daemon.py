@@ -57,11 +57,13 @@ state = tempfile.mkdtemp(prefix="airlock-bench-")
 with open(os.path.join(state, "tokens"), "w") as f:
     f.write(f"{TOKEN} bench\n")
 HTTPLOAD = os.path.join(state, "httpload")
-_cc = subprocess.run([os.environ.get("CC", "cc"), "-O2", "-Wall", "-Werror", "-o", HTTPLOAD,
-                      os.path.join(os.path.dirname(os.path.abspath(__file__)), "httpload.c")],
-                     capture_output=True, text=True)
-if _cc.returncode != 0:
-    sys.exit("bench/daemon: building bench/httpload.c failed:\n" + _cc.stderr[-2000:])
+RTFLOOR = os.path.join(state, "rtfloor")
+for _bin, _src in ((HTTPLOAD, "httpload.c"), (RTFLOOR, "rtfloor.c")):
+    _cc = subprocess.run([os.environ.get("CC", "cc"), "-O2", "-Wall", "-Werror", "-o", _bin,
+                          os.path.join(os.path.dirname(os.path.abspath(__file__)), _src)],
+                         capture_output=True, text=True)
+    if _cc.returncode != 0:
+        sys.exit(f"bench/daemon: building bench/{_src} failed:\n" + _cc.stderr[-2000:])
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 port = s.getsockname()[1]
@@ -175,6 +177,18 @@ def httpload(sbxs, *extra):
     return out, lat, cpu
 
 
+def rtfloor(n, warmup):
+    """bench/rtfloor: n GET /v1/health + fork/exec/wait of /bin/true on the host, back to
+    back; per-iteration (http, exec, both) times in ms."""
+    raw = os.path.join(state, "rtfloor.raw")
+    p = subprocess.run([RTFLOOR, "--port", str(port), "--count", str(n), "--warmup",
+                        str(warmup), "--raw", raw], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"bench/rtfloor failed (exit {p.returncode}): {p.stderr[-1000:]}")
+    with open(raw) as f:
+        return [tuple(float(x) for x in ln.split()) for ln in f if ln.strip()]
+
+
 def server_case(sbxs, seconds, *extra):
     """httpload over sbxs with the daemon's and the sandboxes' CPU measured around it."""
     s0 = server_cpu()
@@ -263,7 +277,7 @@ try:
     sbx = main.create()
     # The C client first (the figure), then Python's http.client, same sandbox, alternated
     # in blocks so that drift hits both.
-    rt, rt_py = [], []
+    rt, rt_py, floor = [], [], []
     blocks = 4
     c0 = server_cpu()  # over both clients: the server's CPU per round trip is the same
     for b in range(blocks):
@@ -278,6 +292,9 @@ try:
             t = time.perf_counter()
             main.run_true(sbx)
             rt_py.append((time.perf_counter() - t) * 1000)
+        c_pause = server_cpu()  # the floor's health requests are not a round trip's CPU
+        floor += rtfloor(n, 5 if b == 0 else 0)
+        c0 = tuple(c0[k] + server_cpu()[k] - c_pause[k] for k in range(2))
     c1 = server_cpu()
     main.stop(sbx)
     n_all = len(rt) + len(rt_py) + 5
@@ -287,6 +304,13 @@ try:
     res["round_trip"]["sandbox_cpu_ms_per_round_trip"] = (c1[1] - c0[1]) * 1000 / n_all
     res["round_trip_python"] = stats(rt_py)
     res["round_trip_python"]["client"] = "Python http.client"
+    # The floor: what any round trip must do, on the host with no sandbox (bench/rtfloor).
+    res["round_trip_floor"] = stats([x[2] for x in floor])
+    res["round_trip_floor"]["http_median_ms"] = statistics.median(x[0] for x in floor)
+    res["round_trip_floor"]["exec_median_ms"] = statistics.median(x[1] for x in floor)
+    res["round_trip_floor"]["what"] = ("bench/rtfloor: GET /v1/health on a kept-alive "
+                                       "connection, then vfork+exec+wait of /bin/true, on "
+                                       "the host, alternated with the round-trip blocks")
 
     if args.concurrent > 0:
         res["concurrent"], res["paced"] = concurrent_cases(main, args.concurrent,
@@ -297,6 +321,7 @@ try:
     keys = [("create_run_stop", "create + run true + stop (HTTP)"),
             ("round_trip", "command round trip (live sandbox)"),
             ("round_trip_python", "  the same from Python's http.client"),
+            ("round_trip_floor", "  its floor: GET /health + exec true (host)"),
             *([("create_run_stop_warm", f"  of which warm (pool {args.pool})"),
                ("create_run_stop_cold", "  of which cold (pool empty)")] if args.pool else []),
             ("oneshot_run", "airlock run -- /bin/true (spawned)")]
@@ -313,7 +338,11 @@ try:
               f"{v['min_ms']:>9.2f}{v['max_ms']:>9.2f}{v['n']:>7}")
     print(f"ratio create+run+stop / one-shot run: "
           f"{res['create_run_stop']['median_ms'] / res['oneshot_run']['median_ms']:.2f}x")
-    r = res["round_trip"]
+    r, fl = res["round_trip"], res["round_trip_floor"]
+    print(f"round trip / its floor: {r['median_ms'] / fl['median_ms']:.2f}x "
+          f"(+{r['median_ms'] - fl['median_ms']:.2f} ms; the floor's HTTP request "
+          f"{fl['http_median_ms']:.2f} ms, exec and wait of /bin/true "
+          f"{fl['exec_median_ms']:.2f} ms)")
     print(f"one client: the daemon used {r['daemon_cpu_ms_per_round_trip']:.2f} ms CPU per "
           f"round trip, the sandbox {r['sandbox_cpu_ms_per_round_trip']:.2f} ms")
     if "concurrent" in res:

@@ -1,9 +1,12 @@
-"""bench/daemon and its C client bench/httpload.
+"""bench/daemon and its C clients bench/httpload and bench/rtfloor.
 
 bench/daemon: a tiny run writes every figure (the C and the Python round trip, the
 closed-loop and the paced concurrent cases) with no error. bench/httpload: against a fake
 server it takes a good response cut at any byte, and counts (never crashes on, never
 hangs on) a wrong status, a failed command, broken chunking and a server that hangs up.
+bench/rtfloor (the round trip's floor): takes a good answer cut anywhere, and fails (exit 1,
+a message) on a wrong status, no Content-Length, extra bytes, a hang-up and a failing
+command; usage errors exit 2.
 """
 import json
 import os
@@ -31,13 +34,30 @@ def response(status=b"200 OK", body=chunked(OK_BODY)):
             b"Transfer-Encoding: chunked\r\n\r\n" + body)
 
 
-@pytest.fixture(scope="module")
-def httpload(tmp_path_factory):
-    exe = tmp_path_factory.mktemp("httpload") / "httpload"
+def build(tmp_path_factory, name):
+    exe = tmp_path_factory.mktemp(name) / name
     r = subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(exe),
-                        str(REPO / "bench" / "httpload.c")], capture_output=True, text=True)
+                        str(REPO / "bench" / f"{name}.c")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     return str(exe)
+
+
+@pytest.fixture(scope="module")
+def httpload(tmp_path_factory):
+    return build(tmp_path_factory, "httpload")
+
+
+@pytest.fixture(scope="module")
+def rtfloor(tmp_path_factory):
+    return build(tmp_path_factory, "rtfloor")
+
+
+HEALTH = b'{"ok":true}'
+
+
+def health(status=b"200 OK", body=HEALTH, length=True):
+    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" +
+            (b"Content-Length: %d\r\n" % len(body) if length else b"") + b"\r\n" + body)
 
 
 class FakeServer:
@@ -78,8 +98,8 @@ class FakeServer:
                     return
                 buf += d
             head, buf = buf.split(b"\r\n\r\n", 1)
-            length = int([ln.split(b":")[1] for ln in head.split(b"\r\n")
-                          if ln.lower().startswith(b"content-length")][0])
+            length = int(([ln.split(b":")[1] for ln in head.split(b"\r\n")
+                           if ln.lower().startswith(b"content-length")] or [0])[0])
             while len(buf) < length:
                 buf += c.recv(65536)
             buf = buf[length:]
@@ -160,6 +180,9 @@ def test_bench_daemon_writes_every_figure(tmp_path):
     d = json.loads(out.read_text())
     assert d["round_trip"]["n"] == 20 and d["round_trip"]["client"] == "bench/httpload (C)"
     assert d["round_trip_python"]["n"] == 20
+    fl = d["round_trip_floor"]
+    assert fl["n"] == 20 and fl["median_ms"] >= fl["exec_median_ms"] > 0, fl
+    assert "round trip / its floor:" in r.stdout
     # CPU comes in 10 ms ticks: over ~45 round trips it may read 0, never less or absent
     for k in ("daemon_cpu_ms_per_round_trip", "sandbox_cpu_ms_per_round_trip"):
         assert d["round_trip"][k] >= 0, (k, d["round_trip"])
@@ -169,3 +192,58 @@ def test_bench_daemon_writes_every_figure(tmp_path):
     assert p["rate_per_client"] == 5 and p["offered_per_s"] == 20 and p["errors"] == 0
     assert p["n"] > 0 and p["p99_ms"] >= p["median_ms"] > 0
     assert "paced 5/s per client" in r.stdout
+
+
+@pytest.mark.parametrize("step", [1, 5, 0])
+def test_rtfloor_takes_an_answer_cut_anywhere(rtfloor, step, tmp_path):
+    srv = FakeServer(lambda n: health(), step=step)
+    try:
+        r = subprocess.run([rtfloor, "--port", str(srv.port), "--count", "30", "--raw",
+                            str(tmp_path / "raw")], capture_output=True, text=True, timeout=60)
+    finally:
+        srv.close()
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["n"] == 30 and srv.n == 35, (out, srv.n)  # 5 warm-up requests, then 30
+    rows = [[float(x) for x in ln.split()] for ln in (tmp_path / "raw").read_text().splitlines()]
+    assert len(rows) == 30
+    # each row: http, exec, both (from one clock: both = http + exec)
+    assert all(h > 0 and e > 0 and abs(h + e - b) < 0.01 for h, e, b in rows), rows[:3]
+    assert out["both_median_ms"] >= out["exec_median_ms"] > 0
+
+
+@pytest.mark.parametrize("reply, what", [
+    (lambda n: health(status=b"503 Service Unavailable"), "not a 200"),
+    (lambda n: health(length=False), "Content-Length"),
+    (lambda n: health() + b"extra", "more bytes"),
+    (lambda n: None, "recv"),
+    (lambda n: b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", "header"),
+])
+def test_rtfloor_fails_on_what_is_wrong(rtfloor, reply, what):
+    srv = FakeServer(reply)
+    try:
+        r = subprocess.run([rtfloor, "--port", str(srv.port), "--count", "3"],
+                           capture_output=True, text=True, timeout=30)
+    finally:
+        srv.close()
+    assert r.returncode == 1 and what in r.stderr, (what, r.returncode, r.stderr[-500:])
+    assert not r.stdout.strip()
+
+
+def test_rtfloor_fails_when_the_command_fails(rtfloor):
+    srv = FakeServer(lambda n: health())
+    try:
+        r = subprocess.run([rtfloor, "--port", str(srv.port), "--count", "3", "--",
+                            "/bin/false"], capture_output=True, text=True, timeout=30)
+    finally:
+        srv.close()
+    assert r.returncode == 1 and "did not exit 0" in r.stderr, r
+
+
+@pytest.mark.parametrize("argv", [[], ["--port", "1"], ["--count", "3"],
+                                  ["--port", "0", "--count", "3"],
+                                  ["--port", "70000", "--count", "3"],
+                                  ["--port", "1", "--count", "x"], ["--bogus", "1"]])
+def test_rtfloor_usage_errors(rtfloor, argv):
+    r = subprocess.run([rtfloor, *argv], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 2 and r.stderr.strip(), (argv, r)
