@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,15 +51,35 @@ static void spawner_exe(char out[PATH_MAX])
 		memcpy(slash, "/airlock", sizeof("/airlock"));
 }
 
-/* Fork the spawner (under spawn_mu, or before any thread exists). */
-static int spawner_fork(struct daemon *d, struct al_error **err)
+/* Wait for the spawner's hello: 0 if it is of this build (jail_spawn_abi), else why not. */
+static int spawner_hello(int fd, pid_t pid, const char *exe, struct al_error **err)
 {
-	char exe[PATH_MAX];
+	struct jail_spawn_report hello = {0};
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	char want[64];
+	ssize_t n = -1;
+
+	jail_spawn_abi(want);
+	if (poll(&p, 1, 5000) == 1)
+		n = recv(fd, &hello, sizeof(hello), MSG_DONTWAIT);
+	hello.msg[sizeof(hello.msg) - 1] = '\0';
+	if (n == (ssize_t)sizeof(hello) && hello.code == 0 && hello.pid == pid &&
+	    strcmp(hello.msg, want) == 0)
+		return 0;
+	if (n != (ssize_t)sizeof(hello))
+		return al_error_msg(err, EPROTO, "the sandbox spawner '%s' did not say hello", exe);
+	return al_error_msg(err, EPROTO, "the sandbox spawner '%s' is another build ('%.64s', not '%s')",
+			    exe, hello.msg, want);
+}
+
+/* Fork a spawner: the airlock binary at exe (or, with exe "", this process's own copy),
+ * its channel as fd 3; on return it has said hello. */
+static int spawner_fork_one(struct daemon *d, const char *exe, struct al_error **err)
+{
 	char *argv[] = {"airlock", "__spawner", d->agent_path, d->sock_dir, NULL};
 	int sp[2];
 	pid_t pid;
 
-	spawner_exe(exe); /* before the fork: the child of a threaded process only execs */
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
 		return al_error_set(err, errno, "socketpair (spawner)");
 	pid = fork();
@@ -78,9 +99,34 @@ static int spawner_fork(struct daemon *d, struct al_error **err)
 		jail_spawner_serve(3, d->agent_path, d->sock_dir);
 	}
 	close(sp[1]);
+	if (spawner_hello(sp[0], pid, exe[0] ? exe : "(in airlockd)", err) < 0) {
+		kill(pid, SIGKILL); /* the reaper (or, before it runs, the next one) takes it */
+		close(sp[0]);
+		return -1;
+	}
 	d->spawner_fd = sp[0];
 	d->spawner_pid = pid;
 	return 0;
+}
+
+/* Fork the spawner (under spawn_mu, or before any thread exists): the small airlock
+ * binary if it is there and of this build, else airlockd's own copy, with a warning. */
+static int spawner_fork(struct daemon *d, struct al_error **err)
+{
+	char exe[PATH_MAX];
+	struct al_error *why = NULL;
+
+	spawner_exe(exe); /* before the fork: the child of a threaded process only execs */
+	if (!exe[0])
+		al_error_msg(&why, ENOENT, "cannot name the airlock binary next to airlockd");
+	else if (access(exe, X_OK) < 0)
+		al_error_set(&why, errno, "no runnable sandbox spawner at '%s'", exe);
+	else if (spawner_fork_one(d, exe, &why) == 0)
+		return 0;
+	fprintf(stderr, "airlockd: %s; spawning sandboxes from airlockd itself (slower)\n",
+		why && why->msg ? why->msg : "the sandbox spawner failed");
+	al_error_free(why);
+	return spawner_fork_one(d, "", err);
 }
 
 int dm_spawner_start(struct daemon *d, struct al_error **err)

@@ -86,8 +86,15 @@ static bool ahead_fits(struct ahead *a, const struct al_config *cfg)
 	return false;
 }
 
+void jail_spawn_abi(char out[64])
+{
+	snprintf(out, 64, "airlock %s spawn %zu/%zu", AIRLOCK_VERSION,
+		 sizeof(struct jail_spawn_req), sizeof(struct jail_spawn_report));
+}
+
 void jail_spawner_serve(int fd, const char *agent_path, const char *sock_dir)
 {
+	struct jail_spawn_report hello = {.pid = (int32_t)getpid()};
 	struct jail_spawn_req q;
 	ssize_t n;
 	struct ahead ahead = {.netns_fd = -1, .mntns_fd = -1, .disk_bytes = JAIL_DISK_DEFAULT};
@@ -98,6 +105,10 @@ void jail_spawner_serve(int fd, const char *agent_path, const char *sock_dir)
 	 * (the daemon closed it, or died) is what ends the spawner. */
 	prctl(PR_SET_NAME, "airlockd-spawn");
 	signal(SIGPIPE, SIG_IGN);
+	_Static_assert(sizeof(hello.msg) >= 64, "the hello fits a report");
+	jail_spawn_abi(hello.msg);
+	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
+		_exit(0);
 	jail_cgroup_sweep(); /* one-shot leftovers: once, not per create (cgroup.c) */
 	make_ahead(&ahead);
 	while ((n = recv(fd, &q, sizeof(q), 0)) == (ssize_t)sizeof(q)) {

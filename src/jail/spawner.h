@@ -29,9 +29,14 @@ struct jail_spawn_report {
 	char msg[480];
 };
 
-/* Serve requests on fd until its peer closes it; then _exit(0). Names the process
- * "airlockd-spawn". Each sandbox's PID 1 becomes a child of this process's parent
- * (CLONE_PARENT), its agent socket is SOCK_DIR/ID.sock. */
+/* What the spawner says first, in a report's msg (code 0, pid its own): the version and
+ * the two record sizes it was built with. airlockd compares it with its own, so an
+ * `airlock` from another build is never fed records it would misread. */
+void jail_spawn_abi(char out[64]);
+
+/* Say hello (jail_spawn_abi), then serve requests on fd until its peer closes it; then
+ * _exit(0). Names the process "airlockd-spawn". Each sandbox's PID 1 becomes a child of
+ * this process's parent (CLONE_PARENT), its agent socket is SOCK_DIR/ID.sock. */
 void __attribute__((noreturn)) jail_spawner_serve(int fd, const char *agent_path,
 						  const char *sock_dir);
 

@@ -2,8 +2,9 @@
 daemon opens, it execs the static `airlock` binary next to airlockd (`airlock __spawner`),
 so that each sandbox's clone3 copies a dozen mappings rather than the daemon's ~165. These
 tests check that the spawner is that small process and holds nothing of the daemon's; that
-one killed is replaced by another such; that without the binary the daemon still creates
-sandboxes (the forked child serves itself); and that `airlock __spawner` run by hand,
+one killed is replaced by another such; that without the binary, or with one of another
+build (it must say hello with this build's version and record sizes), the daemon still
+creates sandboxes (the forked child serves itself) and says why in its log; and that `airlock __spawner` run by hand,
 without the daemon's channel, is refused."""
 
 import os
@@ -12,6 +13,8 @@ import struct
 import subprocess
 
 import pytest
+
+PY = "/usr/bin/python3"
 
 from .conftest import TOKENS, Api, own_daemon, wait_for
 from .test_daemon_netns import spawner_pids
@@ -105,18 +108,69 @@ def test_without_the_airlock_binary_the_daemon_spawns_itself(sapi, sdaemon):
     aside = exe + ".aside"
     works(sapi)
     os.rename(exe, aside)
+    log_before = sdaemon.log_path.read_text(errors="replace")
     try:
         os.kill(one_spawner(sdaemon), signal.SIGKILL)
-        works(sapi)  # a new spawner: its exec fails, the forked child serves
+        works(sapi)  # a new spawner: no binary to exec, the forked child serves
         pid = one_spawner(sdaemon)
         assert os.readlink(f"/proc/{pid}/exe").endswith("/airlockd"), pid
         works(sapi)
+        log = sdaemon.log_path.read_text(errors="replace")[len(log_before):]
+        assert "no runnable sandbox spawner" in log, log
     finally:
         os.rename(aside, exe)
     # the next spawner is the small one again
     os.kill(one_spawner(sdaemon), signal.SIGKILL)
     works(sapi)
     assert os.readlink(f"/proc/{one_spawner(sdaemon)}/exe") == exe
+
+
+# Stand-ins for an `airlock` of another build: one that exits at once, one that answers
+# with another build's hello (a report-sized record: code, pid, start time, message).
+SILENT = "#!/bin/sh\nexit 0\n"
+FOREIGN = f"""#!{PY}
+import os, socket, struct, time
+s = socket.socket(fileno=3)
+s.send(struct.pack("<iiQ", 0, os.getpid(), 0) + b"airlock 0.0.1 spawn 1/1".ljust(480, b"\\0"))
+time.sleep(30)
+"""
+
+
+@pytest.mark.parametrize("script, said", [(SILENT, "did not say hello"),
+                                          (FOREIGN, "is another build")])
+def test_an_airlock_of_another_build_is_not_used(sapi, sdaemon, script, said):
+    bindir = os.path.dirname(sdaemon.binary)
+    exe = os.path.join(bindir, "airlock")
+    aside = exe + ".aside"
+    works(sapi)
+    log_before = sdaemon.log_path.read_text(errors="replace")
+    os.rename(exe, aside)
+    try:
+        with open(exe, "w") as f:
+            f.write(script)
+        os.chmod(exe, 0o755)
+        os.kill(one_spawner(sdaemon), signal.SIGKILL)
+        works(sapi)  # its hello is refused, it is killed, airlockd spawns from itself
+        pid = one_spawner(sdaemon)
+        assert os.readlink(f"/proc/{pid}/exe").endswith("/airlockd"), pid
+        log = sdaemon.log_path.read_text(errors="replace")[len(log_before):]
+        assert said in log and "spawning sandboxes from airlockd itself" in log, log
+        # the stand-in did not stay behind
+        assert wait_for(lambda: not [p for p in os.listdir("/proc") if p.isdigit() and
+                                     _cmdline(p).startswith(f"{PY}\0{exe}")], timeout=5)
+    finally:
+        os.replace(aside, exe)
+    os.kill(one_spawner(sdaemon), signal.SIGKILL)
+    works(sapi)
+    assert os.readlink(f"/proc/{one_spawner(sdaemon)}/exe") == exe
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def test_airlock_spawner_by_hand_is_refused(sdaemon):
