@@ -98,6 +98,8 @@ struct dm_sbx {
 	pthread_t reader;
 	bool reader_running;
 	bool cgroup_left;        /* ended, but its cgroup is not removed yet (timer retries) */
+	int root_held;           /* a stopped sandbox's mount namespace, until the timer closes
+				  * it (jail_sandbox_end_held), or -1 */
 	uint32_t next_req;
 	struct dm_pending pending[16];
 	int64_t out_debt_ns;     /* reader only: store time its output still owes as a pause */

@@ -147,6 +147,8 @@ static void cmd_free(struct dm_cmd *c)
 
 static void sbx_free(struct dm_sbx *s)
 {
+	if (s->root_held >= 0)
+		close(s->root_held);
 	for (size_t i = 0; i < s->n_cmds; i++)
 		cmd_free(s->cmds[i]);
 	free(s->cmds);
@@ -419,6 +421,7 @@ static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct d
 	s->image = c->image != NULL;
 	assign_create(d, s, team, c);
 	s->agent_fd = -1;
+	s->root_held = -1;
 	pthread_mutex_init(&s->send_mu, NULL);
 	return s;
 }
@@ -654,6 +657,7 @@ static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final
 	pid_t pid = s->pid;
 	uint64_t st = s->start_time;
 	char sock[4096];
+	int root;
 
 	if (strcmp(s->status, "running") != 0)
 		return 0;
@@ -663,11 +667,16 @@ static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final
 	set_status(s, "stopping");
 	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, s->id);
 	pthread_mutex_unlock(&d->mu);
-	jail_sandbox_end(pid, st); /* every process of the sandbox is gone when this returns */
+	/* Every process of the sandbox is gone when this returns; its mounts are not torn
+	 * down yet (root: they go when it is closed). */
+	jail_sandbox_end_held(pid, st, &root);
 	unlink(sock);
 	pthread_mutex_lock(&d->mu);
-	/* The empty cgroup goes right after, from the timer thread, not in the caller's wait
-	 * (its uid range stays reserved until then). */
+	/* The mounts and the empty cgroup go right after, from the timer thread, not in the
+	 * caller's wait (its uid range stays reserved until then). */
+	if (s->root_held >= 0)
+		close(s->root_held);
+	s->root_held = root;
 	s->cgroup_left = true;
 	pthread_cond_broadcast(&d->cv);
 	dm_sbx_ended(d, s, final);
@@ -814,22 +823,35 @@ static void kill_cmd(struct dm_sbx *s, const char *cmd_id, int sig)
 /*
  * Cgroups of ended sandboxes not removed yet (d->mu held; it is dropped around the
  * attempts): those of stopped sandboxes, left to us so that a stop answers sooner, and
- * those still busy when their sandbox ended. One try each, no waiting; their uid ranges
+ * those still busy when their sandbox ended; before them, the mount namespaces that
+ * stops held (s->root_held). One try each, no waiting; their uid ranges
  * stay reserved until they are gone (alloc_host_base). Returns how many are still left.
  */
 static size_t reclaim_cgroups(struct daemon *d)
 {
 	char (*ids)[DM_ID_LEN + 1] = NULL;
-	size_t n = 0, left = 0;
+	int *roots = NULL;
+	size_t n = 0, left = 0, n_roots = 0;
 
-	for (size_t i = 0; i < d->n_sbxs; i++)
+	for (size_t i = 0; i < d->n_sbxs; i++) {
+		if (d->sbxs[i]->root_held >= 0) {
+			roots = xrealloc(roots, (n_roots + 1) * sizeof(*roots));
+			roots[n_roots++] = d->sbxs[i]->root_held;
+			d->sbxs[i]->root_held = -1;
+		}
 		if (d->sbxs[i]->cgroup_left) {
 			ids = xrealloc(ids, (n + 1) * sizeof(*ids));
 			strcpy(ids[n++], d->sbxs[i]->id);
 		}
-	if (!n)
+	}
+	if (!n && !n_roots)
 		return 0;
 	pthread_mutex_unlock(&d->mu);
+	/* The stopped sandboxes' mounts: torn down here (as each close returns), not in the
+	 * stop that the caller waited for. */
+	for (size_t k = 0; k < n_roots; k++)
+		close(roots[k]);
+	free(roots);
 	for (size_t k = 0; k < n; k++)
 		if (jail_sandbox_reclaim(ids[k]) < 0) {
 			ids[k][0] = '\0';
@@ -1125,6 +1147,7 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 		s->env[i] = xstrdup(json_string_value(json_array_get(env, i)) ?: "X=");
 	json_decref(cfg);
 	s->agent_fd = -1;
+	s->root_held = -1;
 	pthread_mutex_init(&s->send_mu, NULL);
 	store_command_each(d->store, s->id, load_cmd, s, NULL);
 	for (i = 0; i < s->n_cmds; i++) {

@@ -159,16 +159,35 @@ fail:
 
 void jail_sandbox_end(pid_t pid, uint64_t start_time)
 {
+	jail_sandbox_end_held(pid, start_time, NULL);
+}
+
+void jail_sandbox_end_held(pid_t pid, uint64_t start_time, int *root)
+{
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
+	int mnt = -1;
 	uint64_t st = 0;
 
-	/* Only if pid is still our PID 1, not a process that reused the number. */
+	if (root) {
+		char path[64];
+
+		*root = -1;
+		snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+		if (pidfd >= 0)
+			mnt = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	/* Only if pid is still our PID 1, not a process that reused the number (checked after
+	 * both opens: what they opened is that process's). */
 	if (pidfd >= 0 && jail_proc_start_time(pid, &st) == 0 && st == start_time) {
 		struct pollfd p = {.fd = pidfd, .events = POLLIN};
 
 		sys_pidfd_send_signal(pidfd, SIGKILL);
 		poll(&p, 1, 5000); /* readable once PID 1 (and so its whole namespace) is gone */
+		if (root)
+			*root = TAKE_FD(mnt);
 	}
+	if (mnt >= 0)
+		close(mnt);
 	if (pidfd >= 0)
 		close(pidfd);
 }

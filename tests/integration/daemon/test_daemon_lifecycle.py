@@ -1,6 +1,7 @@
 """Sandbox lifecycle: create, get, list, stop, timeout, extend, bad requests."""
 
 import json
+import os
 import time
 
 from .conftest import agent_pid_of, cgroup_exists, free_port, sandbox_procs, wait_for
@@ -192,7 +193,6 @@ def test_stop_kills_every_process(api, sandbox):
     pids = sandbox_procs(sandbox)
     r = api.stop(sandbox)
     assert r.status == 200
-    import os
 
     def all_gone():
         return not [p for p in pids if os.path.exists(f"/proc/{p}")
@@ -288,3 +288,41 @@ def test_a_second_daemon_on_the_same_state_dir_is_refused(daemon, api, sandbox):
     assert api.sh(sandbox, "echo after").out == "after\n"
     with open(daemon.state_dir / "airlockd.lock") as f:
         assert f.read().strip() == str(daemon.pid)
+
+
+def held_mount_namespaces(pid):
+    """The mount namespaces a process holds open as fds ("mnt:[inode]")."""
+    out = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            t = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if t.startswith("mnt:["):
+            out.add(t)
+    return out
+
+
+def test_a_stopped_sandboxs_mounts_are_let_go(api, daemon, make_sandbox):
+    """A stop answers once every process of the sandbox is gone; its mounts (the root
+    tmpfs, with what the workload wrote) are torn down just after, by the daemon's timer
+    thread, which holds the mount namespace until then: it must let every one go."""
+    sid = make_sandbox()
+    out = api.sh(sid, "head -c 8000000 /dev/zero > /workspace/big && echo ok")
+    assert out.out == "ok\n", out
+    agent = agent_pid_of(sid)
+    ns = os.readlink(f"/proc/{agent}/ns/mnt")
+    assert api.stop(sid).status == 200
+    # at the answer, the sandbox's processes are gone (a zombie PID 1 at most)
+    assert not os.path.exists(f"/proc/{agent}") or \
+        open(f"/proc/{agent}/stat").read().split(")")[1].split()[0] == "Z"
+    assert wait_for(lambda: ns not in held_mount_namespaces(daemon.pid), timeout=5), ns
+    # and none accumulates over many stops
+    for _ in range(10):
+        api.stop(make_sandbox())
+    assert wait_for(lambda: not held_mount_namespaces(daemon.pid), timeout=5), \
+        held_mount_namespaces(daemon.pid)
