@@ -103,6 +103,23 @@ def agent_pid_of(sid):
     return None
 
 
+def held_mount_namespaces(pid):
+    """The mount namespaces a process holds open as fds ("mnt:[inode]")."""
+    out = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            t = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if t.startswith("mnt:["):
+            out.add(t)
+    return out
+
+
 def sandbox_procs(sid):
     """Live host pids in the sandbox's pids cgroup."""
     try:

@@ -4,7 +4,8 @@ import json
 import os
 import time
 
-from .conftest import agent_pid_of, cgroup_exists, free_port, sandbox_procs, wait_for
+from .conftest import (agent_pid_of, cgroup_exists, free_port, held_mount_namespaces,
+                       sandbox_procs, wait_for)
 
 
 def test_create_get_list_stop(api, daemon):
@@ -288,23 +289,6 @@ def test_a_second_daemon_on_the_same_state_dir_is_refused(daemon, api, sandbox):
     assert api.sh(sandbox, "echo after").out == "after\n"
     with open(daemon.state_dir / "airlockd.lock") as f:
         assert f.read().strip() == str(daemon.pid)
-
-
-def held_mount_namespaces(pid):
-    """The mount namespaces a process holds open as fds ("mnt:[inode]")."""
-    out = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return out
-    for fd in fds:
-        try:
-            t = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if t.startswith("mnt:["):
-            out.add(t)
-    return out
 
 
 def test_a_stopped_sandboxs_mounts_are_let_go(api, daemon, make_sandbox):

@@ -11,7 +11,7 @@ own root with those settings; and the spawner itself stays in the host's mount n
 import os
 import subprocess
 
-from .conftest import AIRLOCK_BIN, wait_for
+from .conftest import AIRLOCK_BIN, held_mount_namespaces, wait_for
 from .test_daemon_netns import spawner_pids
 
 MOUNTS = r"""
@@ -43,13 +43,7 @@ def held_roots(daemon):
     """mnt:[...] namespaces the spawner holds open (the root made ahead)."""
     held = set()
     for p in spawner_pids(daemon.pid):
-        for fd in os.listdir(f"/proc/{p}/fd"):
-            try:
-                t = os.readlink(f"/proc/{p}/fd/{fd}")
-            except OSError:
-                continue
-            if t.startswith("mnt:["):
-                held.add(t)
+        held |= held_mount_namespaces(p)
     return held
 
 
