@@ -1171,6 +1171,23 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	return 0;
 }
 
+/* The agent: a regular, executable ELF file (what fexecve in each sandbox will need). */
+static int check_agent(const char *path, struct al_error **err)
+{
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+	unsigned char magic[4] = {0};
+	struct stat st;
+
+	if (fd < 0)
+		return al_error_set(err, errno, "--agent '%s'", path);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111) ||
+	    read(fd, magic, sizeof(magic)) != (ssize_t)sizeof(magic) ||
+	    memcmp(magic, "\177ELF", 4) != 0)
+		return al_error_msg(err, ENOEXEC, "--agent '%s' is not an executable ELF file "
+				    "(the airlock-agent binary is)", path);
+	return 0;
+}
+
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err)
 {
 	struct daemon *d = xzalloc(sizeof(*d));
@@ -1198,6 +1215,13 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 			     "--state-dir '%s' is too long: the agents' sockets under it need at most "
 			     "%zu bytes of path; use a shorter directory",
 			     d->state_dir, sock_max);
+		daemon_close(d);
+		return -1;
+	}
+	/* A create reports its sandbox as soon as PID 1 is set up, while it execs the agent
+	 * (src/jail/agent_exec.c): an agent that cannot be exec'd must stop the start, not
+	 * fail every sandbox after its create. */
+	if (check_agent(d->agent_path, err) < 0) {
 		daemon_close(d);
 		return -1;
 	}
