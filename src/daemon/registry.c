@@ -1218,9 +1218,8 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 		daemon_close(d);
 		return -1;
 	}
-	/* A create reports its sandbox as soon as PID 1 is set up, while it execs the agent
-	 * (src/jail/agent_exec.c): an agent that cannot be exec'd must stop the start, not
-	 * fail every sandbox after its create. */
+	/* An agent that cannot be exec'd must stop the start with a message naming the
+	 * option, not fail every create later (a client's request would look at fault). */
 	if (check_agent(d->agent_path, err) < 0) {
 		daemon_close(d);
 		return -1;

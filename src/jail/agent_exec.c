@@ -66,9 +66,7 @@ void jail_agent_exec(struct jail_ctx *ctx)
 	}
 	/* Everything else the spawner had open closes at exec. */
 	sys_close_range(AGENT_LISTEN_FD + 1, ~0U, 4 /* CLOSE_RANGE_CLOEXEC */);
-	/* Everything is set up: the spawner may report the sandbox now, while the exec goes on
-	 * (an exec that fails after this ends PID 1, and the daemon finds the sandbox failed). */
-	jail_msg_send(ctx->sync_fd, &(struct jail_msg){.type = JMSG_READY}, -1);
+	/* The sync socket is close-on-exec: its EOF tells the spawner the exec happened. */
 	fexecve(ctx->agent_fd, argv, envp);
 	al_error_set(&err, errno, "fexecve agent '%s'", ctx->agent_path);
 	jail_child_fail(ctx->sync_fd, err);

@@ -219,7 +219,6 @@ enum jail_msg_type {
 	JMSG_EXIT,    /* child -> parent: the workload ended (status, exec_errno) */
 	JMSG_LINK,    /* parent -> child: the network link is made; may come before the
 		       * GO that answers IDMAP */
-	JMSG_READY,   /* child -> parent: set up, about to exec the agent (daemon sandboxes) */
 };
 
 struct jail_msg {

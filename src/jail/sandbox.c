@@ -74,8 +74,6 @@ static int drive_setup(int sync_fd, pid_t pid, int pidfd, uid_t base, struct al_
 			return al_error_set(err, -r, "sandbox set-up channel");
 		if (m.type == JMSG_ERROR)
 			return al_error_from(err, m.code, m.text);
-		if (m.type == JMSG_READY)
-			return 0;
 		if (m.type == JMSG_IDMAP) {
 			struct jail_msg go = {.type = JMSG_GO};
 

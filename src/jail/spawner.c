@@ -12,6 +12,7 @@
 #include "jail/sandbox.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/xalloc.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -92,8 +93,12 @@ void jail_spawn_abi(char out[64])
 		 sizeof(struct jail_spawn_req), sizeof(struct jail_spawn_report));
 }
 
-void jail_spawner_serve(int fd, const char *agent_path, const char *sock_dir)
+void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 {
+	/* Copies: the arguments may lie in our argv area, which each sandbox's PID 1 wipes in
+	 * its copy of our memory before it execs the agent (child.c), and the agent's path
+	 * is in the message of an exec that fails after that. */
+	const char *agent_path = xstrdup(agent_arg), *sock_dir = xstrdup(sock_arg);
 	struct jail_spawn_report hello = {.pid = (int32_t)getpid()};
 	struct jail_spawn_req q;
 	ssize_t n;
