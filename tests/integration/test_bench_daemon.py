@@ -247,3 +247,32 @@ def test_rtfloor_fails_when_the_command_fails(rtfloor):
 def test_rtfloor_usage_errors(rtfloor, argv):
     r = subprocess.run([rtfloor, *argv], capture_output=True, text=True, timeout=10)
     assert r.returncode == 2 and r.stderr.strip(), (argv, r)
+
+
+def test_ab_daemon_compares_two_builds(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("airlockd needs root")
+    bindir = os.path.dirname(os.environ.get("AIRLOCK_BIN", str(REPO / "build" / "airlock")))
+    out = tmp_path / "ab.json"
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "bench" / "ab_daemon.py"), bindir, bindir,
+                        "--cycles", "3", "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    d = json.loads(out.read_text())
+    assert d["cycles"] == 3 and len(d["median_ms"]) == 2
+    for build in d["samples_ms"]:
+        assert all(len(build[p]) == 3 for p in ("create", "run", "stop", "cycle")), build
+        # each cycle is its three parts
+        assert all(abs(c - (a + b + s)) < 0.5 for a, b, s, c in
+                   zip(build["create"], build["run"], build["stop"], build["cycle"]))
+    assert "B - A" in r.stdout
+    # the daemons it started (state in /tmp/airlock-ab-*) are gone
+    assert "airlock-ab-" not in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                               text=True).stdout
+
+
+@pytest.mark.parametrize("argv", [[], ["/nonexistent", "/nonexistent"], [".", ".", "--cycles", "0"]])
+def test_ab_daemon_usage_errors(argv):
+    r = subprocess.run(["/usr/bin/python3", str(REPO / "bench" / "ab_daemon.py"), *argv],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and r.stderr.strip(), (argv, r)
