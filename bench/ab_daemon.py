@@ -15,7 +15,6 @@ taken: the host's speed drifts by more than most changes within minutes, so only
 the same minute's alternated runs compare.
 """
 import argparse
-import http.client
 import json
 import os
 import shutil
@@ -25,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from apiclient import ApiClient
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("a", help="directory with build A's airlock")
@@ -39,7 +40,6 @@ for d in (args.a, args.b):
         ap.error(f"no executable airlock in {d}")
 
 TOKEN = "ab-token"
-H = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 PARTS = ("create", "run", "stop", "cycle")
 
 
@@ -62,42 +62,29 @@ class Daemon:
             [os.path.join(bindir, "airlock"), "serve", "--state-dir", self.state + "/s",
              "--listen", f"127.0.0.1:{self.port}", "--tokens", self.state + "/tokens"],
             stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
-        self.conn = None
+        self.api = None
         for _ in range(200):
             try:
-                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-                c.request("GET", "/v1/health")
-                c.getresponse().read()
-                self.conn = c
+                api = ApiClient(self.port, TOKEN)
+                api.call("GET", "/v1/health")
+                self.api = api
                 break
             except OSError:
                 if self.proc.poll() is not None:
                     break
                 time.sleep(0.05)
-        if not self.conn:
+        if not self.api:
             self.proc.kill()
             self.proc.wait()
             raise RuntimeError(f"airlock serve from {bindir} did not answer; log in {self.state}")
 
-    def call(self, method, path, body=None):
-        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                          headers=H)
-        r = self.conn.getresponse()
-        data = r.read()
-        if r.status >= 300:
-            raise RuntimeError(f"{method} {path}: {r.status} {data[:200]!r}")
-        return data
-
     def cycle(self):
         t0 = time.perf_counter()
-        sid = json.loads(self.call("POST", "/v1/sandboxes", {}))["sandbox"]["id"]
+        sid = self.api.create()
         t1 = time.perf_counter()
-        out = self.call("POST", f"/v1/sandboxes/{sid}/commands", {"cmd": "true", "wait": True})
-        last = json.loads(out.strip().split(b"\n")[-1])
-        if last.get("type") != "exit" or last["command"]["exit_code"] != 0:
-            raise RuntimeError(f"unexpected command result: {last}")
+        self.api.run_true(sid)
         t2 = time.perf_counter()
-        self.call("POST", f"/v1/sandboxes/{sid}/stop")
+        self.api.stop(sid)
         t3 = time.perf_counter()
         return {"create": t1 - t0, "run": t2 - t1, "stop": t3 - t2, "cycle": t3 - t0}
 

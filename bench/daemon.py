@@ -29,6 +29,8 @@ import sys
 import tempfile
 import time
 
+from apiclient import ApiClient
+
 ap = argparse.ArgumentParser()
 ap.add_argument("airlock")
 ap.add_argument("--runs", type=int, default=200, help="create+run+stop cycles")
@@ -52,7 +54,6 @@ if any(r <= 0 for r in PACED):
     ap.error("--paced-rates: rates must be > 0")
 
 TOKEN = "bench-token"
-H = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 state = tempfile.mkdtemp(prefix="airlock-bench-")
 with open(os.path.join(state, "tokens"), "w") as f:
     f.write(f"{TOKEN} bench\n")
@@ -81,34 +82,9 @@ def connect():
     return http.client.HTTPConnection("127.0.0.1", port, timeout=60)
 
 
-class Client:
-    """One kept-alive HTTP/1.1 connection, as an SDK holds one."""
-
-    def __init__(self):
-        self.conn = connect()
-
-    def call(self, method, path, body=None):
-        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                          headers=H)
-        r = self.conn.getresponse()
-        data = r.read()
-        if r.status >= 300:
-            raise RuntimeError(f"{method} {path}: {r.status} {data[:200]!r}")
-        return data
-
-    def create(self):
-        s = json.loads(self.call("POST", "/v1/sandboxes", {}))["sandbox"]
-        self.last_warm = bool(s.get("warm"))
-        return s["id"]
-
-    def run_true(self, sbx):
-        out = self.call("POST", f"/v1/sandboxes/{sbx}/commands", {"cmd": "true", "wait": True})
-        last = json.loads(out.strip().split(b"\n")[-1])
-        if not (last.get("type") == "exit" and last["command"]["exit_code"] == 0):
-            raise RuntimeError(f"unexpected command result: {last}")
-
-    def stop(self, sbx):
-        self.call("POST", f"/v1/sandboxes/{sbx}/stop")
+def Client():
+    """One kept-alive connection to the daemon under test (bench/apiclient.py)."""
+    return ApiClient(port, TOKEN)
 
 
 def stats(xs):

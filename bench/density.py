@@ -35,7 +35,6 @@ left and that no cgroup of these sandboxes remains.
 kernel part is noisy on a shared machine (the process part is not).
 """
 import argparse
-import http.client
 import json
 import os
 import socket
@@ -44,6 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from apiclient import ApiClient
 
 ap = argparse.ArgumentParser()
 ap.add_argument("airlock")
@@ -55,7 +56,6 @@ ap.add_argument("--out", help="JSON file (default bench/results/density-<date>.j
 args = ap.parse_args()
 
 TOKEN = "bench-token"
-H = {"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
 KERNEL_FIELDS = ["SReclaimable", "SUnreclaim", "KernelStack", "PageTables", "Shmem", "Percpu",
                  "VmallocUsed"]
 INFO_FIELDS = ["MemFree", "MemAvailable", "AnonPages", "Slab"]
@@ -231,19 +231,8 @@ def cgroup_memory(ids):
     return {"cgroups": seen, "usage_bytes": usage, "kmem_bytes": kmem}
 
 
-class Client:
-    def __init__(self, port):
-        self.port = port
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-
-    def call(self, method, path, body=None):
-        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                          headers=H)
-        r = self.conn.getresponse()
-        data = r.read()
-        if r.status >= 300:
-            raise RuntimeError(f"{method} {path}: {r.status} {data[:300]!r}")
-        return data
+def Client(port):
+    return ApiClient(port, TOKEN, timeout=120)
 
 
 def quant(xs, p):
