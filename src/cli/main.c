@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* airlock: the command-line front end. One file per subcommand. */
 #include "cli/cli.h"
+#include "common/selfpath.h"
 #include "jail/spawner.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -39,16 +39,12 @@ static void usage(FILE *out)
 /* exec NAME (a binary in this binary's directory) with argv = {NAME's subcommand, ...}. */
 static int exec_sibling(const char *name, char **argv)
 {
-	char self[PATH_MAX], *slash, *path;
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *path = al_sibling_path(name);
 
-	if (n <= 0 || !(slash = memrchr(self, '/', (size_t)n))) {
+	if (!path) {
 		fprintf(stderr, "airlock: cannot find my own directory to run %s\n", name);
 		return AL_EXIT_SETUP;
 	}
-	*slash = '\0';
-	if (asprintf(&path, "%s/%s", self, name) < 0)
-		return AL_EXIT_SETUP;
 	execv(path, argv);
 	fprintf(stderr, "airlock: cannot run %s: %s\n", path, strerror(errno));
 	free(path);
@@ -78,7 +74,6 @@ static int spawner(int argc, char **argv)
 		      stderr);
 		return AL_EXIT_USAGE;
 	}
-	fcntl(3, F_SETFD, FD_CLOEXEC);
 	jail_spawner_serve(3, argv[2], argv[3]);
 }
 

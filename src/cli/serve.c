@@ -4,6 +4,7 @@
 #include "api/api.h"
 #include "daemon/daemon.h"
 #include "common/getopt_exact.h"
+#include "common/selfpath.h"
 #include "common/parse.h"
 #include "common/xalloc.h"
 
@@ -11,7 +12,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,16 +118,9 @@ static int size_arg(const char *name, const char *arg, uint64_t *out)
 
 static char *default_agent(void)
 {
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	char *slash;
+	char *path = al_sibling_path("airlock-agent");
 
-	if (n <= 0)
-		return xstrdup("airlock-agent");
-	self[n] = '\0';
-	slash = strrchr(self, '/');
-	*slash = '\0';
-	return xasprintf("%s/airlock-agent", self);
+	return path ? path : xstrdup("airlock-agent");
 }
 
 int cli_serve(int argc, char **argv)

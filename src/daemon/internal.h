@@ -139,6 +139,7 @@ struct daemon {
 	uint64_t pool_taken, pool_missed; /* creates served warm / cold while a pool is kept */
 	int spawner_fd;           /* its end of the channel, -1 when it must be forked again */
 	pid_t spawner_pid;
+	char *spawner_exe;        /* the static airlock binary next to airlockd, or NULL */
 	int lock_fd;              /* holds the state directory's flock (statelock.c), or -1 */
 };
 

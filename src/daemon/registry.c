@@ -674,9 +674,7 @@ static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final
 	pthread_mutex_lock(&d->mu);
 	/* The mounts and the empty cgroup go right after, from the timer thread, not in the
 	 * caller's wait (its uid range stays reserved until then). */
-	if (s->root_held >= 0)
-		close(s->root_held);
-	s->root_held = root;
+	s->root_held = root; /* -1 until now: a sandbox is stopped once */
 	s->cgroup_left = true;
 	pthread_cond_broadcast(&d->cv);
 	dm_sbx_ended(d, s, final);
@@ -1310,5 +1308,6 @@ void daemon_close(struct daemon *d)
 	free(d->creating); /* empty: no create outlives the API */
 	free(d->state_dir);
 	free(d->agent_path);
+	free(d->spawner_exe);
 	/* The registry itself is left to process exit: reader threads may still use it. */
 }

@@ -9,9 +9,9 @@
  * create's time (bench/density). So one spawner process is forked when the
  * daemon opens, before its threads and store, and execs the static `airlock`
  * binary next to airlockd (`airlock __spawner`, src/jail/spawner.c): its
- * clone3 per sandbox then copies a dozen mappings, not the ~165 of airlockd's
- * libraries (~0.3 ms a create). If that binary cannot be run, the forked
- * child serves itself. It serves every create over a SOCK_SEQPACKET pair: one
+ * clone3 per sandbox then copies 13 mappings, not the ~170 of airlockd's
+ * libraries (~0.5 ms a create). If that binary cannot be run or is of another
+ * build (its hello says), the forked child serves itself. It serves every create over a SOCK_SEQPACKET pair: one
  * request (the sandbox's few settings) in, one report out, one at a time. Its
  * clone3 uses CLONE_PARENT, so each sandbox's PID 1 is the daemon's child
  * (reaped by its reaper thread with __WALL: such a child has no exit signal).
@@ -21,11 +21,11 @@
 #include "jail/spawner.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/selfpath.h"
 #include "common/syscalls.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,20 +36,6 @@
 #include <unistd.h>
 
 _Static_assert(DM_ID_LEN == JAIL_SPAWN_ID_LEN, "a sandbox id fits the spawner's record");
-
-/* The static airlock binary in airlockd's directory, or "" if it cannot be named. */
-static void spawner_exe(char out[PATH_MAX])
-{
-	ssize_t n = readlink("/proc/self/exe", out, PATH_MAX - 1);
-	char *slash;
-
-	out[n > 0 ? n : 0] = '\0';
-	slash = n > 0 ? strrchr(out, '/') : NULL;
-	if (!slash || (size_t)(slash - out) + sizeof("/airlock") > PATH_MAX)
-		out[0] = '\0';
-	else
-		memcpy(slash, "/airlock", sizeof("/airlock"));
-}
 
 /* Wait for the spawner's hello: 0 if it is of this build (jail_spawn_abi), else why not. */
 static int spawner_hello(int fd, pid_t pid, const char *exe, struct al_error **err)
@@ -72,7 +58,7 @@ static int spawner_hello(int fd, pid_t pid, const char *exe, struct al_error **e
 			    exe, hello.msg, want);
 }
 
-/* Fork a spawner: the airlock binary at exe (or, with exe "", this process's own copy),
+/* Fork a spawner: the airlock binary at exe (or, with exe NULL, this process's own copy),
  * its channel as fd 3; on return it has said hello. */
 static int spawner_fork_one(struct daemon *d, const char *exe, struct al_error **err)
 {
@@ -93,13 +79,12 @@ static int spawner_fork_one(struct daemon *d, const char *exe, struct al_error *
 		if (sp[1] == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(sp[1], 3) < 0)
 			_exit(127);
 		sys_close_range(4, ~0U, 0);
-		if (exe[0])
+		if (exe)
 			execve(exe, argv, environ);
-		fcntl(3, F_SETFD, FD_CLOEXEC);
 		jail_spawner_serve(3, d->agent_path, d->sock_dir);
 	}
 	close(sp[1]);
-	if (spawner_hello(sp[0], pid, exe[0] ? exe : "(in airlockd)", err) < 0) {
+	if (spawner_hello(sp[0], pid, exe ? exe : "(in airlockd)", err) < 0) {
 		kill(pid, SIGKILL); /* the reaper (or, before it runs, the next one) takes it */
 		close(sp[0]);
 		return -1;
@@ -113,11 +98,10 @@ static int spawner_fork_one(struct daemon *d, const char *exe, struct al_error *
  * binary if it is there and of this build, else airlockd's own copy, with a warning. */
 static int spawner_fork(struct daemon *d, struct al_error **err)
 {
-	char exe[PATH_MAX];
+	const char *exe = d->spawner_exe;
 	struct al_error *why = NULL;
 
-	spawner_exe(exe); /* before the fork: the child of a threaded process only execs */
-	if (!exe[0])
+	if (!exe)
 		al_error_msg(&why, ENOENT, "cannot name the airlock binary next to airlockd");
 	else if (access(exe, X_OK) < 0)
 		al_error_set(&why, errno, "no runnable sandbox spawner at '%s'", exe);
@@ -126,13 +110,14 @@ static int spawner_fork(struct daemon *d, struct al_error **err)
 	fprintf(stderr, "airlockd: %s; spawning sandboxes from airlockd itself (slower)\n",
 		why && why->msg ? why->msg : "the sandbox spawner failed");
 	al_error_free(why);
-	return spawner_fork_one(d, "", err);
+	return spawner_fork_one(d, NULL, err);
 }
 
 int dm_spawner_start(struct daemon *d, struct al_error **err)
 {
 	pthread_mutex_init(&d->spawn_mu, NULL);
 	d->spawner_fd = -1;
+	d->spawner_exe = al_sibling_path("airlock"); /* the static one; NULL: none */
 	return spawner_fork(d, err);
 }
 

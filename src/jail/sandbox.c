@@ -168,13 +168,13 @@ void jail_sandbox_end_held(pid_t pid, uint64_t start_time, int *root)
 	int mnt = -1;
 	uint64_t st = 0;
 
-	if (root) {
+	if (root)
+		*root = -1;
+	if (root && pidfd >= 0) {
 		char path[64];
 
-		*root = -1;
 		snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
-		if (pidfd >= 0)
-			mnt = open(path, O_RDONLY | O_CLOEXEC);
+		mnt = open(path, O_RDONLY | O_CLOEXEC);
 	}
 	/* Only if pid is still our PID 1, not a process that reused the number (checked after
 	 * both opens: what they opened is that process's). */

@@ -15,6 +15,7 @@
 #include "common/xalloc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -105,6 +106,7 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 	struct ahead ahead = {.netns_fd = -1, .mntns_fd = -1, .disk_bytes = JAIL_DISK_DEFAULT};
 
 	al_config_init(&ahead.limits);
+	fcntl(fd, F_SETFD, FD_CLOEXEC); /* no sandbox's PID 1 keeps the channel */
 
 	/* No PR_SET_PDEATHSIG: it fires when the forking *thread* ends. The channel's EOF
 	 * (the daemon closed it, or died) is what ends the spawner. */

@@ -153,17 +153,26 @@ def test_httpload_counts_what_is_wrong(httpload, reply, what):
     assert "error" in r.stderr.lower(), (what, r.stderr[-500:])
 
 
-@pytest.mark.parametrize("argv", [[], ["--port", "0", "--token", "t", "--sandbox", "s",
-                                       "--count", "1"],
-                                  ["--port", "1", "--token", "t", "--sandbox", "s"],
-                                  ["--port", "1", "--token", "t", "--sandbox", "s",
-                                   "--count", "-3"],
-                                  ["--port", "1", "--token", "t", "--sandbox", "s",
-                                   "--count", "1", "--rate", "abc"],
-                                  ["--bogus"]])
-def test_httpload_usage_errors(httpload, argv):
-    r = subprocess.run([httpload, *argv], capture_output=True, text=True, timeout=10)
-    assert r.returncode == 2 and r.stderr.strip(), (argv, r)
+@pytest.mark.parametrize("tool, argv", [
+    ("httpload", []),
+    ("httpload", ["--port", "0", "--token", "t", "--sandbox", "s", "--count", "1"]),
+    ("httpload", ["--port", "1", "--token", "t", "--sandbox", "s"]),
+    ("httpload", ["--port", "1", "--token", "t", "--sandbox", "s", "--count", "-3"]),
+    ("httpload", ["--port", "1", "--token", "t", "--sandbox", "s", "--count", "1",
+                  "--rate", "abc"]),
+    ("httpload", ["--bogus"]),
+    ("rtfloor", []),
+    ("rtfloor", ["--port", "1"]),
+    ("rtfloor", ["--count", "3"]),
+    ("rtfloor", ["--port", "0", "--count", "3"]),
+    ("rtfloor", ["--port", "70000", "--count", "3"]),
+    ("rtfloor", ["--port", "1", "--count", "x"]),
+    ("rtfloor", ["--bogus", "1"]),
+])
+def test_usage_errors(request, tool, argv):
+    r = subprocess.run([request.getfixturevalue(tool), *argv], capture_output=True, text=True,
+                       timeout=10)
+    assert r.returncode == 2 and r.stderr.strip(), (tool, argv, r)
 
 
 def test_bench_daemon_writes_every_figure(tmp_path):
@@ -194,17 +203,24 @@ def test_bench_daemon_writes_every_figure(tmp_path):
     assert "paced 5/s per client" in r.stdout
 
 
-@pytest.mark.parametrize("step", [1, 5, 0])
-def test_rtfloor_takes_an_answer_cut_anywhere(rtfloor, step, tmp_path):
-    srv = FakeServer(lambda n: health(), step=step)
+def rtfloor_against(exe, reply, *extra, step=0):
+    """bench/rtfloor against a FakeServer answering reply(n); (the run, requests served)."""
+    srv = FakeServer(reply, step=step)
     try:
-        r = subprocess.run([rtfloor, "--port", str(srv.port), "--count", "30", "--raw",
-                            str(tmp_path / "raw")], capture_output=True, text=True, timeout=60)
+        r = subprocess.run([exe, "--port", str(srv.port), *extra], capture_output=True,
+                           text=True, timeout=60)
     finally:
         srv.close()
+    return r, srv.n
+
+
+@pytest.mark.parametrize("step", [1, 5, 0])
+def test_rtfloor_takes_an_answer_cut_anywhere(rtfloor, step, tmp_path):
+    r, served = rtfloor_against(rtfloor, lambda n: health(), "--count", "30", "--raw",
+                                str(tmp_path / "raw"), step=step)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["n"] == 30 and srv.n == 35, (out, srv.n)  # 5 warm-up requests, then 30
+    assert out["n"] == 30 and served == 35, (out, served)  # 5 warm-up requests, then 30
     rows = [[float(x) for x in ln.split()] for ln in (tmp_path / "raw").read_text().splitlines()]
     assert len(rows) == 30
     # each row: http, exec, both (from one clock: both = http + exec)
@@ -220,33 +236,14 @@ def test_rtfloor_takes_an_answer_cut_anywhere(rtfloor, step, tmp_path):
     (lambda n: b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", "header"),
 ])
 def test_rtfloor_fails_on_what_is_wrong(rtfloor, reply, what):
-    srv = FakeServer(reply)
-    try:
-        r = subprocess.run([rtfloor, "--port", str(srv.port), "--count", "3"],
-                           capture_output=True, text=True, timeout=30)
-    finally:
-        srv.close()
+    r, _ = rtfloor_against(rtfloor, reply, "--count", "3")
     assert r.returncode == 1 and what in r.stderr, (what, r.returncode, r.stderr[-500:])
     assert not r.stdout.strip()
 
 
 def test_rtfloor_fails_when_the_command_fails(rtfloor):
-    srv = FakeServer(lambda n: health())
-    try:
-        r = subprocess.run([rtfloor, "--port", str(srv.port), "--count", "3", "--",
-                            "/bin/false"], capture_output=True, text=True, timeout=30)
-    finally:
-        srv.close()
+    r, _ = rtfloor_against(rtfloor, lambda n: health(), "--count", "3", "--", "/bin/false")
     assert r.returncode == 1 and "did not exit 0" in r.stderr, r
-
-
-@pytest.mark.parametrize("argv", [[], ["--port", "1"], ["--count", "3"],
-                                  ["--port", "0", "--count", "3"],
-                                  ["--port", "70000", "--count", "3"],
-                                  ["--port", "1", "--count", "x"], ["--bogus", "1"]])
-def test_rtfloor_usage_errors(rtfloor, argv):
-    r = subprocess.run([rtfloor, *argv], capture_output=True, text=True, timeout=10)
-    assert r.returncode == 2 and r.stderr.strip(), (argv, r)
 
 
 def test_ab_daemon_compares_two_builds(tmp_path):
