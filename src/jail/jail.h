@@ -78,13 +78,21 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 	       size_t n_close, pid_t *pid_out, int *pidfd_out, struct al_error **err);
 /* spawn.c: before the clone, note the caller's CPUs in ctx; after it, move the child to
  * the others for its set-up, which overlaps the parent's work (the cgroups on v1, the
- * network namespace) instead of waiting behind it on one CPU. The child takes the caller's CPUs back at GO, before
- * anything of the sandbox's runs. Nothing happens with a single CPU. */
-void jail_note_cpus(struct jail_ctx *ctx);
+ * network namespace) instead of waiting behind it on one CPU. The child takes the
+ * caller's CPUs back at GO, before anything of the sandbox's runs. Nothing happens with
+ * a single CPU, nor when the one-shot launches under way (crowd_fd, below) already
+ * number as many as the CPUs: the others are busy then, and the move only costs. */
+void jail_note_cpus(struct jail_ctx *ctx, int crowd_fd);
 void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid);
 /* The same for another process of ours (a one-shot's gateway), which takes back its
  * parent's CPUs itself once started. */
 void jail_move_elsewhere(pid_t pid);
+/* crowd.c: the one-shot launches under way on this host. Join: hold a slot of `path`
+ * (a POSIX lock the kernel drops when this process ends) and return its fd, or -1 (then
+ * none are counted). Others: how many other launches hold one, counted up to `enough`. */
+#define JAIL_CROWD_FILE "/run/airlock/launches"
+int jail_crowd_join(const char *path);
+unsigned jail_crowd_others(int fd, unsigned enough);
 /* spawn.c: cgroup v1 attach, then tell the child to go on. */
 int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_fd,
 		       struct al_error **err);

@@ -170,6 +170,7 @@ struct run {
 	int netns_fd;         /* the sandbox's network namespace, made after the clone, or -1 */
 	struct jail_pool_claim pool; /* namespaces made ahead, when the pool had one */
 	bool gw_abandon; /* the caller exits next and wants no egress log: do not wait for it */
+	int crowd_fd;    /* our slot among the launches under way (jail_crowd_join), or -1 */
 };
 
 static void run_cleanup(struct run *r)
@@ -195,6 +196,7 @@ static void run_cleanup(struct run *r)
 	jail_cgroup_destroy(r->cg);
 	r->cg = NULL;
 	al_closep(&r->netns_fd);
+	al_closep(&r->crowd_fd); /* no longer a launch under way */
 	gw_client_stop(r->gw);
 	r->gw = NULL;
 	free_env(r->ctx.envp);
@@ -243,7 +245,8 @@ static int spawn(struct run *r, struct al_error **err)
 	 * overlap (-0.4 ms in all, v1). Not with a gateway, busy on the other CPU then
 	 * (+0.2 ms), nor with a root made ahead (little to do). */
 	if (!r->gw && !r->ctx.mntns_ahead) {
-		jail_note_cpus(&r->ctx);
+		r->crowd_fd = jail_crowd_join(JAIL_CROWD_FILE);
+		jail_note_cpus(&r->ctx, r->crowd_fd);
 		r->ctx.netns_later = r->ctx.cpus_moved && !r->ctx.netns_ahead;
 	}
 	if (jail_clone(&r->ctx, r->cg, parent_ends, ARRAY_SIZE(parent_ends), &r->pid, &r->pidfd,
@@ -284,7 +287,8 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	   struct al_error **err)
 {
 	struct run r = {.sync = {-1, -1}, .in = {-1, -1}, .out = {-1, -1}, .errp = {-1, -1},
-			.pidfd = -1, .pool = {.sbx_fd = -1, .mnt_fd = -1}, .netns_fd = -1};
+			.pidfd = -1, .pool = {.sbx_fd = -1, .mnt_fd = -1}, .netns_fd = -1,
+			.crowd_fd = -1};
 	struct relay rl;
 	bool with_net;
 	_cleanup_error_ struct al_error *setup = NULL;

@@ -49,10 +49,15 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 	return 0;
 }
 
-void jail_note_cpus(struct jail_ctx *ctx)
+void jail_note_cpus(struct jail_ctx *ctx, int crowd_fd)
 {
-	ctx->cpus_moved = sched_getaffinity(0, sizeof(ctx->cpus), &ctx->cpus) == 0 &&
-			  CPU_COUNT(&ctx->cpus) > 1;
+	unsigned n;
+
+	ctx->cpus_moved = false;
+	if (sched_getaffinity(0, sizeof(ctx->cpus), &ctx->cpus) < 0)
+		return;
+	n = (unsigned)CPU_COUNT(&ctx->cpus);
+	ctx->cpus_moved = n > 1 && 1 + jail_crowd_others(crowd_fd, n - 1) < n;
 }
 
 /* pid to the CPUs of `cpus` but this thread's (a hint: failing changes nothing). */

@@ -153,3 +153,48 @@ def test_a_stale_cgroup_left_in_one_hierarchy_only_is_swept():
     finally:
         if os.path.isdir(path):
             os.rmdir(path)
+
+
+LAUNCHES = "/run/airlock/launches"
+
+
+def _slot_holders():
+    """pids holding a POSIX write lock on the launches file (src/jail/crowd.c)."""
+    st = os.stat(LAUNCHES)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    held = []
+    for line in open("/proc/locks"):
+        f = line.split()
+        if len(f) >= 6 and f[1] == "POSIX" and f[3] == "WRITE" and f[5] == dev:
+            held.append(int(f[4]))
+    return held
+
+
+def test_a_run_holds_a_launch_slot_only_while_it_lives():
+    """Every one-shot counts itself among the launches under way (the hint that keeps
+    concurrent launches from moving their children onto each other's CPUs) by a lock the
+    kernel drops when airlock ends, so that even a SIGKILLed run leaves no count behind;
+    the sandbox's own processes hold none."""
+    p = subprocess.Popen([AIRLOCK_BIN, "run", "--no-pool", "--", "sleep", "30"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while p.pid not in (_slot_holders() if os.path.exists(LAUNCHES) else []):
+            assert p.poll() is None, p.stderr.read()
+            assert time.monotonic() < deadline, "the run never took a slot"
+            time.sleep(0.02)
+        sleepers = [q for q in host_pids_matching("sleep 30") if q != p.pid]
+        assert sleepers, "the workload is not running"
+        assert not set(sleepers) & set(_slot_holders()), "a sandbox process holds a slot"
+        p.kill()
+        p.wait(timeout=10)
+        assert p.pid not in _slot_holders(), "a SIGKILLed run's slot is still held"
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    # a run that ends normally lets its slot go as well
+    r = subprocess.run([AIRLOCK_BIN, "run", "--no-pool", "--", "true"], capture_output=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert _slot_holders() == [], _slot_holders()
