@@ -32,8 +32,10 @@
 #define CGROUP2_SUPER_MAGIC 0x63677270
 #endif
 
-enum { V1_MEMORY, V1_PIDS, V1_CPU, V1_N };
-static const char *const v1_controllers[V1_N] = {"memory", "pids", "cpu"};
+/* pids first: made first and removed last, its directory stands for all three while any is
+ * left, so that the sweep of one-shot leftovers lists only that (small) directory. */
+enum { V1_PIDS, V1_MEMORY, V1_CPU, V1_N };
+static const char *const v1_controllers[V1_N] = {"pids", "memory", "cpu"};
 
 struct jail_cgroup {
 	bool v2;
@@ -223,22 +225,38 @@ static long maker_pid(const char *name)
 	return pid > 0 && *end == '-' ? pid : 0;
 }
 
+/* Remove one dead maker's `name` from every v1 hierarchy: pids/ last, and only once the
+ * others are gone, so that it still marks whatever is left for the next sweep. */
+static void remove_v1_name(const char *root, const char *name)
+{
+	char path[PATH_MAX];
+	bool left = false;
+
+	for (int i = V1_N - 1; i >= 0; i--) {
+		if (i == V1_PIDS && left)
+			return;
+		snprintf(path, sizeof(path), "%s/%s/airlock/%s", root, v1_controllers[i], name);
+		if (rmdir(path) < 0 && errno != ENOENT)
+			left = true;
+	}
+}
+
 /*
  * Remove the cgroups of one-shot runs whose airlock process is gone (it was
  * SIGKILLed and could not clean up), and those a dead daemon's spawner made ahead.
  * Names are run-<pid>-<time> and ahead-<pid>-<n>; a live pid (even a reused one) keeps
- * its directory. It reads the whole airlock/ directory: cheap for one-shot runs, but
- * ~170 us with a daemon's 1,000 sandboxes there, so airlockd sweeps once when it
- * starts, not per create.
+ * its directory. On v1 the pids/ directory alone is read (each run's pids cgroup is
+ * made first and removed last: destroy, remove_v1_name), unless `full`: then every
+ * hierarchy, for leftovers of older builds that removed pids/ first. Reading a
+ * directory is cheap for one-shot runs, but ~170 us with a daemon's 1,000 sandboxes
+ * there, so airlockd sweeps once when it starts, not per create.
  */
-static void sweep_stale(const char *root, bool v2)
+static void sweep_stale(const char *root, bool v2, bool full)
 {
 	char dir[PATH_MAX];
 	struct dirent *de;
 
-	/* Each v1 hierarchy is read for itself: a cgroup that was still busy in one of them
-	 * when its name went from another would be left there for good. */
-	for (int i = 0; i < (v2 ? 1 : V1_N); i++) {
+	for (int i = 0; i < (v2 ? 1 : full ? V1_N : 1); i++) {
 		_cleanup_closedir_ DIR *d = NULL;
 
 		if (v2)
@@ -251,7 +269,10 @@ static void sweep_stale(const char *root, bool v2)
 
 			if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
 				continue;
-			unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+			if (v2)
+				unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+			else
+				remove_v1_name(root, de->d_name);
 		}
 	}
 }
@@ -372,11 +393,11 @@ void jail_cgroup_forget(struct jail_cgroup *cg)
 	free(cg);
 }
 
-void jail_cgroup_sweep(void)
+void jail_cgroup_sweep(bool full)
 {
 	const char *root = cgroup_root();
 
-	sweep_stale(root, is_v2(root));
+	sweep_stale(root, is_v2(root), full);
 }
 
 int jail_cgroup_clone_fd(const struct jail_cgroup *cg)
@@ -427,9 +448,14 @@ static int destroy(struct jail_cgroup *cg, int tries)
 
 	if (!cg)
 		return 0;
-	for (i = 0; i < V1_N; i++) {
+	/* pids/ (index 0 on v1) last, and kept if another is left: the sweep's marker. */
+	for (i = V1_N - 1; i >= 0; i--) {
 		if (!cg->dir[i])
 			continue;
+		if (i == V1_PIDS && r < 0) {
+			free(cg->dir[i]);
+			continue;
+		}
 		/* The last tasks may still be on their way out: retry briefly. */
 		for (n = 0; (rc = rmdir(cg->dir[i])) < 0 && errno == EBUSY && n < tries; n++) {
 			struct timespec ts = {0, 500000};

@@ -185,8 +185,9 @@ int jail_netns_make(int *out, struct al_error **err);
 /* cgroup.c: limits. v2 where the host has it, v1 otherwise. */
 struct jail_cgroup;
 /* Remove what one-shot runs killed before their clean-up left (run-<pid>-*, pid gone),
- * and the cgroups a dead spawner made ahead (ahead-<pid>-*). */
-void jail_cgroup_sweep(void);
+ * and the cgroups a dead spawner made ahead (ahead-<pid>-*). v1: read pids/ alone (the
+ * marker of a run's cgroups while any is left), or every hierarchy if `full`. */
+void jail_cgroup_sweep(bool full);
 /* True when the clone itself joins the cgroup (v2), which must then exist before it; on
  * v1 the parent may make the cgroups after the clone, while the child builds its root. */
 bool jail_cgroup_at_clone(void);

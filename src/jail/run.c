@@ -228,7 +228,9 @@ static int open_channels(struct run *r, const struct al_config *cfg, const struc
 
 static int make_cgroup(struct run *r, struct al_error **err)
 {
-	jail_cgroup_sweep();
+	/* pids/ alone; now and then every hierarchy, for what builds that removed pids/ first
+	 * may have left (airlockd's start reads them all too). */
+	jail_cgroup_sweep((getpid() & 63) == 0);
 	return jail_cgroup_create(r->cg_name, r->ctx.cfg, true, &r->cg, err);
 }
 

@@ -116,7 +116,7 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 	jail_spawn_abi(hello.msg);
 	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
 		_exit(0);
-	jail_cgroup_sweep(); /* one-shot leftovers: once, not per create (cgroup.c) */
+	jail_cgroup_sweep(true); /* all leftovers: once, not per create (cgroup.c) */
 	make_ahead(&ahead);
 	while ((n = recv(fd, &q, sizeof(q), 0)) == (ssize_t)sizeof(q)) {
 		struct jail_spawn_report rep = {0};

@@ -135,24 +135,27 @@ def test_the_workload_runs_on_the_callers_cpus():
         assert _cpus_of_workload(("taskset", "-c", str(cpu))) == str(cpu)
 
 
-def test_a_stale_cgroup_left_in_one_hierarchy_only_is_swept():
-    """A killed run's cgroup that was still busy in one v1 hierarchy when the sweep removed
-    it from the others (a loaded host: its PID 1 still exiting) was never swept again --
-    the sweep took the names from pids/ alone. Each hierarchy is read for itself now."""
+def test_a_stale_cgroup_left_in_some_hierarchies_is_swept():
+    """A killed run's cgroup that was still busy in one v1 hierarchy when a sweep removed
+    it from another must be swept again later. Its pids cgroup is made first and removed
+    last, so it marks whatever is left: the next run's sweep (which reads pids/ alone)
+    removes the rest."""
     if not os.path.isdir("/sys/fs/cgroup/memory/airlock"):
         pytest.skip("cgroup v1 only")
     dead = subprocess.Popen(["/bin/true"])
     dead.wait()
     name = f"run-{dead.pid}-1"
-    path = f"/sys/fs/cgroup/memory/airlock/{name}"
-    os.mkdir(path)  # as if its pids/ and cpu/ twins were gone already
+    paths = [f"/sys/fs/cgroup/{c}/airlock/{name}" for c in ("memory", "pids")]
+    for path in paths:
+        os.mkdir(path)  # as if its cpu twin were gone already
     try:
-        assert not os.path.exists(f"/sys/fs/cgroup/pids/airlock/{name}")
         subprocess.run([AIRLOCK_BIN, "run", "--", "true"], check=True, timeout=30)
-        assert not os.path.exists(path), "the memory cgroup of a dead run was left"
+        left = [p for p in paths if os.path.exists(p)]
+        assert left == [], f"cgroups of a dead run were left: {left}"
     finally:
-        if os.path.isdir(path):
-            os.rmdir(path)
+        for path in paths:
+            if os.path.isdir(path):
+                os.rmdir(path)
 
 
 LAUNCHES = "/run/airlock/launches"

@@ -243,7 +243,7 @@ static void test_sweep_removes_a_dead_makers_only(void)
 		mkdirs(ctrls[i], live);
 		mkdirs(ctrls[i], "sbx_other");
 	}
-	jail_cgroup_sweep();
+	jail_cgroup_sweep(true);
 	for (int i = 0; i < 3; i++) {
 		CHECK(!is_dir(ctrls[i], stale), "a dead maker's ahead-* swept in %s", ctrls[i]);
 		CHECK(is_dir(ctrls[i], live), "a live maker's kept in %s", ctrls[i]);
@@ -280,6 +280,80 @@ static void test_one_shot_without_cpu_limit_has_no_cpu_cgroup(void)
 	CHECK(jail_cgroup_destroy_now(cg) == 0, "removed");
 }
 
+/* A file in a plain directory makes its rmdir fail as a busy cgroup's would. */
+static void make_busy(const char *ctrl, const char *name, bool busy)
+{
+	char p[1024];
+
+	snprintf(p, sizeof(p), "%s/%s/airlock/%s/task", root, ctrl, name);
+	if (busy)
+		close(open(p, O_WRONLY | O_CREAT, 0600));
+	else
+		unlink(p);
+}
+
+static pid_t dead_pid(void)
+{
+	pid_t dead = fork();
+
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	return dead;
+}
+
+static void test_one_shot_sweep_reads_pids_and_keeps_it_last(void)
+{
+	char all[64], mem_only[64], busy[64];
+
+	snprintf(all, sizeof(all), "run-%d-1", (int)dead_pid());
+	snprintf(mem_only, sizeof(mem_only), "run-%d-2", (int)dead_pid());
+	snprintf(busy, sizeof(busy), "run-%d-3", (int)dead_pid());
+	for (int i = 0; i < 3; i++) {
+		mkdirs(ctrls[i], all);
+		mkdirs(ctrls[i], busy);
+	}
+	mkdirs("memory", mem_only);
+	make_busy("memory", busy, true);
+	jail_cgroup_sweep(false);
+	for (int i = 0; i < 3; i++)
+		CHECK(!is_dir(ctrls[i], all), "a dead run's cgroup swept from %s", ctrls[i]);
+	CHECK(is_dir("memory", mem_only), "one without a pids twin: not seen by the quick sweep");
+	CHECK(!is_dir("cpu", busy), "the busy one's cpu cgroup removed");
+	CHECK(is_dir("memory", busy), "its busy memory cgroup left");
+	CHECK(is_dir("pids", busy), "and its pids cgroup kept, to mark it for the next sweep");
+	make_busy("memory", busy, false);
+	jail_cgroup_sweep(false);
+	CHECK(!is_dir("memory", busy) && !is_dir("pids", busy), "swept once no longer busy");
+	jail_cgroup_sweep(true);
+	CHECK(!is_dir("memory", mem_only), "the full sweep reads every hierarchy");
+}
+
+static void test_destroy_keeps_pids_while_another_is_left(void)
+{
+	struct al_config cfg;
+	struct jail_cgroup *cg = NULL;
+	struct al_error *err = NULL;
+
+	config_without_limits(&cfg);
+	CHECK(jail_cgroup_create("run-1-3", &cfg, false, &cg, &err) == 0, "cgroups made");
+	al_error_free(err);
+	make_busy("memory", "run-1-3", true);
+	CHECK(jail_cgroup_destroy_now(cg) < 0, "a busy memory cgroup: destroy says so");
+	CHECK(!is_dir("cpu", "run-1-3"), "cpu removed");
+	CHECK(is_dir("memory", "run-1-3") && is_dir("pids", "run-1-3"),
+	      "memory left, and pids kept as its marker");
+	make_busy("memory", "run-1-3", false);
+	jail_cgroup_sweep(false); /* pid 1 is alive: a live maker's are kept */
+	CHECK(is_dir("pids", "run-1-3"), "a live maker's cgroup is not swept");
+	for (int i = 0; i < 3; i++) {
+		char p[1024];
+
+		snprintf(p, sizeof(p), "%s/%s/airlock/run-1-3", root, ctrls[i]);
+		rmdir(p);
+	}
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/airlock-test-cgroup-XXXXXX";
@@ -303,6 +377,8 @@ int main(void)
 	test_limits_written_only_when_they_differ();
 	test_sweep_removes_a_dead_makers_only();
 	test_one_shot_without_cpu_limit_has_no_cpu_cgroup();
+	test_one_shot_sweep_reads_pids_and_keeps_it_last();
+	test_destroy_keeps_pids_while_another_is_left();
 	rm_rf(root);
 	return tap_done();
 }
