@@ -7,8 +7,9 @@
  * JAIL_CROWD_FILE for as long as it lives; the kernel drops the lock when the
  * process ends, however it ends. Counting the others is F_GETLK over the slot
  * range: our own lock never conflicts with our own query, so every answer is
- * another launch's slot. Only a hint for scheduling (spawn.c): any failure
- * means "no others seen", which is what airlock assumed before it counted.
+ * another launch's slot. Only a hint, for scheduling (spawn.c) and for the one-shot
+ * pool's refill (run.c): any failure means "no others seen", which is what airlock
+ * assumed before it counted.
  */
 #include "jail/jail.h"
 
@@ -73,4 +74,11 @@ static unsigned count_in(int fd, off_t lo, off_t hi, unsigned enough)
 unsigned jail_crowd_others(int fd, unsigned enough)
 {
 	return fd < 0 ? 0 : count_in(fd, 0, SLOTS, enough);
+}
+
+bool jail_crowd_full(int fd, unsigned cpus)
+{
+	unsigned busy = cpus > 1 ? cpus - 1 : 1; /* the others that, with us, fill every CPU */
+
+	return jail_crowd_others(fd, busy) >= busy;
 }

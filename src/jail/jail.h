@@ -93,6 +93,8 @@ void jail_move_elsewhere(pid_t pid);
 #define JAIL_CROWD_FILE "/run/airlock/launches"
 int jail_crowd_join(const char *path);
 unsigned jail_crowd_others(int fd, unsigned enough);
+/* Do the launches under way, with ours, number at least the `cpus` (at least two)? */
+bool jail_crowd_full(int fd, unsigned cpus);
 /* spawn.c: cgroup v1 attach, then tell the child to go on. */
 int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_fd,
 		       struct al_error **err);

@@ -193,9 +193,12 @@ bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool
 	while (!found && (name = next_entry(d)))
 		found = take(dir, kind_dir[kind], name, c->entry, sizeof(c->entry));
 	closedir(d);
-	if (!found)
-		return false;
 	snprintf(c->dir, sizeof(c->dir), "%s", dir);
+	if (!found) {
+		/* Emptied while launches filled the host (run.c): refilled after this run. */
+		c->refill_only = jail_pool_size(dir) > 0;
+		return false;
+	}
 	snprintf(from, sizeof(from), "%s/sbx", c->entry);
 	c->sbx_fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	c->held = true;
@@ -431,8 +434,23 @@ static void shrink(const char *dir, const char *kind, unsigned size)
 		closedir(d);
 }
 
-/* With the lock held: make (or release) entries until size of each kind are ready. */
-static int fill_locked(const char *dir, unsigned size, struct al_error **err)
+/* Do one-shot launches (src/jail/crowd.c; we hold no slot) occupy every CPU of ours? */
+static bool launches_fill_cpus(void)
+{
+	_cleanup_close_ int fd = open(JAIL_CROWD_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	cpu_set_t cpus;
+	unsigned n;
+
+	if (fd < 0 || sched_getaffinity(0, sizeof(cpus), &cpus) < 0)
+		return false;
+	n = (unsigned)CPU_COUNT(&cpus);
+	return jail_crowd_others(fd, n) >= n;
+}
+
+/* With the lock held: make (or release) entries until size of each kind are ready. A
+ * refill after a run (`yield`) stops early while launches occupy every CPU: it would
+ * only take CPU from them, and they are served best cold then. */
+static int fill_locked(const char *dir, unsigned size, bool yield, struct al_error **err)
 {
 	unsigned serial = 0;
 	int made = 0;
@@ -442,7 +460,8 @@ static int fill_locked(const char *dir, unsigned size, struct al_error **err)
 	for (int k = JAIL_POOL_LINK; k >= JAIL_POOL_LOOPBACK; k--)
 		shrink(dir, kind_dir[k], size);
 	for (int k = JAIL_POOL_LINK; k >= JAIL_POOL_LOOPBACK; k--) {
-		while (count_in(dir, kind_dir[k]) < size && jail_pool_size(dir) >= size) {
+		while (count_in(dir, kind_dir[k]) < size && jail_pool_size(dir) >= size &&
+		       !(yield && launches_fill_cpus())) {
 			int r = make_entry(dir, (enum jail_pool_kind)k, serial++, err);
 
 			if (r == -2)
@@ -527,7 +546,7 @@ int jail_pool_fill(const char *dir, unsigned size, struct al_error **err)
 	lock = open_lock(dir, LOCK_EX);
 	if (lock < 0)
 		return al_error_set(err, errno, "lock the pool '%s'", dir);
-	return fill_locked(dir, size, err);
+	return fill_locked(dir, size, false, err);
 }
 
 void jail_pool_release(struct jail_pool_claim *c)
@@ -535,17 +554,19 @@ void jail_pool_release(struct jail_pool_claim *c)
 	sigset_t all;
 	pid_t pid;
 	int fd;
+	bool held = c && c->held;
 
-	if (!c || !c->held)
+	if (!c || !(held || (c->refill_only && !c->no_refill)))
 		return;
 	al_closep(&c->sbx_fd);
 	al_closep(&c->mnt_fd);
-	c->held = false;
+	c->held = c->refill_only = false;
 	pid = fork();
 	if (pid > 0)
 		return;
 	if (pid < 0) { /* no refill then, but the entry must not stay pinned */
-		discard(c->entry);
+		if (held)
+			discard(c->entry);
 		return;
 	}
 	/* The refiller: nothing of the caller's (its pipes would keep a reader waiting for
@@ -560,13 +581,14 @@ void jail_pool_release(struct jail_pool_claim *c)
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	setpriority(PRIO_PROCESS, 0, 10);
-	discard(c->entry);
-	unsigned size = jail_pool_size(c->dir);
+	if (held)
+		discard(c->entry);
+	unsigned size = c->no_refill ? 0 : jail_pool_size(c->dir);
 	if (size) {
 		int lock = open_lock(c->dir, LOCK_EX | LOCK_NB); /* busy: a filler is at work */
 
 		if (lock >= 0)
-			fill_locked(c->dir, size, NULL);
+			fill_locked(c->dir, size, true, NULL);
 	}
 	_exit(0);
 }

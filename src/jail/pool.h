@@ -46,6 +46,8 @@ struct jail_pool_claim {
 	char entry[300];     /* the claimed entry's directory */
 	char gw_path[320];   /* its gateway namespace file (JAIL_POOL_LINK) */
 	char gw_sock[320];   /* where its gateway made ahead waits (JAIL_POOL_LINK; may be gone) */
+	bool no_refill;      /* release discards the entry but makes no new one */
+	bool refill_only;    /* none was taken, but the pool is on: release refills it */
 };
 
 /* ROOT/VERSION for root (NULL: $AIRLOCK_POOL, else JAIL_POOL_ROOT). 0, or -1 if too long. */
@@ -53,13 +55,15 @@ int jail_pool_dir(const char *root, char *buf, size_t len);
 /* The size `airlock pool fill` set (0: no pool here). */
 unsigned jail_pool_size(const char *dir);
 /* Take one ready entry of a kind: true if one was taken (c filled), false if the pool is
- * off, empty, or the entry was not sound (then it is discarded). Never blocks. */
+ * off, empty (then c->refill_only), or the entry was not sound (then it is discarded).
+ * Never blocks. */
 bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool_claim *c);
 /* Does the pooled root suit a sandbox of these settings (no --image, --file, --workdir,
  * --disk or --hostname of its own, and no CA to install)? */
 bool jail_pool_root_fits(const struct al_config *cfg, bool needs_ca);
 /* After the run: a detached process (its own session, stdio on /dev/null, niced) unmounts
- * the claimed entry and tops the pool up; the caller does not wait for it. */
+ * the claimed entry, if any, and tops the pool up (not with c->no_refill); the caller
+ * does not wait for it. */
 void jail_pool_release(struct jail_pool_claim *c);
 /* Set the size and make entries until that many of each kind are ready (waits for a
  * filler already at work). Returns the number made, or -1 with err. */

@@ -173,6 +173,14 @@ struct run {
 	int crowd_fd;    /* our slot among the launches under way (jail_crowd_join), or -1 */
 };
 
+static bool launches_fill_cpus(int crowd_fd)
+{
+	cpu_set_t cpus;
+
+	return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 &&
+	       jail_crowd_full(crowd_fd, (unsigned)CPU_COUNT(&cpus));
+}
+
 static void run_cleanup(struct run *r)
 {
 	int *fds[] = {r->sync, r->in, r->out, r->errp};
@@ -196,6 +204,10 @@ static void run_cleanup(struct run *r)
 	jail_cgroup_destroy(r->cg);
 	r->cg = NULL;
 	al_closep(&r->netns_fd);
+	/* Launches on every CPU: the cold path (no pinning, no claim) serves them best, and a
+	 * refill would only compete with them. The pool refills once the host is less busy. */
+	if ((r->pool.held || r->pool.refill_only) && launches_fill_cpus(r->crowd_fd))
+		r->pool.no_refill = true;
 	al_closep(&r->crowd_fd); /* no longer a launch under way */
 	gw_client_stop(r->gw);
 	r->gw = NULL;
@@ -247,7 +259,6 @@ static int spawn(struct run *r, struct al_error **err)
 	 * overlap (-0.4 ms in all, v1). Not with a gateway, busy on the other CPU then
 	 * (+0.2 ms), nor with a root made ahead (little to do). */
 	if (!r->gw && !r->ctx.mntns_ahead) {
-		r->crowd_fd = jail_crowd_join(JAIL_CROWD_FILE);
 		jail_note_cpus(&r->ctx, r->crowd_fd);
 		r->ctx.netns_later = r->ctx.cpus_moved && !r->ctx.netns_ahead;
 	}
@@ -310,6 +321,7 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	if (io->tty_fd >= 0)
 		ioctl(io->tty_fd, TIOCGWINSZ, &r.ctx.winsz);
 	snprintf(name, sizeof(name), "run-%d-%lld", (int)getpid(), (long long)(t0 * 1000));
+	r.crowd_fd = jail_crowd_join(JAIL_CROWD_FILE); /* one of the launches under way */
 
 	/* Namespaces made ahead, if there is a pool: the sandbox joins its own (loopback up,
 	 * or eth0 configured and linked to the gateway's, whose ruleset is in place), and its

@@ -73,14 +73,19 @@ static void test_alone_then_with_others(void)
 
 	CHECK(me >= 0, "join makes the directory and the file, and holds a slot");
 	CHECK(jail_crowd_others(me, 8) == 0, "alone: no others (our own slot is not counted)");
+	CHECK(!jail_crowd_full(me, 2) && !jail_crowd_full(me, 1), "alone: never full");
 	a = start_other();
 	CHECK(a.pid > 0, "a second launch joins");
 	CHECK(jail_crowd_others(me, 8) == 1, "one other");
+	CHECK(jail_crowd_full(me, 1), "1 CPU, 2 launches: full");
 	b = start_other();
 	CHECK(b.pid > 0, "a third launch joins");
 	CHECK(jail_crowd_others(me, 8) == 2, "two others");
 	CHECK(jail_crowd_others(me, 1) == 1, "counting stops at `enough`");
 	CHECK(jail_crowd_others(me, 0) == 0, "enough 0: nothing counted");
+	CHECK(jail_crowd_full(me, 2), "2 CPUs, 3 launches: full");
+	CHECK(jail_crowd_full(me, 3), "3 CPUs, 3 launches: full");
+	CHECK(!jail_crowd_full(me, 4), "4 CPUs, 3 launches: not full");
 	end_other(&a, true);
 	CHECK(jail_crowd_others(me, 8) == 1, "a SIGKILLed launch's slot is free at once");
 	end_other(&b, false);

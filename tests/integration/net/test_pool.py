@@ -483,3 +483,49 @@ def test_a_smaller_size_releases_the_extra_entries(pool):
         time.sleep(0.02)
     assert all(exited(p) for e, p in pids.items() if e not in kept), pids  # theirs stopped
     assert all(not exited(p) for e, p in pids.items() if e in kept), pids  # the kept one waits
+
+
+def _launch_slots():
+    """pids holding a slot of /run/airlock/launches (src/jail/crowd.c)."""
+    try:
+        st = os.stat("/run/airlock/launches")
+    except FileNotFoundError:
+        return []
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    return [int(f[4]) for f in (ln.split() for ln in open("/proc/locks"))
+            if len(f) >= 6 and f[1] == "POSIX" and f[3] == "WRITE" and f[5] == dev]
+
+
+def test_no_refill_while_launches_fill_every_cpu(pool):
+    """Under launches on every CPU the pool steps aside: a pooled run's entry is discarded
+    but not replaced (the refill would compete with the launches, and the cold path serves
+    them best); once the host is less busy, the next run tops the pool up again, even
+    though it found the pool empty and took nothing from it."""
+    pool.fill(1)
+    pool.wait_full(1)
+    others = []
+    try:
+        for _ in range(max(1, len(os.sched_getaffinity(0)) - 1)):
+            others.append(subprocess.Popen([AIRLOCK, "run", "--no-pool", "--", "sleep", "30"],
+                                           env=pool.env, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + 10
+        while not all(p.pid in _launch_slots() for p in others):
+            assert time.monotonic() < deadline, "the other launches never took their slots"
+            time.sleep(0.02)
+        before = pool.cookies("loopback")
+        r = pool.run("--", *COOKIE)
+        assert r.returncode == 0, r.stderr
+        assert cookie_in(r.stdout) in before, "the run did not come from the pool"
+        time.sleep(1.0)  # a refill, had one started, would have made its entry by now
+        assert len(pool.ready("loopback")) == 0, pool.cmd("status").stdout
+        assert len(pool.ready("link")) == 1, pool.cmd("status").stdout
+    finally:
+        for p in others:
+            p.kill()
+            p.wait()
+    r = pool.run("--", *COOKIE)
+    assert r.returncode == 0, r.stderr
+    assert cookie_in(r.stdout) not in before, "a used namespace was offered again"
+    pool.wait_full(1)  # alone again: this run (made cold) refills after itself
+    assert os.listdir(f"{pool.dir}/claimed") == []
