@@ -182,12 +182,14 @@ def test_a_run_holds_a_launch_slot_only_while_it_lives():
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 10
-        while p.pid not in (_slot_holders() if os.path.exists(LAUNCHES) else []):
+        while True:  # the slot is taken first; the workload starts a little later
+            held = _slot_holders() if os.path.exists(LAUNCHES) else []
+            sleepers = [q for q in host_pids_matching("sleep 30") if q != p.pid]
+            if p.pid in held and sleepers:
+                break
             assert p.poll() is None, p.stderr.read()
-            assert time.monotonic() < deadline, "the run never took a slot"
+            assert time.monotonic() < deadline, f"slot {p.pid in held}, workload {sleepers}"
             time.sleep(0.02)
-        sleepers = [q for q in host_pids_matching("sleep 30") if q != p.pid]
-        assert sleepers, "the workload is not running"
         assert not set(sleepers) & set(_slot_holders()), "a sandbox process holds a slot"
         p.kill()
         p.wait(timeout=10)
