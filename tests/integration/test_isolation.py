@@ -636,3 +636,30 @@ def test_sandboxes_isolated_from_each_other(run, spawn, marker):
     assert res["tcp"] != "connected"
     assert res["unix"] != "connected"
     assert res["seen"] == []
+
+
+def test_each_sandbox_has_a_user_namespace_of_its_own(spawn, marker, run, sh):
+    """A sandbox's user namespace is new, not the host's nor another live sandbox's, and
+    maps inside 0.. to an unprivileged host range of 65536 ids (uid and gid alike)."""
+    p = spawn(["--timeout", "20s", "--", "/bin/sh", "-c", f"{marker.sleep}; : {marker}"],
+              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        pids = marker.wait_present(prefixes=("/bin/sh", "sleep"))
+        assert pids, "the first sandbox's workload never appeared"
+        first = os.readlink(f"/proc/{pids[0]}/ns/user")
+        with open(f"/proc/{pids[0]}/uid_map") as f:
+            first_map = f.read().split()
+        r = run(sh("readlink /proc/self/ns/user; cat /proc/self/uid_map /proc/self/gid_map"))
+        assert r.returncode == 0, r.err
+        lines = r.out.split("\n")
+        second, maps = lines[0], [ln.split() for ln in lines[1:] if ln.strip()]
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.communicate(timeout=10)
+    host = os.readlink("/proc/self/ns/user")
+    assert len({first, second, host}) == 3, (first, second, host)
+    for m in [first_map, *maps]:
+        inside, outside, count = (int(x) for x in m)
+        assert inside == 0 and count == 65536, m
+        assert outside >= 65536, f"maps to a host id below the unprivileged ranges: {m}"
+    assert maps[0] == maps[1], "uid and gid maps differ"
