@@ -45,6 +45,7 @@ struct jail_cgroup {
 	uint64_t memory_bytes;
 	uint32_t pids;
 	double cpus;
+	bool memory_by_child; /* v1 one-shot: the child makes and joins memory/ itself */
 };
 
 static int write_at(const char *dir, const char *file, const char *val, struct al_error **err)
@@ -147,9 +148,9 @@ static int setup_v2(struct jail_cgroup *cg, const char *root, const char *name,
 	return 0;
 }
 
-/* memory, pids, cpu on v1 (fresh: as limits_v2). */
-static int limits_v1(struct jail_cgroup *cg, const struct al_config *cfg, bool fresh,
-		     struct al_error **err)
+/* The v1 memory cgroup `dir`'s limits (fresh: as limits_v2). */
+static int memory_limits_v1(const char *dir, const struct al_config *cfg, bool fresh,
+			    struct al_error **err)
 {
 	char val[64];
 
@@ -161,11 +162,22 @@ static int limits_v1(struct jail_cgroup *cg, const struct al_config *cfg, bool f
 		 * memsw limit may never be below the memory one: when an old limit moves,
 		 * memsw is written on both sides of it (one of the two may fail: fine). */
 		if (!fresh)
-			write_at(cg->dir[V1_MEMORY], "memory.memsw.limit_in_bytes", val, NULL);
-		if (write_at(cg->dir[V1_MEMORY], "memory.limit_in_bytes", val, err) < 0)
+			write_at(dir, "memory.memsw.limit_in_bytes", val, NULL);
+		if (write_at(dir, "memory.limit_in_bytes", val, err) < 0)
 			return -1;
-		write_at(cg->dir[V1_MEMORY], "memory.memsw.limit_in_bytes", val, NULL);
+		write_at(dir, "memory.memsw.limit_in_bytes", val, NULL);
 	}
+	return 0;
+}
+
+/* memory (unless the child makes it), pids, cpu on v1 (fresh: as limits_v2). */
+static int limits_v1(struct jail_cgroup *cg, const struct al_config *cfg, bool fresh,
+		     struct al_error **err)
+{
+	char val[64];
+
+	if (!cg->memory_by_child && memory_limits_v1(cg->dir[V1_MEMORY], cfg, fresh, err) < 0)
+		return -1;
 	snprintf(val, sizeof(val), "%u", cfg->pids);
 	if ((cfg->pids || !fresh) &&
 	    write_at(cg->dir[V1_PIDS], "pids.max", cfg->pids ? val : "max", err) < 0)
@@ -191,6 +203,8 @@ static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
 			continue;
 		snprintf(path, sizeof(path), "%s/%s/airlock", root, v1_controllers[i]);
 		cg->dir[i] = xasprintf("%s/%s", path, name);
+		if (i == V1_MEMORY && cg->memory_by_child)
+			continue; /* jail_cgroup_join_memory, in the child */
 		r = mkdir(cg->dir[i], 0755);
 		if (r < 0 && errno == ENOENT) { /* airlock/ itself: only on a host's first run */
 			if (mkdir_ok(path, err) < 0) {
@@ -289,8 +303,8 @@ bool jail_cgroup_at_clone(void)
 	return is_v2(cgroup_root());
 }
 
-int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
-		       struct jail_cgroup **out, struct al_error **err)
+static int create(const char *name, const struct al_config *cfg, bool fixed, bool split,
+		  struct jail_cgroup **out, struct al_error **err)
 {
 	const char *root = cgroup_root();
 	struct jail_cgroup *cg = xzalloc(sizeof(*cg));
@@ -298,6 +312,7 @@ int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed
 
 	cg->v2_fd = -1;
 	cg->v2 = is_v2(root);
+	cg->memory_by_child = split && !cg->v2;
 	r = cg->v2 ? setup_v2(cg, root, name, cfg, err) : setup_v1(cg, root, name, cfg, fixed, err);
 	if (r < 0) {
 		bool v2 = cg->v2;
@@ -306,6 +321,50 @@ int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed
 		return al_error_wrap(err, "cgroup (%s)", v2 ? "v2" : "v1");
 	}
 	*out = cg;
+	return 0;
+}
+
+int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
+		       struct jail_cgroup **out, struct al_error **err)
+{
+	return create(name, cfg, fixed, false, out, err);
+}
+
+char *jail_cgroup_memory_path(const char *name)
+{
+	const char *root = cgroup_root();
+
+	return is_v2(root) ? NULL : xasprintf("%s/%s/airlock/%s", root,
+					      v1_controllers[V1_MEMORY], name);
+}
+
+int jail_cgroup_create_split(const char *name, const struct al_config *cfg,
+			     struct jail_cgroup **out, struct al_error **err)
+{
+	return create(name, cfg, true, true, out, err);
+}
+
+int jail_cgroup_join_memory(const char *dir, const struct al_config *cfg, struct al_error **err)
+{
+	int r = mkdir(dir, 0755);
+
+	if (r < 0 && errno == ENOENT) { /* airlock/ itself: only on a host's first run */
+		char parent[PATH_MAX];
+		char *slash;
+
+		snprintf(parent, sizeof(parent), "%s", dir);
+		slash = strrchr(parent, '/');
+		if (slash)
+			*slash = '\0';
+		if (mkdir_ok(parent, err) < 0)
+			return al_error_wrap(err, "cgroup (v1)");
+		r = mkdir(dir, 0755);
+	}
+	if (r < 0)
+		return al_error_set(err, errno, "cgroup (v1): mkdir '%s'", dir);
+	/* Its limits first, then us in it: nothing of ours runs unlimited in it. */
+	if (memory_limits_v1(dir, cfg, true, err) < 0 || write_at(dir, "cgroup.procs", "0", err) < 0)
+		return al_error_wrap(err, "cgroup (v1)");
 	return 0;
 }
 
@@ -414,7 +473,8 @@ int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err)
 		return 0; /* joined at clone time */
 	snprintf(val, sizeof(val), "%d", (int)pid);
 	for (i = 0; i < V1_N; i++)
-		if (cg->dir[i] && write_at(cg->dir[i], "cgroup.procs", val, err) < 0)
+		if (cg->dir[i] && !(i == V1_MEMORY && cg->memory_by_child) &&
+		    write_at(cg->dir[i], "cgroup.procs", val, err) < 0)
 			return -1;
 	return 0;
 }
@@ -469,6 +529,14 @@ static int destroy(struct jail_cgroup *cg, int tries)
 		close(cg->v2_fd);
 	free(cg);
 	return r;
+}
+
+void jail_cgroup_remove(const char *dir)
+{
+	for (int n = 0; rmdir(dir) < 0 && errno == EBUSY && n < 2000; n++) {
+		struct timespec ts = {0, 500000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 int jail_cgroup_destroy(struct jail_cgroup *cg)

@@ -13,7 +13,8 @@
  * Parent side (run.c):
  *   P1. v2: create the cgroup (the clone joins it)
  *   P2. clone3(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWTIME [|INTO_CGROUP]) -> this child
- *   P3. v1: create the cgroups while the child builds its root (and, deny-all, the
+ *   P3. v1: create the cgroups while the child builds its root (the child makes its
+ *       memory one itself, C4c; the parent pids and cpu) (and, deny-all, the
  *       network namespace: netns_later), attach the child; send GO (with that
  *       namespace). The child waits for it before its cgroup namespace, C5b: limits are
  *       in place before any sandbox code runs
@@ -139,6 +140,12 @@ void jail_child_main(struct jail_ctx *ctx)
 	} else if (!ctx->netns_later && jail_loopback_up(&err) < 0) {
 		jail_child_fail(ctx->sync_fd, err);
 	}
+
+	/* C4c. A one-shot on cgroup v1: our memory cgroup, made with its limit and joined by
+	 *      ourselves, while the parent makes the pids one (and the network namespace);
+	 *      it attaches us there before GO (C5b). */
+	if (ctx->cg_memory && jail_cgroup_join_memory(ctx->cg_memory, ctx->cfg, &err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
 
 	/* C4b. Daemon sandboxes: the agent binary and its listening socket were opened by the
 	 *      spawner, in the host's network namespace (so the socket's host path does not

@@ -39,6 +39,7 @@ struct jail_ctx {
 	int mntns_fd;         /* of cloning a mount namespace and building the root */
 	bool cpus_moved;      /* the parent moved us off its CPU for the set-up: take back */
 	cpu_set_t cpus;       /* these (the parent's own) at GO (jail_child_elsewhere) */
+	const char *cg_memory; /* v1 one-shot: make and join this memory cgroup (C4c) */
 	bool netns_later;     /* cloned without CLONE_NEWNET: the parent makes the network */
 			      /* namespace (loopback up) while we build the root, and sends */
 			      /* it with GO (C5b) */
@@ -197,6 +198,19 @@ bool jail_cgroup_at_clone(void);
  * made without a CPU limit. */
 int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
 		       struct jail_cgroup **out, struct al_error **err);
+/* A one-shot's cgroups made in two halves, the child's set-up and the parent's at once
+ * (v1): the parent makes pids/ (cpu/) with jail_cgroup_create_split and attaches the
+ * child to them; the child makes memory/ at jail_cgroup_memory_path(name) (NULL on v2:
+ * there the clone joins one cgroup made before it) with its limit and joins it itself,
+ * jail_cgroup_join_memory, before anything of the sandbox's runs. An airlock killed
+ * between the two can leave memory/ without its pids/ marker: the full sweep (every 64th
+ * run, airlockd's start) removes it. */
+char *jail_cgroup_memory_path(const char *name);
+int jail_cgroup_create_split(const char *name, const struct al_config *cfg,
+			     struct jail_cgroup **out, struct al_error **err);
+int jail_cgroup_join_memory(const char *dir, const struct al_config *cfg, struct al_error **err);
+/* rmdir a cgroup directory, retrying while its last task is still on its way out. */
+void jail_cgroup_remove(const char *dir);
 /* A directory fd for CLONE_INTO_CGROUP (v2), or -1 (v1: attach after clone). */
 int jail_cgroup_clone_fd(const struct jail_cgroup *cg);
 int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err);

@@ -203,3 +203,21 @@ def test_a_run_holds_a_launch_slot_only_while_it_lives():
                        timeout=30)
     assert r.returncode == 0, r.stderr
     assert _slot_holders() == [], _slot_holders()
+
+
+def test_a_set_up_failure_after_the_child_made_its_memory_cgroup_leaves_none(tmp_path):
+    """On v1 a one-shot's child makes and joins its memory cgroup itself, first thing,
+    while airlock makes the pids one; a set-up that fails after that (here the root: an
+    --image that is a file) must still leave no cgroup of the run in any hierarchy."""
+    if not os.path.isdir("/sys/fs/cgroup/memory/airlock"):
+        pytest.skip("cgroup v1 only")
+    f = tmp_path / "file"
+    f.write_text("")
+    p = subprocess.Popen([AIRLOCK_BIN, "run", "--no-pool", "--image", str(f), "--", "true"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 125, err
+    assert "Not a directory" in err, err
+    left = [f"{c}/{d}" for c in ("memory", "pids", "cpu")
+            for d in os.listdir(f"/sys/fs/cgroup/{c}/airlock") if d.startswith(f"run-{p.pid}-")]
+    assert left == [], left
