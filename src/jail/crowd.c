@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { SLOTS = 1024 };
+enum { SLOTS = 1024, PROBES = 16 };
 
 static int lock_byte(int fd, int cmd, short type, off_t start, off_t len, struct flock *out)
 {
@@ -46,28 +46,32 @@ int jail_crowd_join(const char *path)
 	if (fd < 0)
 		return -1;
 	/* Our slot: the first free one from a place our pid picks, so that concurrent
-	 * launches seldom try the same bytes. */
-	for (int i = 0; i < SLOTS; i++)
-		if (lock_byte(fd, F_SETLK, F_WRLCK, (getpid() + i) % SLOTS, 1, NULL) == 0)
-			return fd;
-	close(fd);
-	return -1;
+	 * launches seldom try the same bytes. A few tries only: with that many launches
+	 * under way we still count them (the fd), uncounted ourselves. */
+	for (int i = 0; i < PROBES; i++)
+		if (lock_byte(fd, F_SETLK, F_WRLCK, (getpid() + i * 7) % SLOTS, 1, NULL) == 0)
+			break;
+	return fd;
 }
 
 /* Other launches' slots in [lo, hi), counted up to `enough`. F_GETLK reports one
- * conflicting lock of the range, not always the lowest: both sides of it are counted. */
+ * conflicting lock of the range, not always the lowest: both sides of it are counted (a
+ * lock over several bytes, which no launch takes, counts once). */
 static unsigned count_in(int fd, off_t lo, off_t hi, unsigned enough)
 {
 	struct flock fl;
 	unsigned n;
+	off_t end;
 
 	if (enough == 0 || lo >= hi ||
 	    lock_byte(fd, F_GETLK, F_WRLCK, lo, hi - lo, &fl) < 0 || fl.l_type == F_UNLCK)
 		return 0;
 	n = 1;
-	n += count_in(fd, lo, fl.l_start, enough - n);
-	if (n < enough)
-		n += count_in(fd, fl.l_start + 1, hi, enough - n);
+	end = fl.l_len > 0 ? fl.l_start + fl.l_len : hi;
+	if (fl.l_start > lo)
+		n += count_in(fd, lo, fl.l_start, enough - n);
+	if (n < enough && end < hi)
+		n += count_in(fd, end, hi, enough - n);
 	return n;
 }
 

@@ -89,8 +89,9 @@ void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid);
  * parent's CPUs itself once started. */
 void jail_move_elsewhere(pid_t pid);
 /* crowd.c: the one-shot launches under way on this host. Join: hold a slot of `path`
- * (a POSIX lock the kernel drops when this process ends) and return its fd, or -1 (then
- * none are counted). Others: how many other launches hold one, counted up to `enough`. */
+ * (a POSIX lock the kernel drops when this process ends; none if 16 tries find theirs
+ * taken) and return its fd, or -1 if the file cannot be opened (then none are counted).
+ * Others: how many other launches hold one, counted up to `enough`. */
 #define JAIL_CROWD_FILE "/run/airlock/launches"
 int jail_crowd_join(const char *path);
 unsigned jail_crowd_others(int fd, unsigned enough);

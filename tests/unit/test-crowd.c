@@ -9,6 +9,7 @@
 #include "jail/jail.h"
 #include "tap.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,53 @@ static void test_many_others_all_counted(void)
 	close(me);
 }
 
+/* A process that holds every slot (one lock over all the bytes). */
+static struct other start_hog(void)
+{
+	int ready[2], hold[2];
+	struct other o = {-1, -1};
+	char c;
+
+	if (pipe(ready) < 0 || pipe(hold) < 0)
+		return o;
+	o.pid = fork();
+	if (o.pid == 0) {
+		int fd = open(file, O_RDWR | O_CLOEXEC);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0,
+				   .l_len = 1 << 20};
+
+		close(ready[0]);
+		close(hold[1]);
+		c = fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(2);
+		while (read(hold[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(hold[0]);
+	o.hold = hold[1];
+	if (read(ready[0], &c, 1) != 1 || c != 'y')
+		o.pid = -1;
+	close(ready[0]);
+	return o;
+}
+
+static void test_no_free_slot_still_counts(void)
+{
+	struct other hog = start_hog();
+	int me;
+
+	CHECK(hog.pid > 0, "a process holds every slot");
+	me = jail_crowd_join(file);
+	CHECK(me >= 0, "joining without a free slot still gives the fd (a few tries, no more)");
+	CHECK(jail_crowd_others(me, 8) == 1, "and the others are counted");
+	if (me >= 0)
+		close(me);
+	end_other(&hog, false);
+}
+
 static void test_unusable_file_counts_none(void)
 {
 	CHECK(jail_crowd_join("/proc/airlock-no-such-dir/launches") < 0,
@@ -146,6 +194,7 @@ int main(void)
 	snprintf(file, sizeof(file), "%s/launches", dir);
 	test_alone_then_with_others();
 	test_many_others_all_counted();
+	test_no_free_slot_still_counts();
 	test_unusable_file_counts_none();
 	test_a_symlink_is_not_followed();
 	unlink(file);
