@@ -255,7 +255,7 @@ static int make_cgroup(struct run *r, struct al_error **err)
 
 static int spawn(struct run *r, struct al_error **err)
 {
-	int parent_ends[] = {r->sync[0], r->out[0], r->errp[0], r->in[1]};
+	int parent_ends[] = {r->sync[0], r->out[0], r->errp[0], r->in[1], r->crowd_fd};
 
 	r->ctx.sync_fd = r->sync[1];
 	r->ctx.stdio[0] = r->in[0];

@@ -191,6 +191,12 @@ def test_a_run_holds_a_launch_slot_only_while_it_lives():
             assert time.monotonic() < deadline, f"slot {p.pid in held}, workload {sleepers}"
             time.sleep(0.02)
         assert not set(sleepers) & set(_slot_holders()), "a sandbox process holds a slot"
+        # nor an fd of the file: not the workload, not the sandbox's PID 1 (its parent)
+        inits = {int(ln.split()[1]) for q in sleepers for ln in open(f"/proc/{q}/status")
+                 if ln.startswith("PPid:")}
+        for q in set(sleepers) | inits:
+            fds = [os.readlink(f"/proc/{q}/fd/{fd}") for fd in os.listdir(f"/proc/{q}/fd")]
+            assert LAUNCHES not in fds, (q, fds)
         p.kill()
         p.wait(timeout=10)
         assert p.pid not in _slot_holders(), "a SIGKILLed run's slot is still held"
