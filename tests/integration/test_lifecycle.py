@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import AIRLOCK_BIN, host_pids_matching
+from conftest import AIRLOCK_BIN, cmdline_of, host_pids_matching
 
 UNIFIED = "/sys/fs/cgroup/unified"
 
@@ -184,7 +184,10 @@ def test_a_run_holds_a_launch_slot_only_while_it_lives():
         deadline = time.monotonic() + 10
         while True:  # the slot is taken first; the workload starts a little later
             held = _slot_holders() if os.path.exists(LAUNCHES) else []
-            sleepers = [q for q in host_pids_matching("sleep 30") if q != p.pid]
+            # the workload itself: its argv starts with sleep (airlock's, and PID 1's until
+            # it wipes its copy, start with airlock's path)
+            sleepers = [q for q in host_pids_matching("sleep 30")
+                        if cmdline_of(q).startswith("sleep 30")]
             if p.pid in held and sleepers:
                 break
             assert p.poll() is None, p.stderr.read()
@@ -194,6 +197,8 @@ def test_a_run_holds_a_launch_slot_only_while_it_lives():
         # nor an fd of the file: not the workload, not the sandbox's PID 1 (its parent)
         inits = {int(ln.split()[1]) for q in sleepers for ln in open(f"/proc/{q}/status")
                  if ln.startswith("PPid:")}
+        assert p.pid not in inits, "the workload is airlock's own child, not PID 1's"
+
         for q in set(sleepers) | inits:
             fds = [os.readlink(f"/proc/{q}/fd/{fd}") for fd in os.listdir(f"/proc/{q}/fd")]
             assert LAUNCHES not in fds, (q, fds)
