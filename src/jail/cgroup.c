@@ -100,6 +100,28 @@ static int mkdir_ok(const char *path, struct al_error **err)
 	return 0;
 }
 
+/* mkdir a run's cgroup directory, and its parent airlock/ first if that is missing (only
+ * on a host's first run). */
+static int mkdir_cgroup(const char *dir, struct al_error **err)
+{
+	char parent[PATH_MAX];
+	char *slash;
+
+	if (mkdir(dir, 0755) == 0)
+		return 0;
+	if (errno == ENOENT) {
+		snprintf(parent, sizeof(parent), "%s", dir);
+		slash = strrchr(parent, '/');
+		if (slash)
+			*slash = '\0';
+		if (mkdir_ok(parent, err) < 0)
+			return -1;
+		if (mkdir(dir, 0755) == 0)
+			return 0;
+	}
+	return al_error_set(err, errno, "mkdir '%s'", dir);
+}
+
 /*
  * memory, pids, cpu on v2. A fresh cgroup has no limits, so only the set ones are written
  * (the one-shot path stays as short as it was); otherwise "max" lifts an old limit.
@@ -193,32 +215,18 @@ static int limits_v1(struct jail_cgroup *cg, const struct al_config *cfg, bool f
 static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
 		    const struct al_config *cfg, bool fixed, struct al_error **err)
 {
-	char path[PATH_MAX];
-	int i, r;
-
-	for (i = 0; i < V1_N; i++) {
+	for (int i = 0; i < V1_N; i++) {
 		/* No CPU limit that could ever be set: the cpu hierarchy has nothing to do (the
 		 * workload stays in its caller's cpu cgroup, under the caller's own limits). */
 		if (i == V1_CPU && fixed && !(cfg->cpus > 0))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/airlock", root, v1_controllers[i]);
-		cg->dir[i] = xasprintf("%s/%s", path, name);
+		cg->dir[i] = xasprintf("%s/%s/airlock/%s", root, v1_controllers[i], name);
 		if (i == V1_MEMORY && cg->memory_by_child)
 			continue; /* jail_cgroup_join_memory, in the child */
-		r = mkdir(cg->dir[i], 0755);
-		if (r < 0 && errno == ENOENT) { /* airlock/ itself: only on a host's first run */
-			if (mkdir_ok(path, err) < 0) {
-				free(cg->dir[i]);
-				cg->dir[i] = NULL;
-				return -1;
-			}
-			r = mkdir(cg->dir[i], 0755);
-		}
-		if (r < 0) {
-			int e = errno;
+		if (mkdir_cgroup(cg->dir[i], err) < 0) {
 			free(cg->dir[i]);
 			cg->dir[i] = NULL;
-			return al_error_set(err, e, "mkdir '%s/%s'", path, name);
+			return -1;
 		}
 	}
 	return limits_v1(cg, cfg, true, err);
@@ -239,20 +247,42 @@ static long maker_pid(const char *name)
 	return pid > 0 && *end == '-' ? pid : 0;
 }
 
-/* Remove one dead maker's `name` from every v1 hierarchy: pids/ last, and only once the
- * others are gone, so that it still marks whatever is left for the next sweep. */
+/* rmdir, retrying while busy (the last tasks on their way out) `tries` times 0.5 ms
+ * apart; gone already is fine. -1 if it is left. */
+static int rmdir_retry(const char *dir, int tries)
+{
+	int n, rc;
+
+	for (n = 0; (rc = rmdir(dir)) < 0 && errno == EBUSY && n < tries; n++) {
+		struct timespec ts = {0, 500000};
+		nanosleep(&ts, NULL);
+	}
+	return rc < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* Remove a run's directories (dir[i]: NULL where it has none): pids/ (index 0 on v1) last,
+ * and kept while another is left, so that it marks what is left for the next sweep. */
+static int remove_dirs(char *const dir[V1_N], int tries)
+{
+	int r = 0;
+
+	for (int i = V1_N - 1; i >= 0; i--)
+		if (dir[i] && !(i == V1_PIDS && r < 0) && rmdir_retry(dir[i], tries) < 0)
+			r = -1;
+	return r;
+}
+
+/* One dead maker's `name`, from every v1 hierarchy. */
 static void remove_v1_name(const char *root, const char *name)
 {
-	char path[PATH_MAX];
-	bool left = false;
+	char path[V1_N][PATH_MAX];
+	char *dir[V1_N];
 
-	for (int i = V1_N - 1; i >= 0; i--) {
-		if (i == V1_PIDS && left)
-			return;
-		snprintf(path, sizeof(path), "%s/%s/airlock/%s", root, v1_controllers[i], name);
-		if (rmdir(path) < 0 && errno != ENOENT)
-			left = true;
+	for (int i = 0; i < V1_N; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/%s/airlock/%s", root, v1_controllers[i], name);
+		dir[i] = path[i];
 	}
+	remove_dirs(dir, 0);
 }
 
 /*
@@ -332,10 +362,7 @@ int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed
 
 char *jail_cgroup_memory_path(const char *name)
 {
-	const char *root = cgroup_root();
-
-	return is_v2(root) ? NULL : xasprintf("%s/%s/airlock/%s", root,
-					      v1_controllers[V1_MEMORY], name);
+	return xasprintf("%s/%s/airlock/%s", cgroup_root(), v1_controllers[V1_MEMORY], name);
 }
 
 int jail_cgroup_create_split(const char *name, const struct al_config *cfg,
@@ -346,24 +373,9 @@ int jail_cgroup_create_split(const char *name, const struct al_config *cfg,
 
 int jail_cgroup_join_memory(const char *dir, const struct al_config *cfg, struct al_error **err)
 {
-	int r = mkdir(dir, 0755);
-
-	if (r < 0 && errno == ENOENT) { /* airlock/ itself: only on a host's first run */
-		char parent[PATH_MAX];
-		char *slash;
-
-		snprintf(parent, sizeof(parent), "%s", dir);
-		slash = strrchr(parent, '/');
-		if (slash)
-			*slash = '\0';
-		if (mkdir_ok(parent, err) < 0)
-			return al_error_wrap(err, "cgroup (v1)");
-		r = mkdir(dir, 0755);
-	}
-	if (r < 0)
-		return al_error_set(err, errno, "cgroup (v1): mkdir '%s'", dir);
 	/* Its limits first, then us in it: nothing of ours runs unlimited in it. */
-	if (memory_limits_v1(dir, cfg, true, err) < 0 || write_at(dir, "cgroup.procs", "0", err) < 0)
+	if (mkdir_cgroup(dir, err) < 0 || memory_limits_v1(dir, cfg, true, err) < 0 ||
+	    write_at(dir, "cgroup.procs", "0", err) < 0)
 		return al_error_wrap(err, "cgroup (v1)");
 	return 0;
 }
@@ -501,30 +513,16 @@ void jail_cgroup_kill(struct jail_cgroup *cg)
 		write_at(cg->dir[0], "cgroup.kill", "1", NULL);
 }
 
-/* rmdir each directory, retrying while busy `tries` times 0.5 ms apart; -1 if one is left. */
+/* rmdir each directory, retrying while busy `tries` times; -1 if one is left. */
 static int destroy(struct jail_cgroup *cg, int tries)
 {
-	int i, n, rc, r = 0;
+	int r;
 
 	if (!cg)
 		return 0;
-	/* pids/ (index 0 on v1) last, and kept if another is left: the sweep's marker. */
-	for (i = V1_N - 1; i >= 0; i--) {
-		if (!cg->dir[i])
-			continue;
-		if (i == V1_PIDS && r < 0) {
-			free(cg->dir[i]);
-			continue;
-		}
-		/* The last tasks may still be on their way out: retry briefly. */
-		for (n = 0; (rc = rmdir(cg->dir[i])) < 0 && errno == EBUSY && n < tries; n++) {
-			struct timespec ts = {0, 500000};
-			nanosleep(&ts, NULL);
-		}
-		if (rc < 0 && errno != ENOENT)
-			r = -1;
+	r = remove_dirs(cg->dir, tries);
+	for (int i = 0; i < V1_N; i++)
 		free(cg->dir[i]);
-	}
 	if (cg->v2_fd >= 0)
 		close(cg->v2_fd);
 	free(cg);
@@ -533,10 +531,7 @@ static int destroy(struct jail_cgroup *cg, int tries)
 
 void jail_cgroup_remove(const char *dir)
 {
-	for (int n = 0; rmdir(dir) < 0 && errno == EBUSY && n < 2000; n++) {
-		struct timespec ts = {0, 500000};
-		nanosleep(&ts, NULL);
-	}
+	rmdir_retry(dir, 2000);
 }
 
 int jail_cgroup_destroy(struct jail_cgroup *cg)

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -80,9 +81,17 @@ unsigned jail_crowd_others(int fd, unsigned enough)
 	return fd < 0 ? 0 : count_in(fd, 0, SLOTS, enough);
 }
 
-bool jail_crowd_full(int fd, unsigned cpus)
+unsigned jail_crowd_cpus(void)
 {
-	unsigned busy = cpus > 1 ? cpus - 1 : 1; /* the others that, with us, fill every CPU */
+	cpu_set_t cpus;
 
-	return jail_crowd_others(fd, busy) >= busy;
+	return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? (unsigned)CPU_COUNT(&cpus) : 0;
+}
+
+bool jail_crowd_full(int fd, unsigned cpus, bool counted)
+{
+	/* The others that fill every CPU: with us among them, one fewer (but at least one). */
+	unsigned busy = !counted ? cpus : cpus > 1 ? cpus - 1 : 1;
+
+	return cpus > 0 && jail_crowd_others(fd, busy) >= busy;
 }

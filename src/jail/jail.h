@@ -95,8 +95,11 @@ void jail_move_elsewhere(pid_t pid);
 #define JAIL_CROWD_FILE "/run/airlock/launches"
 int jail_crowd_join(const char *path);
 unsigned jail_crowd_others(int fd, unsigned enough);
-/* Do the launches under way, with ours, number at least the `cpus` (at least two)? */
-bool jail_crowd_full(int fd, unsigned cpus);
+/* Do the launches under way fill `cpus` CPUs (0: unknown, never full)? `counted`: we hold
+ * a slot ourselves (then at least one other is needed even with one CPU). */
+bool jail_crowd_full(int fd, unsigned cpus, bool counted);
+/* The CPUs this process may run on, or 0. */
+unsigned jail_crowd_cpus(void);
 /* spawn.c: cgroup v1 attach, then tell the child to go on. */
 int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_fd,
 		       struct al_error **err);
@@ -200,9 +203,9 @@ bool jail_cgroup_at_clone(void);
 int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
 		       struct jail_cgroup **out, struct al_error **err);
 /* A one-shot's cgroups made in two halves, the child's set-up and the parent's at once
- * (v1): the parent makes pids/ (cpu/) with jail_cgroup_create_split and attaches the
- * child to them; the child makes memory/ at jail_cgroup_memory_path(name) (NULL on v2:
- * there the clone joins one cgroup made before it) with its limit and joins it itself,
+ * (v1 only: on v2 the clone joins one cgroup made before it): the parent makes pids/
+ * (cpu/) with jail_cgroup_create_split and attaches the child to them; the child makes
+ * memory/ at jail_cgroup_memory_path(name) with its limit and joins it itself,
  * jail_cgroup_join_memory, before anything of the sandbox's runs. An airlock killed
  * between the two can leave memory/ without its pids/ marker: the full sweep (every 64th
  * run, airlockd's start) removes it. */

@@ -438,13 +438,8 @@ static void shrink(const char *dir, const char *kind, unsigned size)
 static bool launches_fill_cpus(void)
 {
 	_cleanup_close_ int fd = open(JAIL_CROWD_FILE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	cpu_set_t cpus;
-	unsigned n;
 
-	if (fd < 0 || sched_getaffinity(0, sizeof(cpus), &cpus) < 0)
-		return false;
-	n = (unsigned)CPU_COUNT(&cpus);
-	return jail_crowd_others(fd, n) >= n;
+	return jail_crowd_full(fd, jail_crowd_cpus(), false);
 }
 
 /* With the lock held: make (or release) entries until size of each kind are ready. A

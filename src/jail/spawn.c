@@ -57,7 +57,7 @@ void jail_note_cpus(struct jail_ctx *ctx, int crowd_fd)
 	if (sched_getaffinity(0, sizeof(ctx->cpus), &ctx->cpus) < 0)
 		return;
 	n = (unsigned)CPU_COUNT(&ctx->cpus);
-	ctx->cpus_moved = n > 1 && !jail_crowd_full(crowd_fd, n);
+	ctx->cpus_moved = n > 1 && !jail_crowd_full(crowd_fd, n, true);
 }
 
 /* pid to the CPUs of `cpus` but this thread's (a hint: failing changes nothing). */

@@ -25,8 +25,22 @@ struct other {
 	int hold; /* closing it lets the child exit */
 };
 
-/* A child that joins, says so, and holds its slot until `hold` is closed. */
-static struct other start_other(void)
+/* The two ways to take slots: a launch's (one byte), or every slot at once. */
+static bool join_one(void)
+{
+	return jail_crowd_join(file) >= 0;
+}
+
+static bool hog_all(void)
+{
+	int fd = open(file, O_RDWR | O_CLOEXEC);
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 << 20};
+
+	return fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0;
+}
+
+/* A child that takes slots with `take`, says so, and holds them until `hold` is closed. */
+static struct other start_child(bool (*take)(void))
 {
 	int ready[2], hold[2];
 	struct other o = {-1, -1};
@@ -36,14 +50,11 @@ static struct other start_other(void)
 		return o;
 	o.pid = fork();
 	if (o.pid == 0) {
-		int fd;
-
 		/* Not the other children's pipes: each must see EOF when its own hold closes. */
 		for (int i = 3; i < 256; i++)
 			if (i != ready[1] && i != hold[0])
 				close(i);
-		fd = jail_crowd_join(file);
-		c = fd >= 0 ? 'y' : 'n';
+		c = take() ? 'y' : 'n';
 		if (write(ready[1], &c, 1) != 1)
 			_exit(2);
 		while (read(hold[0], &c, 1) > 0)
@@ -57,6 +68,11 @@ static struct other start_other(void)
 		o.pid = -1;
 	close(ready[0]);
 	return o;
+}
+
+static struct other start_other(void)
+{
+	return start_child(join_one);
 }
 
 static void end_other(struct other *o, bool kill9)
@@ -74,19 +90,19 @@ static void test_alone_then_with_others(void)
 
 	CHECK(me >= 0, "join makes the directory and the file, and holds a slot");
 	CHECK(jail_crowd_others(me, 8) == 0, "alone: no others (our own slot is not counted)");
-	CHECK(!jail_crowd_full(me, 2) && !jail_crowd_full(me, 1), "alone: never full");
+	CHECK(!jail_crowd_full(me, 2, true) && !jail_crowd_full(me, 1, true), "alone: never full");
 	a = start_other();
 	CHECK(a.pid > 0, "a second launch joins");
 	CHECK(jail_crowd_others(me, 8) == 1, "one other");
-	CHECK(jail_crowd_full(me, 1), "1 CPU, 2 launches: full");
+	CHECK(jail_crowd_full(me, 1, true), "1 CPU, 2 launches: full");
 	b = start_other();
 	CHECK(b.pid > 0, "a third launch joins");
 	CHECK(jail_crowd_others(me, 8) == 2, "two others");
 	CHECK(jail_crowd_others(me, 1) == 1, "counting stops at `enough`");
 	CHECK(jail_crowd_others(me, 0) == 0, "enough 0: nothing counted");
-	CHECK(jail_crowd_full(me, 2), "2 CPUs, 3 launches: full");
-	CHECK(jail_crowd_full(me, 3), "3 CPUs, 3 launches: full");
-	CHECK(!jail_crowd_full(me, 4), "4 CPUs, 3 launches: not full");
+	CHECK(jail_crowd_full(me, 2, true), "2 CPUs, 3 launches: full");
+	CHECK(jail_crowd_full(me, 3, true), "3 CPUs, 3 launches: full");
+	CHECK(!jail_crowd_full(me, 4, true), "4 CPUs, 3 launches: not full");
 	end_other(&a, true);
 	CHECK(jail_crowd_others(me, 8) == 1, "a SIGKILLed launch's slot is free at once");
 	end_other(&b, false);
@@ -114,42 +130,9 @@ static void test_many_others_all_counted(void)
 	close(me);
 }
 
-/* A process that holds every slot (one lock over all the bytes). */
-static struct other start_hog(void)
-{
-	int ready[2], hold[2];
-	struct other o = {-1, -1};
-	char c;
-
-	if (pipe(ready) < 0 || pipe(hold) < 0)
-		return o;
-	o.pid = fork();
-	if (o.pid == 0) {
-		int fd = open(file, O_RDWR | O_CLOEXEC);
-		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0,
-				   .l_len = 1 << 20};
-
-		close(ready[0]);
-		close(hold[1]);
-		c = fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 ? 'y' : 'n';
-		if (write(ready[1], &c, 1) != 1)
-			_exit(2);
-		while (read(hold[0], &c, 1) > 0)
-			;
-		_exit(0);
-	}
-	close(ready[1]);
-	close(hold[0]);
-	o.hold = hold[1];
-	if (read(ready[0], &c, 1) != 1 || c != 'y')
-		o.pid = -1;
-	close(ready[0]);
-	return o;
-}
-
 static void test_no_free_slot_still_counts(void)
 {
-	struct other hog = start_hog();
+	struct other hog = start_child(hog_all); /* one lock over every slot */
 	int me;
 
 	CHECK(hog.pid > 0, "a process holds every slot");
