@@ -10,6 +10,9 @@
  * -- holds a capability over its mount, network, uts or ipc namespace: those
  * belong to a user namespace the sandbox is not in.
  *
+ * Before C1 (spawn.c, jail_clone): every inherited fd closed but those the set-up needs;
+ * 0..2 not needed become the host's /dev/null.
+ *
  * Parent side (run.c):
  *   P1. v2: create the cgroup (the clone joins it)
  *   P2. clone3(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWTIME [|INTO_CGROUP]) -> this child

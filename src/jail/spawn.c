@@ -3,6 +3,7 @@
 #include "jail/jail.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/syscalls.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +11,60 @@
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
+
+static int cmp_int(const void *a, const void *b)
+{
+	return *(const int *)a - *(const int *)b;
+}
+
+/*
+ * In the child, first thing: nothing of the caller's but what the set-up needs. Whatever
+ * airlock inherited without FD_CLOEXEC (a caller's open file, a pipe, its stdio) would
+ * otherwise stay open in the sandbox's PID 1 for the sandbox's whole life. 0..2 not in
+ * use become /dev/null (the host's, opened before the root changes): a later open never
+ * lands there by accident. A failure ends the child, saying why (nothing of the sandbox's
+ * has run).
+ */
+static void keep_only_our_fds(const struct jail_ctx *ctx)
+{
+	struct al_error *err = NULL;
+	int keep[10], n = 0, null_fd;
+	unsigned next = 3;
+
+	keep[n++] = ctx->sync_fd;
+	for (int i = 0; i < 3; i++)
+		keep[n++] = ctx->stdio[i];
+	keep[n++] = ctx->netns_ahead ? ctx->netns_fd : -1;
+	keep[n++] = ctx->mntns_ahead ? ctx->mntns_fd : -1;
+	keep[n++] = ctx->agent_fd;
+	keep[n++] = ctx->listen_fd;
+	keep[n++] = ctx->prepared ? ctx->landlock_fd : -1;
+	qsort(keep, (size_t)n, sizeof(keep[0]), cmp_int);
+	for (int i = 0; i < n; i++) {
+		if (keep[i] < (int)next)
+			continue; /* -1, a duplicate, or one of 0..2 */
+		if (keep[i] > (int)next && sys_close_range(next, (unsigned)keep[i] - 1, 0) < 0)
+			goto fail;
+		next = (unsigned)keep[i] + 1;
+	}
+	if (sys_close_range(next, ~0U, 0) < 0)
+		goto fail;
+	null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	for (int fd = 0; fd < 3; fd++) {
+		bool used = false;
+
+		for (int i = 0; i < n; i++)
+			used |= keep[i] == fd;
+		if (!used && (null_fd < 0 || (null_fd != fd && dup2(null_fd, fd) < 0)))
+			goto fail;
+	}
+	if (null_fd > 2)
+		close(null_fd);
+	return;
+fail:
+	al_error_set(&err, errno, "close the caller's file descriptors in the sandbox");
+	jail_child_fail(ctx->sync_fd, err);
+}
 
 int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in_child,
 	       size_t n_close, pid_t *pid_out, int *pidfd_out, struct al_error **err)
@@ -43,6 +98,7 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 		for (size_t i = 0; i < n_close; i++)
 			if (close_in_child[i] >= 0)
 				close(close_in_child[i]);
+		keep_only_our_fds(ctx);
 		jail_child_main(ctx);
 	}
 	*pid_out = pid;

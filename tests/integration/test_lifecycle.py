@@ -232,3 +232,47 @@ def test_a_set_up_failure_after_the_child_made_its_memory_cgroup_leaves_none(tmp
     left = [f"{c}/{d}" for c in ("memory", "pids", "cpu")
             for d in os.listdir(f"/sys/fs/cgroup/{c}/airlock") if d.startswith(f"run-{p.pid}-")]
     assert left == [], left
+
+
+def test_the_sandboxs_pid1_holds_nothing_of_the_callers(tmp_path):
+    """The workload closes what it inherited (test_cli), but the sandbox's PID 1 -- airlock's
+    clone, which never execs -- lives as long as the sandbox: it must not keep the caller's
+    open files either (here a file on fd 9 without FD_CLOEXEC, and stdout/stderr files).
+    Seen from the host: PID 1's fds are its own (pipes, sockets, the host's /dev/null)."""
+    secret = tmp_path / "secret-fd"
+    secret.write_text("fd-secret-content")
+    fd = os.open(secret, os.O_RDONLY)
+    os.set_inheritable(fd, True)
+    out, errf = open(tmp_path / "out", "wb"), open(tmp_path / "err", "wb")
+    try:
+        p = subprocess.Popen([AIRLOCK_BIN, "run", "--no-pool", "--", "sleep", "30"],
+                             stdout=out, stderr=errf, pass_fds=(fd,))
+    finally:
+        os.close(fd)
+        out.close()
+        errf.close()
+    try:
+        deadline = time.monotonic() + 10
+        while True:  # PID 1 is the workload's parent once the workload runs
+            sleepers = [q for q in host_pids_matching("sleep 30")
+                        if cmdline_of(q).startswith("sleep 30")]
+            if sleepers:
+                break
+            assert p.poll() is None, (tmp_path / "err").read_text()
+            assert time.monotonic() < deadline, "no workload"
+            time.sleep(0.02)
+        init = [int(ln.split()[1]) for ln in open(f"/proc/{sleepers[0]}/status")
+                if ln.startswith("PPid:")][0]
+        assert init != p.pid, "the workload is airlock's own child, not PID 1's"
+        # what airlock itself holds shows that the caller's fds did reach it
+        mine = [os.readlink(f"/proc/{p.pid}/fd/{f}") for f in os.listdir(f"/proc/{p.pid}/fd")]
+        assert str(secret) in mine, mine
+        held = {int(f): os.readlink(f"/proc/{init}/fd/{f}") for f in os.listdir(f"/proc/{init}/fd")}
+        for f, target in held.items():
+            assert str(tmp_path) not in target, (f, held)
+            assert target.startswith(("pipe:", "socket:", "anon_inode:")) or \
+                target.endswith("null"), (f, held)
+        assert len(held) <= 8, held
+    finally:
+        p.kill()
+        p.wait(timeout=10)
