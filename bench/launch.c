@@ -43,7 +43,12 @@
  * exited 0; the rate of a round is successful launches / (time from the
  * round's start to its last worker's end), launches started before the
  * deadline being allowed to finish.  Reported: the overall rate (all
- * successes / all round time), and the median, min and max of the rounds.
+ * successes / all round time), and the median, min and max of the rounds;
+ * and the host's busy CPU time per successful launch (user, nice, system,
+ * irq and softirq of every CPU in /proc/stat over the contender's rounds,
+ * so the kernel threads that clean up after a launch count, and the
+ * hypervisor's steal does not).  With one worker that shows how much of a
+ * launch's cost runs beside it (CPU per launch above wall time per launch).
  *
  * Exit status: 0 if every run succeeded, 1 if any run failed, 2 on usage or
  * set-up errors.
@@ -395,6 +400,25 @@ struct tp_report {
 	char first_err[160];
 };
 
+/* The host's busy CPU time so far, in ms (-1 if /proc/stat cannot be read). */
+static double host_busy_ms(void)
+{
+	unsigned long long v[7] = {0};
+	FILE *f = fopen("/proc/stat", "re");
+	long hz = sysconf(_SC_CLK_TCK);
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+		   &v[5], &v[6]);
+	fclose(f);
+	if (n != 7 || hz <= 0)
+		return -1;
+	/* user nice system [idle iowait] irq softirq */
+	return (double)(v[0] + v[1] + v[2] + v[5] + v[6]) * 1e3 / (double)hz;
+}
+
 /* One worker process: spawn-wait loop until the deadline, then report. */
 static void tp_worker(struct contender *c, double deadline, int fd)
 {
@@ -476,10 +500,10 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 {
 	double secs = (double)seconds / (double)rounds;
 	double *rate = calloc((size_t)(k * rounds), sizeof *rate);
-	double *el = calloc((size_t)k, sizeof *el);
+	double *el = calloc((size_t)k, sizeof *el), *busy = calloc((size_t)k, sizeof *busy);
 	long *ok = calloc((size_t)k, sizeof *ok), *errs = calloc((size_t)k, sizeof *errs);
 	char (*first)[160] = calloc((size_t)k, sizeof *first);
-	if (!rate || !el || !ok || !errs || !first)
+	if (!rate || !el || !busy || !ok || !errs || !first)
 		die("out of memory%s", "");
 
 	printf("launch: throughput, %d contender(s), %ld worker(s), %ld s each in %ld "
@@ -499,7 +523,10 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 		for (int j = 0; j < k; j++) {
 			int c = rotate ? (int)((r + j) % k) : j;
 			struct tp_report tot;
-			double e = tp_round(&cs[c], workers, secs, &tot);
+			double b0 = host_busy_ms(), e = tp_round(&cs[c], workers, secs, &tot), b1;
+
+			b1 = host_busy_ms();
+			busy[c] = busy[c] < 0 || b0 < 0 || b1 < 0 ? -1 : busy[c] + (b1 - b0);
 			rate[c * rounds + r] = e > 0 ? (double)tot.ok * 1e3 / e : 0;
 			el[c] += e;
 			ok[c] += tot.ok;
@@ -518,8 +545,8 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 	double *tmp = calloc((size_t)rounds, sizeof *tmp);
 	if (!med || !mn || !mx || !all || !tmp)
 		die("out of memory%s", "");
-	printf("\n%-12s %8s %6s %10s %10s %10s %10s %8s\n", "contender", "ok", "err",
-	       "overall/s", "median/s", "min/s", "max/s", "ratio");
+	printf("\n%-12s %8s %6s %10s %10s %10s %10s %8s %11s\n", "contender", "ok", "err",
+	       "overall/s", "median/s", "min/s", "max/s", "ratio", "cpu/launch");
 	for (int c = 0; c < k; c++) {
 		memcpy(tmp, &rate[c * rounds], (size_t)rounds * sizeof *tmp);
 		qsort(tmp, (size_t)rounds, sizeof *tmp, cmp_double);
@@ -527,10 +554,12 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 		mn[c] = tmp[0];
 		mx[c] = tmp[rounds - 1];
 		all[c] = el[c] > 0 ? (double)ok[c] * 1e3 / el[c] : 0;
-		printf("%-12s %8ld %6ld %10.1f %10.1f %10.1f %10.1f %7.2fx\n", cs[c].name, ok[c],
-		       errs[c], all[c], med[c], mn[c], mx[c], all[0] > 0 ? all[c] / all[0] : NAN);
+		printf("%-12s %8ld %6ld %10.1f %10.1f %10.1f %10.1f %7.2fx %8.3f ms\n", cs[c].name,
+		       ok[c], errs[c], all[c], med[c], mn[c], mx[c], all[0] > 0 ? all[c] / all[0] : NAN,
+		       busy[c] >= 0 && ok[c] ? busy[c] / (double)ok[c] : NAN);
 	}
 	printf("(successful launches per second; ratio = overall rate / overall rate of '%s'; "
+	       "cpu/launch = the host's busy CPU time over its rounds / its launches; "
 	       "load avg before: %s, after: %s)\n", cs[0].name, load_before, load_after);
 	fflush(stdout);
 	int any_err = 0;
@@ -590,6 +619,8 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 			json_num(f, mn[c]);
 			fprintf(f, ", \"round_max_per_s\": ");
 			json_num(f, mx[c]);
+			fprintf(f, ",\n     \"host_cpu_ms_per_launch\": ");
+			json_num(f, busy[c] >= 0 && ok[c] ? busy[c] / (double)ok[c] : NAN);
 			fprintf(f, ",\n     \"round_rates_per_s\": [");
 			for (long r = 0; r < rounds; r++) {
 				if (r)

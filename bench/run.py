@@ -547,6 +547,46 @@ def throughput():
                ratio_to_airlock=c["rate_per_s"] / ref if ref else None)
 
 
+def cpu_per_launch():
+    """2b. One worker: the host's busy CPU time per launch (kernel threads included) next to
+    the wall time per launch. Where CPU exceeds wall, part of a launch runs beside it (the
+    allowlisted run's gateway, the network namespaces' clean-up), so on a host with few
+    CPUs that part, not the order of the set-up, sets how fast it can get."""
+    secs, rounds = (2, 2) if Q else (6, 3)
+    header(f"2b. host CPU per launch: one worker, {secs} s per contender in {rounds} "
+           f"alternated rounds (deny-all, allowlist, bwrap)")
+    cs = [("airlock", [AIRLOCK, "run", "--no-pool", "--", "/bin/true"]),
+          ("airlock-allow", [AIRLOCK, "run", "--no-pool", "--allow", "example.test", "--",
+                             "/bin/true"]),
+          ("bwrap", bwrap_argv(["/bin/true"]))]
+    cs = [(n, a) for n, a in cs if preflight(n, a)]
+    argv = [LAUNCH, "--throughput", secs, "--workers", 1, "--rounds", rounds,
+            "--json", tmp / "cpu.json"]
+    for n, a in cs:
+        argv += ["--name", n, "--", *a]
+    print(f"  $ {shown(argv)}", flush=True)
+    r = subprocess.run([str(a) for a in argv], cwd=CWD, env=CLEAN_ENV, stdin=subprocess.DEVNULL)
+    p = tmp / "cpu.json"
+    if r.returncode or not p.exists():
+        fail("throughput", f"bench/launch --throughput (one worker) exited {r.returncode}")
+    if not p.exists():
+        return
+    d = json.loads(p.read_text())
+    doc["sections"]["cpu_per_launch"] = d
+    byname = {c["name"]: c for c in d["contenders"]}
+    ref = byname.get("airlock", {}).get("host_cpu_ms_per_launch")
+    for c in d["contenders"]:
+        cpu, rate = c.get("host_cpu_ms_per_launch"), c["rate_per_s"]
+        if cpu is None or not rate:
+            continue
+        figure(f"cpu_per_launch.{c['name']}", f"host CPU per launch, one worker: {c['name']}",
+               cpu, "ms", "lower",
+               f"bench/launch --throughput {secs} --workers 1 --rounds {rounds} "
+               f"--name {c['name']} -- {shown(c['argv'])}",
+               wall_ms_per_launch=1e3 / rate, cpus_busy=cpu * rate / 1e3, n=c["ok"],
+               ratio_to_airlock=cpu / ref if ref else None)
+
+
 # ---------------------------------------------------------------------------
 # 3. daemon
 
@@ -824,6 +864,9 @@ def report():
         extra = []
         if f.get("ratio_to_airlock") is not None:
             extra.append(f"{f['ratio_to_airlock']:.2f}x airlock")
+        if f.get("wall_ms_per_launch") is not None:
+            extra.append(f"wall {f['wall_ms_per_launch']:.2f} ms/launch, "
+                         f"{f['cpus_busy']:.2f} CPUs busy")
         if f.get("ratio_to_direct") is not None:
             extra.append(f"{f['ratio_to_direct']:.2f}x direct")
         if f.get("p99") is not None:
@@ -862,7 +905,12 @@ def oneshot_both():
     oneshot_warm()
 
 
-steps = {"oneshot": oneshot_both, "throughput": throughput, "daemon": daemon, "density": density,
+def throughput_both():
+    throughput()
+    cpu_per_launch()
+
+
+steps = {"oneshot": oneshot_both, "throughput": throughput_both, "daemon": daemon, "density": density,
          "egress": egress}
 t_start = time.monotonic()
 try:
