@@ -511,6 +511,25 @@ def oneshot_warm():
 # ---------------------------------------------------------------------------
 # 2. throughput
 
+def drive_throughput(key, cs, secs, workers, rounds):
+    """bench/launch --throughput over the contenders that run; its JSON (also kept under
+    sections[key]), or None."""
+    cs = [(n, a) for n, a in cs if preflight(n, a)]
+    p = tmp / f"{key}.json"
+    argv = [LAUNCH, "--throughput", secs, "--workers", workers, "--rounds", rounds, "--json", p]
+    for n, a in cs:
+        argv += ["--name", n, "--", *a]
+    print(f"  $ {shown(argv)}", flush=True)
+    r = subprocess.run([str(a) for a in argv], cwd=CWD, env=CLEAN_ENV, stdin=subprocess.DEVNULL)
+    if r.returncode or not p.exists():
+        fail("throughput", f"bench/launch --throughput --workers {workers} exited {r.returncode}")
+    if not p.exists():
+        return None
+    d = json.loads(p.read_text())
+    doc["sections"][key] = d
+    return d
+
+
 def throughput():
     if not build_launch():
         return
@@ -521,20 +540,9 @@ def throughput():
           ("bwrap", bwrap_argv(["/bin/true"]))]
     if POOL_OK:  # refills compete with the two workers for the two vCPUs
         cs.insert(1, ("airlock-warm", [AIRLOCK, "run", "--", "/bin/true"]))
-    cs = [(n, a) for n, a in cs if preflight(n, a)]
-    argv = [LAUNCH, "--throughput", TP_SECONDS, "--workers", args.workers, "--rounds", TP_ROUNDS,
-            "--json", tmp / "throughput.json"]
-    for n, a in cs:
-        argv += ["--name", n, "--", *a]
-    print(f"  $ {shown(argv)}", flush=True)
-    r = subprocess.run([str(a) for a in argv], cwd=CWD, env=CLEAN_ENV, stdin=subprocess.DEVNULL)
-    p = tmp / "throughput.json"
-    if r.returncode or not p.exists():
-        fail("throughput", f"bench/launch --throughput exited {r.returncode}")
-    if not p.exists():
+    d = drive_throughput("throughput", cs, TP_SECONDS, args.workers, TP_ROUNDS)
+    if not d:
         return
-    d = json.loads(p.read_text())
-    doc["sections"]["throughput"] = d
     byname = {c["name"]: c for c in d["contenders"]}
     ref = byname.get("airlock", {}).get("rate_per_s")
     for c in d["contenders"]:
@@ -552,6 +560,8 @@ def cpu_per_launch():
     the wall time per launch. Where CPU exceeds wall, part of a launch runs beside it (the
     allowlisted run's gateway, the network namespaces' clean-up), so on a host with few
     CPUs that part, not the order of the set-up, sets how fast it can get."""
+    if not build_launch():
+        return
     secs, rounds = (2, 2) if Q else (6, 3)
     header(f"2b. host CPU per launch: one worker, {secs} s per contender in {rounds} "
            f"alternated rounds (deny-all, allowlist, bwrap)")
@@ -559,20 +569,9 @@ def cpu_per_launch():
           ("airlock-allow", [AIRLOCK, "run", "--no-pool", "--allow", "example.test", "--",
                              "/bin/true"]),
           ("bwrap", bwrap_argv(["/bin/true"]))]
-    cs = [(n, a) for n, a in cs if preflight(n, a)]
-    argv = [LAUNCH, "--throughput", secs, "--workers", 1, "--rounds", rounds,
-            "--json", tmp / "cpu.json"]
-    for n, a in cs:
-        argv += ["--name", n, "--", *a]
-    print(f"  $ {shown(argv)}", flush=True)
-    r = subprocess.run([str(a) for a in argv], cwd=CWD, env=CLEAN_ENV, stdin=subprocess.DEVNULL)
-    p = tmp / "cpu.json"
-    if r.returncode or not p.exists():
-        fail("throughput", f"bench/launch --throughput (one worker) exited {r.returncode}")
-    if not p.exists():
+    d = drive_throughput("cpu_per_launch", cs, secs, 1, rounds)
+    if not d:
         return
-    d = json.loads(p.read_text())
-    doc["sections"]["cpu_per_launch"] = d
     byname = {c["name"]: c for c in d["contenders"]}
     ref = byname.get("airlock", {}).get("host_cpu_ms_per_launch")
     for c in d["contenders"]:
