@@ -36,8 +36,8 @@ static void keep_only_our_fds(const struct jail_ctx *ctx)
 		keep[n++] = ctx->stdio[i];
 	keep[n++] = ctx->netns_ahead ? ctx->netns_fd : -1;
 	keep[n++] = ctx->mntns_ahead ? ctx->mntns_fd : -1;
-	keep[n++] = ctx->agent_fd;
-	keep[n++] = ctx->listen_fd;
+	keep[n++] = ctx->agent_path ? ctx->agent_fd : -1; /* a one-shot's are 0, not set */
+	keep[n++] = ctx->agent_path ? ctx->listen_fd : -1;
 	keep[n++] = ctx->prepared ? ctx->landlock_fd : -1;
 	qsort(keep, (size_t)n, sizeof(keep[0]), cmp_int);
 	for (int i = 0; i < n; i++) {

@@ -237,18 +237,21 @@ def test_a_set_up_failure_after_the_child_made_its_memory_cgroup_leaves_none(tmp
 def test_the_sandboxs_pid1_holds_nothing_of_the_callers(tmp_path):
     """The workload closes what it inherited (test_cli), but the sandbox's PID 1 -- airlock's
     clone, which never execs -- lives as long as the sandbox: it must not keep the caller's
-    open files either (here a file on fd 9 without FD_CLOEXEC, and stdout/stderr files).
+    open files either (here a file without FD_CLOEXEC, and stdin/stdout/stderr files).
     Seen from the host: PID 1's fds are its own (pipes, sockets, the host's /dev/null)."""
     secret = tmp_path / "secret-fd"
     secret.write_text("fd-secret-content")
     fd = os.open(secret, os.O_RDONLY)
     os.set_inheritable(fd, True)
+    (tmp_path / "in").write_text("")
+    inf = open(tmp_path / "in", "rb")
     out, errf = open(tmp_path / "out", "wb"), open(tmp_path / "err", "wb")
     try:
         p = subprocess.Popen([AIRLOCK_BIN, "run", "--no-pool", "--", "sleep", "30"],
-                             stdout=out, stderr=errf, pass_fds=(fd,))
+                             stdin=inf, stdout=out, stderr=errf, pass_fds=(fd,))
     finally:
         os.close(fd)
+        inf.close()
         out.close()
         errf.close()
     try:
