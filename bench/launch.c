@@ -164,7 +164,8 @@ static void usage(FILE *f)
 		"work a run leaves behind (e.g. a pool's refill) never overlaps a timed run.\n"
 		"--throughput SEC instead counts successful launches per second with W\n"
 		"concurrent workers (default 2) over SEC seconds per contender, in R\n"
-		"alternated rounds (default 5).\n");
+		"alternated rounds (default 5), and the host's busy CPU time (all CPUs, from\n"
+		"/proc/stat) over a contender's rounds per successful launch.\n");
 }
 
 static double now_ms(void)

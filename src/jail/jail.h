@@ -73,10 +73,10 @@ static inline double jail_now_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* spawn.c: clone the child into its namespaces (and cgroup on v2); the child closes
- * close_in_child[] and runs jail_child_main(ctx). */
-int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in_child,
-	       size_t n_close, pid_t *pid_out, int *pidfd_out, struct al_error **err);
+/* spawn.c: clone the child into its namespaces (and cgroup on v2); the child closes every
+ * fd but ctx's own (the parent's ends among them) and runs jail_child_main(ctx). */
+int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int *pidfd_out,
+	       struct al_error **err);
 /* spawn.c: before the clone, note the caller's CPUs in ctx; after it, move the child to
  * the others for its set-up, which overlaps the parent's work (the cgroups on v1, the
  * network namespace) instead of waiting behind it on one CPU. The child takes the

@@ -248,8 +248,6 @@ static int make_cgroup(struct run *r, struct al_error **err)
 
 static int spawn(struct run *r, struct al_error **err)
 {
-	int parent_ends[] = {r->sync[0], r->out[0], r->errp[0], r->in[1], r->crowd_fd};
-
 	r->ctx.sync_fd = r->sync[1];
 	r->ctx.stdio[0] = r->in[0];
 	r->ctx.stdio[1] = r->out[1];
@@ -262,8 +260,7 @@ static int spawn(struct run *r, struct al_error **err)
 		jail_note_cpus(&r->ctx, r->crowd_fd);
 		r->ctx.netns_later = r->ctx.cpus_moved && !r->ctx.netns_ahead;
 	}
-	if (jail_clone(&r->ctx, r->cg, parent_ends, ARRAY_SIZE(parent_ends), &r->pid, &r->pidfd,
-		       err) < 0)
+	if (jail_clone(&r->ctx, r->cg, &r->pid, &r->pidfd, err) < 0)
 		return -1;
 	al_closep(&r->pool.sbx_fd); /* the child has joined them, or holds its own copies */
 	al_closep(&r->pool.mnt_fd);

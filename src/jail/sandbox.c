@@ -127,7 +127,7 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 		goto fail;
 	}
 	ctx.sync_fd = sync[1];
-	r = jail_clone(&ctx, cg, &sync[0], 1, &pid, &pidfd, err);
+	r = jail_clone(&ctx, cg, &pid, &pidfd, err);
 	al_closep(&sync[1]);
 	if (r == 0)
 		r = jail_release_child(cg, pid, sync[0], -1, err);

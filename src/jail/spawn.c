@@ -66,8 +66,8 @@ fail:
 	jail_child_fail(ctx->sync_fd, err);
 }
 
-int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in_child,
-	       size_t n_close, pid_t *pid_out, int *pidfd_out, struct al_error **err)
+int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int *pidfd_out,
+	       struct al_error **err)
 {
 	struct al_clone_args args = {
 		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -94,10 +94,8 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, const int *close_in
 	if (pid < 0)
 		return al_error_set(err, errno, "clone3 (new namespaces)");
 	if (pid == 0) {
-		/* Child: drop the parent's ends, then the ordered set-up (never returns). */
-		for (size_t i = 0; i < n_close; i++)
-			if (close_in_child[i] >= 0)
-				close(close_in_child[i]);
+		/* Child: only our fds (the parent's ends go too), then the ordered set-up
+		 * (never returns). */
 		keep_only_our_fds(ctx);
 		jail_child_main(ctx);
 	}
