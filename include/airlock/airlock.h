@@ -108,6 +108,9 @@ struct al_config {
 	/* The one-shot pool to draw a network namespace from (src/jail/pool.h: its
 	 * version directory), or NULL to make them. An empty or absent pool is no error. */
 	const char *pool_dir;
+	/* Where read-only root templates are kept (src/jail/template.h), or NULL to build
+	 * every root. A run whose settings a template does not suit builds its own. */
+	const char *template_dir;
 };
 
 AL_PUBLIC void al_config_init(struct al_config *cfg);

@@ -9,6 +9,7 @@
 
 int cli_run(int argc, char **argv);
 int cli_pool(int argc, char **argv);
+int cli_template(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 void cli_serve_usage(FILE *out);
 void cli_run_usage(FILE *out);

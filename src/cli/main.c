@@ -20,6 +20,7 @@ static void usage(FILE *out)
 	      "  run [flags] -- CMD [ARGS...]   run one command in a fresh sandbox, then remove it\n"
 	      "  serve [flags]                  run the daemon (airlockd): sandboxes behind an HTTP API\n"
 	      "  pool fill [N] | status | drain sandbox parts made ahead for `run` (opt-in)\n"
+	      "  template status | drop         the read-only root templates `run` keeps\n"
 	      "\n"
 	      "talking to airlockd (--url URL | --socket PATH, --token TOKEN, --json; or AIRLOCK_URL,\n"
 	      "AIRLOCK_SOCKET, AIRLOCK_TOKEN; default http://127.0.0.1:7070 and the daemon's token file):\n"
@@ -90,6 +91,8 @@ int main(int argc, char **argv)
 		return cli_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "pool") == 0)
 		return cli_pool(argc - 1, argv + 1);
+	if (strcmp(argv[1], "template") == 0)
+		return cli_template(argc - 1, argv + 1);
 	/*
 	 * The daemon and the client subcommands live in their own binaries (airlockd,
 	 * airlock-remote) next to this one: they link libmicrohttpd, SQLite, libarchive and

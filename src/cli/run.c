@@ -6,6 +6,7 @@
 #include "common/parse.h"
 #include "common/xalloc.h"
 #include "jail/pool.h"
+#include "jail/template.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -62,6 +63,9 @@ void cli_run_usage(FILE *out)
 	      "  --hostname NAME      hostname inside: letters, digits, '-', '.' (default sandbox)\n"
 	      "  --no-pool            make every namespace now, even if `airlock pool fill` has\n"
 	      "                       some ready (`airlock pool --help`)\n"
+	      "  --no-template        build the sandbox's whole root now instead of copying the\n"
+	      "                       read-only template kept for default runs\n"
+	      "                       (`airlock template --help`)\n"
 	      "  -h, --help           this text\n"
 	      "\n"
 	      "Inside: uid 1000 (user), cwd /workspace, HOME=/home/user, environment PATH, HOME,\n"
@@ -91,7 +95,7 @@ struct run_opts {
 	struct al_config cfg;
 	const char **env;
 	struct al_file_copy *files;
-	bool json, interactive, no_pool;
+	bool json, interactive, no_pool, no_template;
 	struct buf out, err;
 	/* network flags, turned into one policy document */
 	const char *net_mode;    /* deny / allow-all, or NULL */
@@ -134,6 +138,7 @@ enum {
 	OPT_FILE, OPT_ROOT, OPT_JSON, OPT_NET, OPT_HOSTNAME, OPT_ALLOW, OPT_ALLOW_CIDR,
 	OPT_DENY_CIDR, OPT_POLICY, OPT_UP_NETNS, OPT_UP_DNS, OPT_UP_CA, OPT_EGRESS_LOG,
 	OPT_NO_POOL,
+	OPT_NO_TEMPLATE,
 };
 
 static const struct option long_opts[] = {
@@ -162,6 +167,7 @@ static const struct option long_opts[] = {
 	{"upstream-ca", required_argument, NULL, OPT_UP_CA},
 	{"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
 	{"no-pool", no_argument, NULL, OPT_NO_POOL},
+	{"no-template", no_argument, NULL, OPT_NO_TEMPLATE},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
@@ -254,6 +260,9 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		break;
 	case OPT_NO_POOL:
 		o->no_pool = true;
+		break;
+	case OPT_NO_TEMPLATE:
+		o->no_template = true;
 		break;
 	case OPT_NET:
 		if (strcmp(arg, "deny") == 0 || strcmp(arg, "deny-all") == 0 ||
@@ -543,6 +552,9 @@ int cli_run(int argc, char **argv)
 	/* Namespaces made ahead by `airlock pool fill`, if there are any (src/cli/pool.c). */
 	if (!o.no_pool && jail_pool_dir(NULL, pool_dir, sizeof(pool_dir)) == 0)
 		o.cfg.pool_dir = pool_dir;
+	/* A read-only root template for default settings (src/cli/template.c). */
+	if (!o.no_template)
+		o.cfg.template_dir = jail_template_root(NULL);
 	o.cfg.argv = argv + optind;
 	o.cfg.env = o.env;
 	o.cfg.files = o.files;

@@ -118,7 +118,7 @@ void jail_child_main(struct jail_ctx *ctx)
 {
 	struct al_error *err = NULL;
 	struct jail_msg m = {.type = JMSG_IDMAP};
-	const char *host = ctx->cfg->hostname ? ctx->cfg->hostname : "sandbox";
+	const char *host = ctx->cfg->hostname ? ctx->cfg->hostname : JAIL_HOSTNAME_DEFAULT;
 
 	/* C1. A one-shot run dies with airlock (the death signal is cleared by the uid change
 	 *     below; from then on the sync socket's EOF plays that role, see init.c). A daemon
@@ -157,9 +157,17 @@ void jail_child_main(struct jail_ctx *ctx)
 	/* C5. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
 	 *     of --file sources, pivot_root, old root detached. A daemon sandbox may join a
 	 *     root its spawner made ahead for exactly this configuration (never entered by any
-	 *     sandbox before: jail_rootfs_ahead), and only finish it: owner, /proc. */
+	 *     sandbox before: jail_rootfs_ahead), and only finish it: owner, /proc. A one-shot
+	 *     with default settings gets a private copy of a read-only root template
+	 *     (template.c) and adds only its own parts: a writable tmpfs, devpts, /proc. */
 	if (ctx->mntns_ahead) {
 		int r = jail_rootfs_enter_ahead(ctx, ctx->mntns_fd, &err);
+
+		close(ctx->mntns_fd);
+		if (r < 0)
+			jail_child_fail(ctx->sync_fd, err);
+	} else if (ctx->mntns_template) {
+		int r = jail_rootfs_enter_template(ctx, ctx->mntns_fd, &err);
 
 		close(ctx->mntns_fd);
 		if (r < 0)

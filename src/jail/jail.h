@@ -16,6 +16,7 @@
 #define JAIL_UID_RANGE 65536u
 #define JAIL_USER_UID 1000u
 #define JAIL_HOME "/home/user"
+#define JAIL_HOSTNAME_DEFAULT "sandbox"
 #define JAIL_DISK_DEFAULT (1ULL << 30) /* the root tmpfs without --disk */
 
 struct jail_cgroup;
@@ -37,6 +38,8 @@ struct jail_ctx {
 	int netns_fd;         /* instead of cloning a new one */
 	bool mntns_ahead;     /* join mntns_fd, a root made ahead (jail_rootfs_ahead), instead */
 	int mntns_fd;         /* of cloning a mount namespace and building the root */
+	bool mntns_template;  /* mntns_fd is a root template (template.c): join, copy, and add */
+			      /* the sandbox's own parts (jail_rootfs_enter_template) */
 	bool cpus_moved;      /* the parent moved us off its CPU for the set-up: take back */
 	cpu_set_t cpus;       /* these (the parent's own) at GO (jail_child_elsewhere) */
 	const char *cg_memory; /* v1 one-shot: make and join this memory cgroup (C4c) */
@@ -63,6 +66,19 @@ struct jail_ctx {
 	 * every child inherits: installing it again would only stack a second copy. */
 	bool seccomp_held;
 };
+
+/* FNV-1a over n bytes, from h (2166136261u to start): names of things made ahead. */
+static inline uint32_t jail_fnv(uint32_t h, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 16777619u;
+	return h;
+}
+
+/* template.c: h and this very binary (a rebuild is a new file): what made a thing ahead. */
+uint32_t jail_fnv_binary(uint32_t h);
 
 /* The monotonic clock in milliseconds (timeouts, durations). */
 static inline double jail_now_ms(void)
@@ -130,6 +146,15 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
 /* rootfs.c, in the child instead of jail_rootfs_build: join that namespace, give the
  * writable places to the sandbox user, mount /proc, chdir to /workspace. */
 int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error **err);
+
+/* rootfs.c: the host paths the default runtime brings in (at most max, in out). */
+size_t jail_rootfs_host_paths(const char **out, size_t max);
+/* rootfs.c, in a process of its own that stays there: a new mount namespace whose root is
+ * the read-only skeleton every default one-shot shares (template.c). */
+int jail_rootfs_template_make(bool net_link, struct al_error **err);
+/* rootfs.c, in the child instead of jail_rootfs_build: a private copy of that namespace,
+ * with the sandbox's own writable tmpfs, devpts and /proc. */
+int jail_rootfs_enter_template(struct jail_ctx *ctx, int mntns_fd, struct al_error **err);
 
 /* copy.c: create the absolute sandbox path dir (and parents) under root_fd without ever
  * following a symlink; the last component is owned by owner. Returns an O_PATH dir fd. */

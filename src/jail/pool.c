@@ -35,31 +35,16 @@
 
 static const char *const kind_dir[] = {[JAIL_POOL_LOOPBACK] = "loopback", [JAIL_POOL_LINK] = "link"};
 
-static uint32_t fnv(uint32_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 16777619u;
-	return h;
-}
-
 /* What a pooled entry was built by: the ruleset's bytes, the link's addresses, and this
  * very binary (a rebuild is a new file: its roots and links may differ). */
 static unsigned version_hash(void)
 {
 	static const char link[] = NET_GW_ADDR " " NET_SBX_ADDR " " NET_SBX_LINK " " NET_GW_LINK;
-	struct stat st;
 	uint32_t h = 2166136261u;
 
-	h = fnv(h, gw_nft_batch, sizeof(gw_nft_batch));
-	h = fnv(h, link, sizeof(link));
-	if (stat("/proc/self/exe", &st) == 0) {
-		uint64_t id[] = {st.st_dev, st.st_ino, (uint64_t)st.st_size,
-				 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
-		h = fnv(h, id, sizeof(id));
-	}
-	return h;
+	h = jail_fnv(h, gw_nft_batch, sizeof(gw_nft_batch));
+	h = jail_fnv(h, link, sizeof(link));
+	return jail_fnv_binary(h);
 }
 
 /* root, else $AIRLOCK_POOL, else JAIL_POOL_ROOT (a relative path counts as none). */
@@ -620,5 +605,5 @@ bool jail_pool_root_fits(const struct al_config *cfg, bool needs_ca)
 {
 	return jail_rootfs_can_ahead(cfg) && !needs_ca &&
 	       (cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT) == JAIL_DISK_DEFAULT &&
-	       (!cfg->hostname || strcmp(cfg->hostname, "sandbox") == 0);
+	       (!cfg->hostname || strcmp(cfg->hostname, JAIL_HOSTNAME_DEFAULT) == 0);
 }

@@ -142,13 +142,31 @@ static int build_ca(int root_fd, bool image, const char *ca_pem, struct al_error
 	return 0;
 }
 
+/* The host's top-level entries the runtime brings in besides /usr (as what they are). */
+static const char *const host_top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+/* Host /etc entries that are safe and that common tools need. Nothing else of /etc. */
+static const char *const host_etc[] = {"ld.so.cache", "localtime", "ssl/certs", "alternatives",
+				       "os-release"};
+
+size_t jail_rootfs_host_paths(const char **out, size_t max)
+{
+	static const char *const all[] = {"/usr",		"/bin",		"/sbin",
+					  "/lib",		"/lib32",	"/lib64",
+					  "/libx32",		"/etc/ld.so.cache",	"/etc/localtime",
+					  "/etc/ssl/certs",	"/etc/alternatives", "/etc/os-release"};
+	size_t n = 0;
+
+	_Static_assert(ARRAY_SIZE(all) == 1 + ARRAY_SIZE(host_top) + ARRAY_SIZE(host_etc),
+		       "every host path the runtime brings in");
+	for (; n < ARRAY_SIZE(all) && n < max; n++)
+		out[n] = all[n];
+	return n;
+}
+
 static int build_host_runtime(int root_fd, const char *hostname, bool net,
 			      struct al_error **err)
 {
-	static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
-	/* Host /etc entries that are safe and that common tools need. Nothing else of /etc. */
-	static const char *const etc[] = {"ld.so.cache", "localtime", "ssl/certs", "alternatives",
-					  "os-release"};
+	const char *const *top = host_top, *const *etc = host_etc;
 	char host_path[PATH_MAX], rel[PATH_MAX], hosts[512];
 	size_t i;
 	int r;
@@ -156,7 +174,7 @@ static int build_host_runtime(int root_fd, const char *hostname, bool net,
 	if (mkdirat(root_fd, "usr", 0755) < 0)
 		return al_error_set(err, errno, "mkdir '/usr'");
 	r = bind_ro("/usr", STAGE "/usr", err);
-	for (i = 0; r == 0 && i < ARRAY_SIZE(top); i++) {
+	for (i = 0; r == 0 && i < ARRAY_SIZE(host_top); i++) {
 		snprintf(host_path, sizeof(host_path), "/%s", top[i]);
 		r = import_host_entry(root_fd, host_path, top[i], err);
 	}
@@ -176,7 +194,7 @@ static int build_host_runtime(int root_fd, const char *hostname, bool net,
 	snprintf(hosts, sizeof(hosts), "%s\n", hostname);
 	if (write_file(root_fd, "etc/hostname", hosts, err) < 0)
 		return -1;
-	for (i = 0; i < ARRAY_SIZE(etc); i++) {
+	for (i = 0; i < ARRAY_SIZE(host_etc); i++) {
 		snprintf(host_path, sizeof(host_path), "/etc/%s", etc[i]);
 		snprintf(rel, sizeof(rel), "etc/%s", etc[i]);
 		if (import_host_entry(root_fd, host_path, rel, err) < 0)
@@ -220,7 +238,16 @@ static int build_image(int root_fd, int image_fd, const char *image, struct al_e
 	return 0;
 }
 
-static int build_dev(int root_fd, struct al_error **err)
+/* A private devpts instance: the sandbox sees only its own PTYs. */
+static int mount_devpts(const char *at, struct al_error **err)
+{
+	if (mount("devpts", at, "devpts", MS_NOSUID | MS_NOEXEC,
+		  "newinstance,ptmxmode=0666,mode=0620") < 0)
+		return mount_err(err, "devpts", at);
+	return 0;
+}
+
+static int build_dev(int root_fd, bool devpts, struct al_error **err)
 {
 	static const struct {
 		const char *name;
@@ -246,16 +273,12 @@ static int build_dev(int root_fd, struct al_error **err)
 	for (i = 0; i < ARRAY_SIZE(links); i++)
 		if (symlinkat(links[i].target, root_fd, links[i].name) < 0)
 			return al_error_set(err, errno, "symlink '/%s'", links[i].name);
-	/* A private devpts instance: the sandbox sees only its own PTYs. */
-	if (mount("devpts", STAGE "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-		  "newinstance,ptmxmode=0666,mode=0620") < 0)
-		return mount_err(err, "devpts", STAGE "/dev/pts");
-	return 0;
+	return devpts ? mount_devpts(STAGE "/dev/pts", err) : 0;
 }
 
 /* /proc for the sandbox's pid namespace; top is where the new root is now (STAGE before
  * pivot_root, "" after). */
-static int build_proc(int root_fd, const char *top, struct al_error **err)
+static int build_proc(const char *top, struct al_error **err)
 {
 	/* Kernel state no sandbox needs: hidden behind /dev/null even though uid checks
 	 * already refuse most of it (defence in depth). */
@@ -264,8 +287,6 @@ static int build_proc(int root_fd, const char *top, struct al_error **err)
 	char path[64], null[64];
 	size_t i;
 
-	if (mkdirat(root_fd, "proc", 0555) < 0)
-		return al_error_set(err, errno, "mkdir '/proc'");
 	/* We are PID 1 of the sandbox's pid namespace: this proc shows only its processes. */
 	snprintf(path, sizeof(path), "%s/proc", top);
 	if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
@@ -280,11 +301,14 @@ static int build_proc(int root_fd, const char *top, struct al_error **err)
 	return bind_ro(path, path, err);
 }
 
+/* The writable places (or, in a template, where they will be mounted) and /proc's. */
 static int build_writable(int root_fd, struct al_error **err)
 {
 	if (mkdirat(root_fd, "tmp", 01777) < 0 || mkdirat(root_fd, "workspace", 0755) < 0 ||
 	    mkdirat(root_fd, "home", 0755) < 0 || mkdirat(root_fd, "home/user", 0755) < 0)
 		return al_error_set(err, errno, "mkdir writable directories");
+	if (mkdirat(root_fd, "proc", 0555) < 0)
+		return al_error_set(err, errno, "mkdir '/proc'");
 	return 0;
 }
 
@@ -350,6 +374,16 @@ static int enter_root(const char *workdir, struct al_error **err)
 	return 0;
 }
 
+/* The mount options of the tmpfs that holds everything the sandbox writes: --disk. */
+static void disk_opts(const struct al_config *cfg, char *buf, size_t len)
+{
+	uint64_t disk = cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT;
+	uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
+
+	snprintf(buf, len, "size=%llu,nr_inodes=%llu,mode=0755", (unsigned long long)disk,
+		 (unsigned long long)inodes);
+}
+
 /* The staging tmpfs at STAGE with everything that depends neither on the sandbox's pid
  * namespace nor on its owner: the runtime (or the image), /etc, the CA's place, the
  * writable directories, /dev. */
@@ -357,26 +391,23 @@ static int build_stage(const struct jail_ctx *ctx, int image_fd, int *root_fd,
 		       struct al_error **err)
 {
 	const struct al_config *cfg = ctx->cfg;
-	uint64_t disk = cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT;
-	uint64_t inodes = disk / 4096 < 16384 ? 16384 : disk / 4096;
 	char opts[128];
 	int r;
 
-	snprintf(opts, sizeof(opts), "size=%llu,nr_inodes=%llu,mode=0755",
-		 (unsigned long long)disk, (unsigned long long)inodes);
+	disk_opts(cfg, opts, sizeof(opts));
 	if (mount("airlock", STAGE, "tmpfs", MS_NOSUID, opts) < 0)
 		return mount_err(err, "tmpfs", STAGE);
 	if ((*root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return al_error_set(err, errno, "open '%s'", STAGE);
 	r = cfg->image ? build_image(*root_fd, image_fd, cfg->image, err)
-		       : build_host_runtime(*root_fd, cfg->hostname ? cfg->hostname : "sandbox",
+		       : build_host_runtime(*root_fd, cfg->hostname ? cfg->hostname : JAIL_HOSTNAME_DEFAULT,
 					    ctx->net_link, err);
 	if (r == 0)
 		r = build_ca(*root_fd, cfg->image != NULL, ctx->ca_pem, err);
 	if (r == 0)
 		r = build_writable(*root_fd, err);
 	if (r == 0)
-		r = build_dev(*root_fd, err);
+		r = build_dev(*root_fd, true, err);
 	return r;
 }
 
@@ -437,6 +468,17 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
 	return 0;
 }
 
+/* The end of a root joined (made ahead, or a template's copy): /proc, the workdir. */
+static int finish_joined(int r, struct al_error **err)
+{
+	if (r == 0)
+		r = build_proc("", err);
+	if (r == 0 && chdir("/workspace") < 0)
+		r = al_error_set(err, errno, "chdir '/workspace'");
+	umask(022);
+	return r < 0 ? al_error_wrap(err, "finishing the sandbox filesystem") : 0;
+}
+
 int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error **err)
 {
 	_cleanup_close_ int root_fd = -1;
@@ -451,12 +493,7 @@ int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error 
 		r = al_error_set(err, errno, "open the sandbox root");
 	if (r == 0)
 		r = chown_writable(root_fd, ctx, err);
-	if (r == 0)
-		r = build_proc(root_fd, "", err);
-	if (r == 0 && chdir("/workspace") < 0)
-		r = al_error_set(err, errno, "chdir '/workspace'");
-	umask(022);
-	return r < 0 ? al_error_wrap(err, "finishing the sandbox filesystem") : 0;
+	return finish_joined(r, err);
 }
 
 int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
@@ -484,6 +521,10 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 		r = build_stage(ctx, image_fd, &root_fd, err);
 	if (r == 0)
 		r = chown_writable(root_fd, ctx, err);
+	/* /proc is mounted after the workdir is made: it would hide it. */
+	if (r == 0 && strncmp(workdir, "/proc", 5) == 0 && (!workdir[5] || workdir[5] == '/'))
+		r = al_error_set(err, EEXIST, "workdir '%s': the sandbox's /proc goes there",
+				 workdir);
 	if (r == 0 && strcmp(workdir, "/workspace") != 0) {
 		wd_fd = jail_mkdir_p(root_fd, workdir, ctx->host_base + ctx->uid, err);
 		r = wd_fd < 0 ? -1 : 0;
@@ -494,9 +535,93 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 		if (src_fds[i] >= 0)
 			close(src_fds[i]);
 	if (r == 0)
-		r = build_proc(root_fd, STAGE, err);
+		r = build_proc(STAGE, err);
 	if (r == 0)
 		r = enter_root(workdir, err);
 	umask(022);
 	return r < 0 ? al_error_wrap(err, "building the sandbox filesystem") : 0;
+}
+
+/*
+ * Templates (template.c keeps them): in a process of its own, single-threaded, host root,
+ * which stays in the namespace it makes. Its root is what every default one-shot's root
+ * has in common: the runtime, /etc for the default hostname and this network variant,
+ * /etc/airlock (empty), /dev's nodes, and the empty places of /tmp, /workspace,
+ * /home/user, /dev/shm, /dev/pts and /proc. No devpts, no proc: those are per sandbox.
+ * The superblock ends read-only, so no copy of it can be written by anyone.
+ */
+int jail_rootfs_template_make(bool net_link, struct al_error **err)
+{
+	_cleanup_close_ int root_fd = -1;
+	int r = 0;
+
+	umask(0);
+	if (unshare(CLONE_NEWNS) < 0)
+		return al_error_set(err, errno, "unshare(CLONE_NEWNS)");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return mount_err(err, "(make-rprivate)", "/");
+	if (mount("airlock-template", STAGE, "tmpfs", MS_NOSUID, "size=1m,nr_inodes=1024,mode=0755") <
+	    0)
+		return mount_err(err, "tmpfs", STAGE);
+	if ((root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return al_error_set(err, errno, "open '%s'", STAGE);
+	r = build_host_runtime(root_fd, JAIL_HOSTNAME_DEFAULT, net_link, err);
+	if (r == 0)
+		r = build_ca(root_fd, false, NULL, err);
+	if (r == 0)
+		r = build_writable(root_fd, err);
+	if (r == 0)
+		r = build_dev(root_fd, false, err);
+	if (r == 0)
+		r = enter_root("/", err);
+	/* The superblock read-only (MS_NOSUID again: a remount sets the mount's flags too). */
+	if (r == 0 && mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID, NULL) < 0)
+		r = mount_err(err, "(read-only remount)", "/");
+	return r < 0 ? al_error_wrap(err, "making a root template") : 0;
+}
+
+/*
+ * In the child instead of jail_rootfs_build: a private copy of the template's namespace,
+ * then what is the sandbox's own. One tmpfs (its size is --disk, as the classic root's)
+ * is mounted on /proc for a moment: its four directories are bound to /tmp, /workspace,
+ * /home/user and /dev/shm, and the tmpfs itself detached, so it is reachable only
+ * through them. Then a devpts instance, /proc and its masks.
+ */
+int jail_rootfs_enter_template(struct jail_ctx *ctx, int mntns_fd, struct al_error **err)
+{
+	static const struct {
+		const char *dir, *at;
+		mode_t mode;
+		bool owned; /* by the sandbox user */
+	} places[] = {{"/proc/tmp", "/tmp", 01777, false},
+		      {"/proc/workspace", "/workspace", 0755, true},
+		      {"/proc/home", JAIL_HOME, 0755, true},
+		      {"/proc/shm", "/dev/shm", 01777, false}};
+	uid_t owner = ctx->host_base + ctx->uid;
+	char opts[128];
+	size_t i;
+	int r = 0;
+
+	if (setns(mntns_fd, CLONE_NEWNS) < 0)
+		return al_error_set(err, errno, "setns to the root template");
+	/* From here on a copy: nothing below reaches the template or another sandbox. */
+	if (unshare(CLONE_NEWNS) < 0)
+		return al_error_set(err, errno, "unshare(CLONE_NEWNS) from the root template");
+	umask(0);
+	disk_opts(ctx->cfg, opts, sizeof(opts));
+	if (mount("airlock", "/proc", "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+		r = mount_err(err, "tmpfs", "/proc");
+	for (i = 0; r == 0 && i < ARRAY_SIZE(places); i++) {
+		if (mkdir(places[i].dir, places[i].mode) < 0)
+			r = al_error_set(err, errno, "mkdir '%s'", places[i].dir);
+		else if (places[i].owned && lchown(places[i].dir, owner, owner) < 0)
+			r = al_error_set(err, errno, "chown '%s'", places[i].dir);
+		else if (mount(places[i].dir, places[i].at, NULL, MS_BIND, NULL) < 0)
+			r = mount_err(err, places[i].dir, places[i].at);
+	}
+	if (r == 0 && umount2("/proc", MNT_DETACH) < 0)
+		r = al_error_set(err, errno, "detach the writable tmpfs from '/proc'");
+	if (r == 0)
+		r = mount_devpts("/dev/pts", err);
+	return finish_joined(r, err);
 }

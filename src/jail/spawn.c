@@ -35,7 +35,7 @@ static void keep_only_our_fds(const struct jail_ctx *ctx)
 	for (int i = 0; i < 3; i++)
 		keep[n++] = ctx->stdio[i];
 	keep[n++] = ctx->netns_ahead ? ctx->netns_fd : -1;
-	keep[n++] = ctx->mntns_ahead ? ctx->mntns_fd : -1;
+	keep[n++] = ctx->mntns_ahead || ctx->mntns_template ? ctx->mntns_fd : -1;
 	keep[n++] = ctx->agent_path ? ctx->agent_fd : -1; /* a one-shot's are 0, not set */
 	keep[n++] = ctx->agent_path ? ctx->listen_fd : -1;
 	keep[n++] = ctx->prepared ? ctx->landlock_fd : -1;
@@ -80,7 +80,7 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int
 
 	if (ctx->netns_ahead || ctx->netns_later) /* the child joins it (child.c, C4, C5b) */
 		args.flags &= ~(uint64_t)CLONE_NEWNET;
-	if (ctx->mntns_ahead) /* the child joins it (child.c, C5) */
+	if (ctx->mntns_ahead || ctx->mntns_template) /* the child joins it (child.c, C5) */
 		args.flags &= ~(uint64_t)CLONE_NEWNS;
 	if (ctx->clone_parent) { /* clone3 wants no exit signal then: reap with __WALL */
 		args.flags |= CLONE_PARENT;
