@@ -82,10 +82,11 @@ bool jail_template_fits(const struct al_config *cfg, const char *ca_pem)
 	       (!cfg->hostname || strcmp(cfg->hostname, JAIL_HOSTNAME_DEFAULT) == 0);
 }
 
-/* A mount namespace's nsfs file (an unmounted pin is an empty file: never join that). */
+/* A mount namespace's nsfs file (an unmounted pin is an empty file: never join that; and
+ * whatever else is there, opening it never blocks). */
 static int open_ns(const char *path)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
 
 	if (fd >= 0 && ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNS)
 		al_closep(&fd);

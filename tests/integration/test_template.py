@@ -36,9 +36,9 @@ class Templates:
         self.root = root
         self.env = dict(os.environ, AIRLOCK_TEMPLATE=root)
 
-    def run(self, *args, **kw):
+    def run(self, *args, timeout=60, **kw):
         return subprocess.run([AIRLOCK_BIN, "run", "--no-pool", *args], capture_output=True,
-                              text=True, env=self.env, timeout=60, **kw)
+                              text=True, env=self.env, timeout=timeout, **kw)
 
     def cmd(self, *args):
         return subprocess.run([AIRLOCK_BIN, "template", *args], capture_output=True,
@@ -194,17 +194,25 @@ def test_a_changed_host_file_makes_a_new_template(tmpl):
     assert len(new) == 1 and new != old, (old, new)
 
 
-def test_a_pin_left_half_made_is_replaced(tmpl):
+@pytest.mark.parametrize("kind", ["empty file", "fifo", "directory"])
+def test_whatever_is_in_a_pins_place_is_never_joined(tmpl, kind):
     assert tmpl.run("--", "true").returncode == 0
     name = tmpl.pins()[0]
     assert tmpl.cmd("drop").returncode == 0
-    # What a builder that died between creating its pin and mounting it leaves: an empty file.
+    # An empty file is what a builder that died between creating its pin and mounting it
+    # leaves; a FIFO would block a plain open(2); a directory cannot be replaced.
     os.makedirs(tmpl.root, mode=0o755)
-    open(os.path.join(tmpl.root, name), "w").close()
-    r = tmpl.run("--", "sh", "-c", "grep ' / / ' /proc/self/mountinfo")
+    path = os.path.join(tmpl.root, name)
+    {"empty file": lambda: open(path, "w").close(), "fifo": lambda: os.mkfifo(path),
+     "directory": lambda: os.mkdir(path)}[kind]()
+    r = tmpl.run("--", "sh", "-c", "grep ' / / ' /proc/self/mountinfo", timeout=20)
     assert r.returncode == 0, r.stderr
-    assert "airlock-template" in r.stdout, r.stdout
-    assert tmpl.pins() == [name]
+    if kind == "directory":  # the run built its own root
+        assert "airlock-template" not in r.stdout and tmpl.pins() == [], r.stdout
+        os.rmdir(path)
+    else:  # replaced by a template
+        assert "airlock-template" in r.stdout, r.stdout
+        assert tmpl.pins() == [name]
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o775])
