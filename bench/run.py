@@ -564,8 +564,11 @@ def cpu_per_launch():
         return
     secs, rounds = (2, 2) if Q else (6, 3)
     header(f"2b. host CPU per launch: one worker, {secs} s per contender in {rounds} "
-           f"alternated rounds (deny-all, allowlist, bwrap)")
+           f"alternated rounds (deny-all, the same without the root template, allowlist, "
+           f"bwrap)")
     cs = [("airlock", [AIRLOCK, "run", "--no-pool", "--", "/bin/true"]),
+          ("airlock-no-template", [AIRLOCK, "run", "--no-pool", "--no-template", "--",
+                                   "/bin/true"]),
           ("airlock-allow", [AIRLOCK, "run", "--no-pool", "--allow", "example.test", "--",
                              "/bin/true"]),
           ("bwrap", bwrap_argv(["/bin/true"]))]
