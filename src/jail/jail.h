@@ -77,9 +77,6 @@ static inline uint32_t jail_fnv(uint32_t h, const void *p, size_t n)
 	return h;
 }
 
-/* template.c: h and this very binary (a rebuild is a new file): what made a thing ahead. */
-uint32_t jail_fnv_binary(uint32_t h);
-
 /* The monotonic clock in milliseconds (timeouts, durations). */
 static inline double jail_now_ms(void)
 {

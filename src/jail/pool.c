@@ -40,11 +40,17 @@ static const char *const kind_dir[] = {[JAIL_POOL_LOOPBACK] = "loopback", [JAIL_
 static unsigned version_hash(void)
 {
 	static const char link[] = NET_GW_ADDR " " NET_SBX_ADDR " " NET_SBX_LINK " " NET_GW_LINK;
+	struct stat st;
 	uint32_t h = 2166136261u;
 
 	h = jail_fnv(h, gw_nft_batch, sizeof(gw_nft_batch));
 	h = jail_fnv(h, link, sizeof(link));
-	return jail_fnv_binary(h);
+	if (stat("/proc/self/exe", &st) == 0) {
+		uint64_t id[] = {st.st_dev, st.st_ino, (uint64_t)st.st_size,
+				 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
+		h = jail_fnv(h, id, sizeof(id));
+	}
+	return h;
 }
 
 /* root, else $AIRLOCK_POOL, else JAIL_POOL_ROOT (a relative path counts as none). */

@@ -5,6 +5,7 @@
 #include "jail/jail.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "template_layout.h" /* JAIL_TEMPLATE_LAYOUT: a hash of the code that makes one */
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,33 +27,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* Changes whenever what rootfs.c puts in a template changes shape (the binary's identity
- * in the key covers rebuilds too; this is for the reader). */
-#define LAYOUT 1u
 
 static const char *variant_name(bool net_link)
 {
 	return net_link ? "link" : "deny";
 }
 
-uint32_t jail_fnv_binary(uint32_t h)
-{
-	struct stat st;
-
-	if (stat("/proc/self/exe", &st) == 0) {
-		uint64_t id[] = {st.st_dev, st.st_ino, (uint64_t)st.st_size,
-				 (uint64_t)st.st_mtim.tv_sec, (uint64_t)st.st_mtim.tv_nsec};
-		h = jail_fnv(h, id, sizeof(id));
-	}
-	return h;
-}
-
-/* What the template binds from the host and who made it: a dozen lstat(2)s per run. */
+/* What the template binds from the host, and the code that makes it (meson.build):
+ * a dozen lstat(2)s per run. */
 static uint32_t template_key(void)
 {
 	const char *paths[16];
 	size_t n = jail_rootfs_host_paths(paths, ARRAY_SIZE(paths));
-	uint32_t h = jail_fnv(2166136261u, &(unsigned){LAYOUT}, sizeof(unsigned));
+	uint32_t h = jail_fnv(2166136261u, &(unsigned){JAIL_TEMPLATE_LAYOUT}, sizeof(unsigned));
 	struct stat st;
 
 	for (size_t i = 0; i < n; i++) {
@@ -65,7 +52,7 @@ static uint32_t template_key(void)
 		}
 		h = jail_fnv(h, id, sizeof(id));
 	}
-	return jail_fnv_binary(h);
+	return h;
 }
 
 const char *jail_template_root(const char *dir)

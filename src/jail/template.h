@@ -15,10 +15,12 @@
  *                         nsfs file. VARIANT: deny (loopback only) or link (resolv.conf
  *                         names the gateway). KEY hashes what the template binds from the
  *                         host (device, inode and type of /usr, /bin, ..., /etc/ld.so.cache,
- *                         ...) and this binary: `ldconfig` replaces /etc/ld.so.cache, a
- *                         package replaces a symlink, a rebuild may change the layout, and
- *                         each of these makes a new key, so no run joins a stale template.
- *                         Making one removes the variant's others.
+ *                         ...) and the code that makes it (a hash of its sources, made by
+ *                         meson.build): `ldconfig` replaces /etc/ld.so.cache, a package
+ *                         replaces a symlink, a change to that code changes the layout,
+ *                         and each of these makes a new key, so no run joins a stale
+ *                         template. Every build of the same code shares it. Making one
+ *                         removes the variant's others.
  *
  * Never written after it is made: its root's superblock is read-only, its mounts private.
  * A template is no state of any sandbox: what sandboxes share through it is what they
