@@ -5,9 +5,17 @@
 #include <airlock/airlock.h>
 #include <stddef.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 int cli_run(int argc, char **argv);
+/* "help", "--help" or "-h": the argument asks for a command's usage. */
+static inline bool cli_is_help(const char *arg)
+{
+	return strcmp(arg, "help") == 0 || strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
 int cli_pool(int argc, char **argv);
 int cli_template(int argc, char **argv);
 int cli_serve(int argc, char **argv);

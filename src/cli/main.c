@@ -104,8 +104,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
 		if (strcmp(argv[1], remote[i]) == 0)
 			return exec_sibling("airlock-remote", argv + 1);
-	if (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
-	    strcmp(argv[1], "-h") == 0) {
+	if (cli_is_help(argv[1])) {
 		usage(stdout);
 		return 0;
 	}

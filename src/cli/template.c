@@ -41,8 +41,7 @@ int cli_template(int argc, char **argv)
 		usage(stderr);
 		return AL_EXIT_USAGE;
 	}
-	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-	    strcmp(argv[1], "help") == 0) {
+	if (cli_is_help(argv[1])) {
 		usage(stdout);
 		return 0;
 	}

@@ -144,8 +144,21 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
  * writable places to the sandbox user, mount /proc, chdir to /workspace. */
 int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error **err);
 
-/* rootfs.c: the host paths the default runtime brings in (at most max, in out). */
-size_t jail_rootfs_host_paths(const char **out, size_t max);
+/* pin.c: keep namespace ns_fd at path (a new empty file, bind-mounted; removed again if the
+ * mount fails). */
+int jail_pin(int ns_fd, const char *path, struct al_error **err);
+/* pin.c: unmount every layer of a pin at path, and remove its file. */
+void jail_unpin(const char *path);
+/* pin.c: only a directory of our own that no one else may write in holds pins to join. */
+bool jail_dir_is_ours(const char *dir);
+/* pin.c: the namespace pinned at path if it is one of this type (CLONE_NEW*), else -1. */
+int jail_pin_open(const char *path, int type);
+
+/* rootfs.c: the i-th host path the default runtime brings in, in buf; false past the last. */
+bool jail_rootfs_host_path(size_t i, char *buf, size_t len);
+/* rootfs.c: jail_rootfs_can_ahead and the default hostname: the root every such sandbox
+ * has alike (what the pool's roots and the templates hold). */
+bool jail_rootfs_is_default(const struct al_config *cfg);
 /* rootfs.c, in a process of its own that stays there: a new mount namespace whose root is
  * the read-only skeleton every default one-shot shares (template.c). */
 int jail_rootfs_template_make(bool net_link, struct al_error **err);

@@ -15,7 +15,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/nsfs.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -24,8 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -121,12 +118,6 @@ unsigned jail_pool_size(const char *dir)
 	return (*end == '\n' || *end == '\0') && n <= JAIL_POOL_MAX_SIZE ? (unsigned)n : 0;
 }
 
-/* Is fd a namespace of this type? (An unmounted pin is an empty file: never join that.) */
-static bool is_ns(int fd, int type)
-{
-	return fd >= 0 && ioctl(fd, NS_GET_NSTYPE) == type;
-}
-
 /* Tell an entry's gateway, if it has one waiting, to leave: a connection closed without
  * a claim (it also leaves by itself once its socket is gone). */
 static void stop_gateway(const char *entry)
@@ -154,20 +145,9 @@ static void discard(const char *entry)
 	stop_gateway(entry);
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", entry, files[i]);
-		while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
-			; /* a pin made twice: take every layer */
-		unlink(path);
+		jail_unpin(path);
 	}
 	rmdir(entry);
-}
-
-/* Only a directory of our own that no one else may write in is a pool to join from. */
-static bool pool_dir_is_ours(const char *dir)
-{
-	struct stat st;
-
-	return lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	       !(st.st_mode & (S_IWGRP | S_IWOTH));
 }
 
 bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool_claim *c)
@@ -179,7 +159,7 @@ bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool
 
 	memset(c, 0, sizeof(*c));
 	c->sbx_fd = c->mnt_fd = -1;
-	if (!pool_dir_is_ours(dir) || !(d = open_sub(dir, kind_dir[kind], kdir, sizeof(kdir))))
+	if (!jail_dir_is_ours(dir) || !(d = open_sub(dir, kind_dir[kind], kdir, sizeof(kdir))))
 		return false;
 	while (!found && (name = next_entry(d)))
 		found = take(dir, kind_dir[kind], name, c->entry, sizeof(c->entry));
@@ -191,20 +171,20 @@ bool jail_pool_claim(const char *dir, enum jail_pool_kind kind, struct jail_pool
 		return false;
 	}
 	snprintf(from, sizeof(from), "%s/sbx", c->entry);
-	c->sbx_fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	c->sbx_fd = jail_pin_open(from, CLONE_NEWNET);
 	c->held = true;
 	snprintf(from, sizeof(from), "%s/mnt", c->entry);
-	c->mnt_fd = open(from, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	c->mnt_fd = jail_pin_open(from, CLONE_NEWNS);
 	if (kind == JAIL_POOL_LINK) {
 		_cleanup_close_ int gw = -1;
 
 		snprintf(c->gw_path, sizeof(c->gw_path), "%s/gw", c->entry);
 		snprintf(c->gw_sock, sizeof(c->gw_sock), "%s/gw.sock", c->entry);
-		gw = open(c->gw_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-		if (!is_ns(gw, CLONE_NEWNET))
+		gw = jail_pin_open(c->gw_path, CLONE_NEWNET);
+		if (gw < 0)
 			al_closep(&c->sbx_fd);
 	}
-	if (is_ns(c->sbx_fd, CLONE_NEWNET) && is_ns(c->mnt_fd, CLONE_NEWNS))
+	if (c->sbx_fd >= 0 && c->mnt_fd >= 0)
 		return true;
 	al_closep(&c->sbx_fd);
 	al_closep(&c->mnt_fd);
@@ -256,18 +236,10 @@ static int build_link(int sbx, int gw, struct al_error **err)
 /* Bind-mount namespace fd onto DIR/name. */
 static int pin(int fd, const char *dir, const char *name, struct al_error **err)
 {
-	char path[400], src[64];
-	int f;
+	char path[400];
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
-	f = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (f < 0)
-		return al_error_set(err, errno, "create '%s'", path);
-	close(f);
-	if (mount(src, path, NULL, MS_BIND, NULL) < 0)
-		return al_error_set(err, errno, "bind-mount a namespace on '%s'", path);
-	return 0;
+	return jail_pin(fd, path, err);
 }
 
 /* A gateway made ahead in the entry's gateway namespace, listening on DIR/gw.sock for the
@@ -523,7 +495,7 @@ int jail_pool_fill(const char *dir, unsigned size, struct al_error **err)
 				    JAIL_POOL_MAX_SIZE);
 	if (mkdirs(dir, err) < 0)
 		return -1;
-	if (!pool_dir_is_ours(dir))
+	if (!jail_dir_is_ours(dir))
 		return al_error_msg(err, EPERM,
 				    "'%s' is not a directory of this user that only it may write to",
 				    dir);
@@ -609,7 +581,6 @@ int jail_pool_drain(const char *root, struct al_error **err)
 
 bool jail_pool_root_fits(const struct al_config *cfg, bool needs_ca)
 {
-	return jail_rootfs_can_ahead(cfg) && !needs_ca &&
-	       (cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT) == JAIL_DISK_DEFAULT &&
-	       (!cfg->hostname || strcmp(cfg->hostname, JAIL_HOSTNAME_DEFAULT) == 0);
+	return jail_rootfs_is_default(cfg) && !needs_ca &&
+	       (cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT) == JAIL_DISK_DEFAULT;
 }

@@ -148,25 +148,22 @@ static const char *const host_top[] = {"bin", "sbin", "lib", "lib32", "lib64", "
 static const char *const host_etc[] = {"ld.so.cache", "localtime", "ssl/certs", "alternatives",
 				       "os-release"};
 
-size_t jail_rootfs_host_paths(const char **out, size_t max)
+bool jail_rootfs_host_path(size_t i, char *buf, size_t len)
 {
-	static const char *const all[] = {"/usr",		"/bin",		"/sbin",
-					  "/lib",		"/lib32",	"/lib64",
-					  "/libx32",		"/etc/ld.so.cache",	"/etc/localtime",
-					  "/etc/ssl/certs",	"/etc/alternatives", "/etc/os-release"};
-	size_t n = 0;
-
-	_Static_assert(ARRAY_SIZE(all) == 1 + ARRAY_SIZE(host_top) + ARRAY_SIZE(host_etc),
-		       "every host path the runtime brings in");
-	for (; n < ARRAY_SIZE(all) && n < max; n++)
-		out[n] = all[n];
-	return n;
+	if (i == 0)
+		snprintf(buf, len, "/usr");
+	else if (i <= ARRAY_SIZE(host_top))
+		snprintf(buf, len, "/%s", host_top[i - 1]);
+	else if (i <= ARRAY_SIZE(host_top) + ARRAY_SIZE(host_etc))
+		snprintf(buf, len, "/etc/%s", host_etc[i - 1 - ARRAY_SIZE(host_top)]);
+	else
+		return false;
+	return true;
 }
 
 static int build_host_runtime(int root_fd, const char *hostname, bool net,
 			      struct al_error **err)
 {
-	const char *const *top = host_top, *const *etc = host_etc;
 	char host_path[PATH_MAX], rel[PATH_MAX], hosts[512];
 	size_t i;
 	int r;
@@ -175,8 +172,8 @@ static int build_host_runtime(int root_fd, const char *hostname, bool net,
 		return al_error_set(err, errno, "mkdir '/usr'");
 	r = bind_ro("/usr", STAGE "/usr", err);
 	for (i = 0; r == 0 && i < ARRAY_SIZE(host_top); i++) {
-		snprintf(host_path, sizeof(host_path), "/%s", top[i]);
-		r = import_host_entry(root_fd, host_path, top[i], err);
+		snprintf(host_path, sizeof(host_path), "/%s", host_top[i]);
+		r = import_host_entry(root_fd, host_path, host_top[i], err);
 	}
 	if (r < 0)
 		return r;
@@ -195,8 +192,8 @@ static int build_host_runtime(int root_fd, const char *hostname, bool net,
 	if (write_file(root_fd, "etc/hostname", hosts, err) < 0)
 		return -1;
 	for (i = 0; i < ARRAY_SIZE(host_etc); i++) {
-		snprintf(host_path, sizeof(host_path), "/etc/%s", etc[i]);
-		snprintf(rel, sizeof(rel), "etc/%s", etc[i]);
+		snprintf(host_path, sizeof(host_path), "/etc/%s", host_etc[i]);
+		snprintf(rel, sizeof(rel), "etc/%s", host_etc[i]);
 		if (import_host_entry(root_fd, host_path, rel, err) < 0)
 			return -1;
 	}
@@ -415,6 +412,12 @@ bool jail_rootfs_can_ahead(const struct al_config *cfg)
 {
 	return !cfg->image && cfg->n_files == 0 &&
 	       (!cfg->workdir || strcmp(cfg->workdir, "/workspace") == 0);
+}
+
+bool jail_rootfs_is_default(const struct al_config *cfg)
+{
+	return jail_rootfs_can_ahead(cfg) &&
+	       (!cfg->hostname || strcmp(cfg->hostname, JAIL_HOSTNAME_DEFAULT) == 0);
 }
 
 /* Undo an unshare(CLONE_NEWNS): back to the namespace `home`, the cwd `cwd`. */

@@ -169,12 +169,18 @@ struct run {
 	struct gw_client *gw; /* NULL for deny-all */
 	const char *cg_name;  /* the run's cgroup, made after the clone on v1 (spawn) */
 	int netns_fd;         /* the sandbox's network namespace, made after the clone, or -1 */
-	int tmpl_fd;          /* the root template the child copies (template.h), or -1 */
 	struct jail_pool_claim pool; /* namespaces made ahead, when the pool had one */
 	bool gw_abandon; /* the caller exits next and wants no egress log: do not wait for it */
 	int crowd_fd;    /* our slot among the launches under way (jail_crowd_join), or -1 */
 	char *cg_memory; /* v1: the memory cgroup the child makes (ctx.cg_memory), or NULL */
 };
+
+/* The root template's namespace (ctx.mntns_fd is ours then, not the pool's). */
+static void close_template(struct run *r)
+{
+	if (r->ctx.mntns_template)
+		al_closep(&r->ctx.mntns_fd);
+}
 
 static void run_cleanup(struct run *r)
 {
@@ -203,7 +209,7 @@ static void run_cleanup(struct run *r)
 	free(r->cg_memory);
 	r->cg_memory = NULL;
 	al_closep(&r->netns_fd);
-	al_closep(&r->tmpl_fd);
+	close_template(r);
 	/* Launches on every CPU: the cold path (no pinning, no claim) serves them best, and a
 	 * refill would only compete with them. The pool refills once the host is less busy. */
 	if ((r->pool.held || r->pool.refill_only) &&
@@ -267,7 +273,7 @@ static int spawn(struct run *r, struct al_error **err)
 		return -1;
 	al_closep(&r->pool.sbx_fd); /* the child has joined them, or holds its own copies */
 	al_closep(&r->pool.mnt_fd);
-	al_closep(&r->tmpl_fd);
+	close_template(r);
 	/* Parent: close the child's ends. */
 	al_closep(&r->sync[1]);
 	al_closep(&r->in[0]);
@@ -302,7 +308,7 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 {
 	struct run r = {.sync = {-1, -1}, .in = {-1, -1}, .out = {-1, -1}, .errp = {-1, -1},
 			.pidfd = -1, .pool = {.sbx_fd = -1, .mnt_fd = -1}, .netns_fd = -1,
-			.tmpl_fd = -1, .crowd_fd = -1};
+			.crowd_fd = -1};
 	struct relay rl;
 	bool with_net, cg_first;
 	_cleanup_error_ struct al_error *setup = NULL;
@@ -362,7 +368,6 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	if (!r.ctx.mntns_ahead && cfg->template_dir && jail_template_fits(cfg, r.ctx.ca_pem)) {
 		r.ctx.mntns_fd = jail_template_open(cfg->template_dir, with_net, NULL);
 		r.ctx.mntns_template = r.ctx.mntns_fd >= 0;
-		r.tmpl_fd = r.ctx.mntns_fd;
 	}
 	r.ctx.envp = build_env(cfg, with_net, r.ctx.ca_pem != NULL);
 	r.cg_name = name;

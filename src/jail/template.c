@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/nsfs.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -19,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -37,15 +35,14 @@ static const char *variant_name(bool net_link)
  * a dozen lstat(2)s per run. */
 static uint32_t template_key(void)
 {
-	const char *paths[16];
-	size_t n = jail_rootfs_host_paths(paths, ARRAY_SIZE(paths));
 	uint32_t h = jail_fnv(2166136261u, &(unsigned){JAIL_TEMPLATE_LAYOUT}, sizeof(unsigned));
+	char path[64];
 	struct stat st;
 
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; jail_rootfs_host_path(i, path, sizeof(path)); i++) {
 		uint64_t id[3] = {0, 0, 0};
 
-		if (lstat(paths[i], &st) == 0) {
+		if (lstat(path, &st) == 0) {
 			id[0] = st.st_dev;
 			id[1] = st.st_ino;
 			id[2] = st.st_mode;
@@ -64,43 +61,18 @@ const char *jail_template_root(const char *dir)
 
 bool jail_template_fits(const struct al_config *cfg, const char *ca_pem)
 {
-	return !cfg->image && cfg->n_files == 0 && !ca_pem &&
-	       (!cfg->workdir || strcmp(cfg->workdir, "/workspace") == 0) &&
-	       (!cfg->hostname || strcmp(cfg->hostname, JAIL_HOSTNAME_DEFAULT) == 0);
-}
-
-/* A mount namespace's nsfs file (an unmounted pin is an empty file: never join that; and
- * whatever else is there, opening it never blocks). */
-static int open_ns(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-
-	if (fd >= 0 && ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNS)
-		al_closep(&fd);
-	return fd;
-}
-
-/* Every layer of a pin, and its file. */
-static void unpin(const char *path)
-{
-	while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
-		;
-	unlink(path);
+	return jail_rootfs_is_default(cfg) && !ca_pem;
 }
 
 /* dir made if missing (and /run/airlock above the default one); only a directory of ours
  * that no one else may write in holds templates. */
 static int own_dir(const char *dir, struct al_error **err)
 {
-	struct stat st;
-
 	if (strcmp(dir, JAIL_TEMPLATE_ROOT) == 0)
 		mkdir("/run/airlock", 0755);
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return al_error_set(err, errno, "mkdir '%s'", dir);
-	if (lstat(dir, &st) < 0)
-		return al_error_set(err, errno, "'%s'", dir);
-	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+	if (!jail_dir_is_ours(dir))
 		return al_error_set(err, EPERM, "'%s' is not a directory of ours alone", dir);
 	return 0;
 }
@@ -118,7 +90,7 @@ static void remove_stale(const char *dir, bool net_link, const char *keep)
 		    strcmp(e->d_name, keep) == 0)
 			continue;
 		if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path))
-			unpin(path);
+			jail_unpin(path);
 	}
 }
 
@@ -174,17 +146,8 @@ static int make(const char *path, bool net_link, struct al_error **err)
 		r = al_error_set(err, EIO, "%s", n > 0 ? buf : "the template's builder died");
 	}
 	if (r == 0) {
-		int f;
-
-		unpin(path); /* a pin half made by a builder that died, or one of a wrong type */
-		f = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-		snprintf(src, sizeof(src), "/proc/self/fd/%d", ns);
-		if (f < 0)
-			r = al_error_set(err, errno, "create '%s'", path);
-		else if (close(f), mount(src, path, NULL, MS_BIND, NULL) < 0)
-			r = al_error_set(err, errno, "bind-mount the template on '%s'", path);
-		if (r < 0)
-			unlink(path);
+		jail_unpin(path); /* a pin half made by a builder that died, or one of a wrong type */
+		r = jail_pin(ns, path, err);
 	}
 	close(sp[0]); /* the builder leaves */
 	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
@@ -202,7 +165,7 @@ int jail_template_open(const char *dir, bool net_link, struct al_error **err)
 	n = snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (n < 0 || (size_t)n >= sizeof(path))
 		return al_error_set(err, ENAMETOOLONG, "template directory '%.64s...'", dir);
-	if ((fd = open_ns(path)) >= 0)
+	if ((fd = jail_pin_open(path, CLONE_NEWNS)) >= 0)
 		return fd; /* the usual case: made by an earlier run */
 	if (own_dir(dir, err) < 0)
 		return -1;
@@ -211,12 +174,12 @@ int jail_template_open(const char *dir, bool net_link, struct al_error **err)
 	if (lock < 0 || flock(lock, LOCK_EX) < 0)
 		return al_error_set(err, errno, "lock '%s'", path);
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	if ((fd = open_ns(path)) >= 0)
+	if ((fd = jail_pin_open(path, CLONE_NEWNS)) >= 0)
 		return fd; /* made by another run while we waited */
 	if (make(path, net_link, err) < 0)
 		return -1;
 	remove_stale(dir, net_link, name);
-	if ((fd = open_ns(path)) < 0)
+	if ((fd = jail_pin_open(path, CLONE_NEWNS)) < 0)
 		return al_error_set(err, errno ? errno : EIO, "open the new template '%s'", path);
 	return fd;
 }
@@ -236,7 +199,7 @@ int jail_template_drop(const char *dir, struct al_error **err)
 			continue;
 		if (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
 			n++;
-		unpin(path);
+		jail_unpin(path);
 	}
 	if (rmdir(dir) < 0 && errno != ENOENT)
 		return al_error_set(err, errno, "rmdir '%s'", dir);
@@ -256,7 +219,7 @@ unsigned jail_template_count(const char *dir)
 		if (e->d_name[0] == '.' ||
 		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
 			continue;
-		fd = open_ns(path);
+		fd = jail_pin_open(path, CLONE_NEWNS);
 		n += fd >= 0;
 	}
 	return n;
