@@ -18,7 +18,7 @@ sh_cmd(src)  argv running `src` with /bin/sh -c inside the sandbox.
 
 After every test module an autouse fixture asserts that no cgroup directory
 left by one of this module's airlock runs remains under
-/sys/fs/cgroup/{memory,pids,cpu}/airlock/, and that no process whose cmdline
+/sys/fs/cgroup/{memory,pids,cpu}/airlock/ (v1) or /sys/fs/cgroup/airlock/ (v2), and that no process whose cmdline
 carries a marker of this session is still alive.  (A cgroup counts as ours
 if it appeared while our airlock process ran, outlived it, and is empty or
 holds our marked processes: other users of the host may run airlock at the
@@ -36,10 +36,12 @@ import time
 
 import pytest
 
+import hostprobe
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 AIRLOCK_BIN = os.environ.get("AIRLOCK_BIN", str(REPO / "build" / "airlock"))
 PY = "/usr/bin/python3"
-CGROUP_DIRS = [f"/sys/fs/cgroup/{c}/airlock" for c in ("memory", "pids", "cpu")]
+CGROUP_DIRS = hostprobe.cgroup_dirs()
 
 # Digits only, so that it can also serve as a unique `sleep` duration.
 SESSION = "%08d" % random.randrange(10_000_000, 99_999_999)
@@ -49,6 +51,10 @@ _counter = itertools.count(1)
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "slow: containment test taking seconds (still runs by default)")
+
+
+def pytest_report_header(config):
+    return hostprobe.report()
 
 
 # --------------------------------------------------------------------------
@@ -81,7 +87,7 @@ def cmdline_of(pid):
 
 
 def cgroup_children():
-    """All directories below /sys/fs/cgroup/<ctrl>/airlock (any depth)."""
+    """All directories below airlock's cgroup trees (any depth)."""
     out = set()
     for base in CGROUP_DIRS:
         if not os.path.isdir(base):

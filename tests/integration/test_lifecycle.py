@@ -8,22 +8,26 @@ import time
 
 import pytest
 
+import hostprobe
 from conftest import AIRLOCK_BIN, cmdline_of, host_pids_matching
 
-UNIFIED = "/sys/fs/cgroup/unified"
+def _cgroup2_mount():
+    """A cgroup2 mount of this host: /sys/fs/cgroup itself on a pure v2 host, the
+    unified mount beside the v1 hierarchies on a hybrid one."""
+    for path in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
+        if hostprobe._fs_type(path) == hostprobe.CGROUP2_MAGIC:
+            return path
+    return None
 
 
-def _is_cgroup2(path):
-    try:
-        return os.statvfs(path) and open("/proc/mounts").read().count(f" {path} cgroup2 ") > 0
-    except OSError:
-        return False
+UNIFIED = _cgroup2_mount()
 
 
-@pytest.mark.skipif(not _is_cgroup2(UNIFIED), reason="no cgroup2 mount at " + UNIFIED)
+@pytest.mark.skipif(UNIFIED is None, reason="this host has no cgroup2 mount")
 def test_cgroup_v2_path_joins_and_cleans_up():
-    """On a v2 tree airlock uses CLONE_INTO_CGROUP and cgroup.kill; the host's
-    unified mount has no controllers, so run without memory/pids limits."""
+    """On a v2 tree airlock uses CLONE_INTO_CGROUP and cgroup.kill. Run without
+    memory/pids limits, so that it holds whatever controllers the mount has (a hybrid
+    host's unified mount has none)."""
     env = dict(os.environ, AIRLOCK_CGROUP_ROOT=UNIFIED)
     r = subprocess.run([AIRLOCK_BIN, "run", "--memory", "0", "--pids", "0", "--",
                         "/bin/sh", "-c", "cat /proc/self/cgroup"],
@@ -39,7 +43,9 @@ def test_cgroup_v2_path_joins_and_cleans_up():
     assert left == [], left
 
 
-@pytest.mark.skipif(not _is_cgroup2(UNIFIED), reason="no cgroup2 mount at " + UNIFIED)
+@pytest.mark.skipif(UNIFIED is None or "memory" in hostprobe.cgroup_v2_controllers(UNIFIED),
+                    reason="needs a cgroup2 mount without the memory controller "
+                           "(a hybrid host's unified mount)")
 def test_cgroup_v2_missing_controller_is_a_clear_setup_error():
     env = dict(os.environ, AIRLOCK_CGROUP_ROOT=UNIFIED)
     r = subprocess.run([AIRLOCK_BIN, "run", "--memory", "64M", "--", "true"],
@@ -63,7 +69,8 @@ def test_sigkill_of_airlock_ends_the_sandbox_and_cgroup_is_swept():
         p.kill()
         pytest.fail("workload never started")
     stale = f"run-{p.pid}-"
-    assert any(d.startswith(stale) for d in os.listdir("/sys/fs/cgroup/pids/airlock"))
+    pids_tree = os.path.dirname(hostprobe.cgroup_dir("pids", "x"))
+    assert any(d.startswith(stale) for d in os.listdir(pids_tree))
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=5)
     # PID 1 sees its control socket close and ends the sandbox
@@ -74,11 +81,11 @@ def test_sigkill_of_airlock_ends_the_sandbox_and_cgroup_is_swept():
 
     def stale_procs():
         procs = []
-        for ctrl in ("memory", "pids", "cpu"):
-            for d in os.listdir(f"/sys/fs/cgroup/{ctrl}/airlock"):
+        for tree in hostprobe.cgroup_dirs():
+            for d in os.listdir(tree) if os.path.isdir(tree) else ():
                 if d.startswith(stale):
                     try:
-                        with open(f"/sys/fs/cgroup/{ctrl}/airlock/{d}/cgroup.procs") as f:
+                        with open(f"{tree}/{d}/cgroup.procs") as f:
                             procs += f.read().split()
                     except OSError:
                         pass
@@ -92,9 +99,9 @@ def test_sigkill_of_airlock_ends_the_sandbox_and_cgroup_is_swept():
     assert stale_procs() == [], "processes of the killed run are still in its cgroups"
     # the orphaned cgroup is removed by the next run
     subprocess.run([AIRLOCK_BIN, "run", "--", "true"], check=True, timeout=30)
-    for ctrl in ("memory", "pids", "cpu"):
-        left = [d for d in os.listdir(f"/sys/fs/cgroup/{ctrl}/airlock") if d.startswith(stale)]
-        assert left == [], (ctrl, left)
+    for tree in hostprobe.cgroup_dirs():
+        left = [d for d in os.listdir(tree) if d.startswith(stale)] if os.path.isdir(tree) else []
+        assert left == [], (tree, left)
 
 
 def test_v1_cgroups_made_after_the_clone_are_joined_before_the_workload():
@@ -102,8 +109,8 @@ def test_v1_cgroups_made_after_the_clone_are_joined_before_the_workload():
     builds its root (on another CPU). The child waits for them before its cgroup namespace
     and anything of the sandbox's: its namespace is rooted at its own memory and pids
     cgroups (a namespace made before the attach would show a path above them)."""
-    if not os.path.isdir("/sys/fs/cgroup/memory/airlock"):
-        pytest.skip("cgroup v1 only")
+    if hostprobe.cgroup_layout() != "v1":
+        pytest.skip("cgroup v1 only: a hierarchy per controller (this host is pure v2)")
     for _ in range(5):
         r = subprocess.run([AIRLOCK_BIN, "run", "--", "/bin/sh", "-c", "cat /proc/self/cgroup"],
                            capture_output=True, timeout=30)
@@ -140,8 +147,8 @@ def test_a_stale_cgroup_left_in_some_hierarchies_is_swept():
     it from another must be swept again later. Its pids cgroup is made first and removed
     last, so it marks whatever is left: the next run's sweep (which reads pids/ alone)
     removes the rest."""
-    if not os.path.isdir("/sys/fs/cgroup/memory/airlock"):
-        pytest.skip("cgroup v1 only")
+    if hostprobe.cgroup_layout() != "v1":
+        pytest.skip("cgroup v1 only: a hierarchy per controller (this host is pure v2)")
     dead = subprocess.Popen(["/bin/true"])
     dead.wait()
     name = f"run-{dead.pid}-1"
@@ -220,8 +227,8 @@ def test_a_set_up_failure_after_the_child_made_its_memory_cgroup_leaves_none(tmp
     """On v1 a one-shot's child makes and joins its memory cgroup itself, first thing,
     while airlock makes the pids one; a set-up that fails after that (here the root: an
     --image that is a file) must still leave no cgroup of the run in any hierarchy."""
-    if not os.path.isdir("/sys/fs/cgroup/memory/airlock"):
-        pytest.skip("cgroup v1 only")
+    if hostprobe.cgroup_layout() != "v1":
+        pytest.skip("cgroup v1 only: a hierarchy per controller (this host is pure v2)")
     f = tmp_path / "file"
     f.write_text("")
     p = subprocess.Popen([AIRLOCK_BIN, "run", "--no-pool", "--image", str(f), "--", "true"],

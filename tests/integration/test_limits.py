@@ -9,6 +9,8 @@ import time
 
 import pytest
 
+import hostprobe
+
 from conftest import _cgroup_is_ours, cgroup_children, cmdline_of
 
 PY = "/usr/bin/python3"
@@ -59,22 +61,13 @@ def test_cgroup_limits_applied(spawn, marker):
     try:
         pids = marker.wait_present(prefixes=("/bin/sh", "sleep"))
         assert pids, [cmdline_of(x) for x in marker.pids()]
-        with open(f"/proc/{pids[0]}/cgroup") as f:
-            cg = {}
-            for line in f:
-                _, ctrls, path = line.rstrip("\n").split(":", 2)
-                for c in ctrls.split(","):
-                    cg[c] = path
+        cg = hostprobe.proc_cgroups(pids[0])
         for c in ("memory", "pids", "cpu"):
             assert cg.get(c, "").startswith("/airlock/"), f"{c} cgroup is {cg.get(c)!r}"
-        def rd(ctrl, fname):
-            with open(f"/sys/fs/cgroup/{ctrl}{cg[ctrl]}/{fname}") as f:
-                return f.read().strip()
-        assert int(rd("memory", "memory.limit_in_bytes")) == 96 << 20
-        assert rd("pids", "pids.max") == "77"
-        quota = int(rd("cpu", "cpu.cfs_quota_us"))
-        period = int(rd("cpu", "cpu.cfs_period_us"))
-        assert abs(quota / period - 0.5) < 0.01, (quota, period)
+        lim = hostprobe.limits_at(cg)
+        assert lim["memory"] == 96 << 20, lim
+        assert lim["pids"] == "77", lim
+        assert abs(lim["cpu"] - 0.5) < 0.01, lim
     finally:
         _stop(p)
     assert not marker.wait_gone()
@@ -84,9 +77,8 @@ def test_no_cpu_limit_stays_in_the_callers_cpu_cgroup(spawn, marker):
     """On cgroup v1 a one-shot run without --cpus makes no cpu cgroup: the workload stays
     in airlock's caller's cpu cgroup (so under the caller's own CPU limits), while memory
     and pids are still its own under airlock/."""
-    import os
-    if not os.path.isdir("/sys/fs/cgroup/cpu/airlock"):
-        pytest.skip("cgroup v1 only")
+    if hostprobe.cgroup_layout() != "v1":
+        pytest.skip("cgroup v1 only: on v2 one directory holds every controller")
     with open("/proc/self/cgroup") as f:
         mine = {c: line.rstrip("\n").split(":", 2)[2] for line in f
                 for c in line.split(":", 2)[1].split(",")}

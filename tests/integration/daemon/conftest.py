@@ -13,7 +13,7 @@ make_sandbox make_sandbox(**create_body) -> id, each stopped at teardown.
 
 At session end every sandbox of both teams is stopped, the daemon gets
 SIGTERM, and the suite asserts that no airlock-agent process and no cgroup
-directory (/sys/fs/cgroup/<ctrl>/airlock/sbx_*) of a sandbox this daemon made
+directory (/sys/fs/cgroup/<ctrl>/airlock/sbx_* on v1, /sys/fs/cgroup/airlock/sbx_* on v2) of a sandbox this daemon made
 is left. Only our own sandboxes are checked: other people may be running
 airlock on this machine at the same time.
 """
@@ -35,6 +35,8 @@ import urllib.parse
 
 import pytest
 
+import hostprobe
+
 REPO = pathlib.Path(__file__).resolve().parents[3]
 AIRLOCK_BIN = os.environ.get("AIRLOCK_BIN", str(REPO / "build" / "airlock"))
 CGROUP_CTRLS = ("pids", "memory", "cpu")
@@ -51,7 +53,7 @@ SEEN_SANDBOXES = set()
 
 
 def cgroup_dir(sid, ctrl="pids"):
-    return f"/sys/fs/cgroup/{ctrl}/airlock/{sid}"
+    return hostprobe.cgroup_dir(ctrl, sid)
 
 
 def cgroup_exists(sid):

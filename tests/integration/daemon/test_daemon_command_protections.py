@@ -7,6 +7,8 @@ user and for sudo, and that one command's privileges never leak into the next.""
 
 import json
 
+import hostprobe
+
 PY = "/usr/bin/python3"
 
 # Everything a command can learn about itself and try against its supervisors.
@@ -64,6 +66,8 @@ SUDO_CAPS = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1
 def probe(api, sandbox, sudo):
     out = api.run(sandbox, PY, "-c", PROBE, sudo=sudo)
     assert out.exit["exit_code"] == 0, (out.err, out.exit)
+    after = api.run(sandbox, "/bin/true")  # the agent outlived the probe's signals
+    assert after.exit["exit_code"] == 0, after.exit
     return json.loads(out.stdout)
 
 
@@ -78,7 +82,14 @@ def check_common(p):
     assert int(p["CapAmb"], 16) == 0 and int(p["CapInh"], 16) == 0, p
     # stdio only: no agent socket, no other command's pipe, no Landlock ruleset fd
     assert sorted(p["fds"]) == ["0", "1", "2"], p["fds"]
-    assert p["kill_agent"] == 1 and p["kill_shim"] == 1, p  # EPERM
+    if hostprobe.landlock_abi() >= 6:  # Landlock's signal scope (ABI 6, Linux 6.12)
+        assert p["kill_agent"] == 1 and p["kill_shim"] == 1, p  # EPERM
+    else:
+        # No signal scope on this kernel: the signal may be sent, but PID 1 of a pid
+        # namespace takes no signal it has no handler for from inside it, and the
+        # shim's death ends only the command. The sandbox must live on (the caller
+        # checks its agent answers the next command).
+        assert p["kill_agent"] in (0, 1) and p["kill_shim"] in (0, 1), p
     assert p["write_root"] in (1, 13) and p["write_usr"] in (1, 13, 30), p
     assert p["write_workspace"] == 0, p
     assert p["agent_mem"] in (1, 13) and p["agent_environ"] in (1, 13), p

@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+import hostprobe
+
 from .conftest import (CGROUP_CTRLS, TOKENS, Api, Daemon, agent_pid_of, agent_pids,
                        cgroup_dir, cgroup_exists, free_port, private_bindir, wait_for)
 
@@ -79,10 +81,8 @@ def test_create_takes_a_pooled_sandbox_with_its_limits(pool_daemon):
         assert s["warm"] is True, s
         assert s["id"] in before                      # it was one of the pool
         assert s["id"] not in pooled_ids(pool_daemon)  # and is no longer
-        with open(cgroup_dir(s["id"], "memory") + "/memory.limit_in_bytes") as f:
-            assert int(f.read()) == 300 << 20
-        with open(cgroup_dir(s["id"], "cpu") + "/cpu.cfs_quota_us") as f:
-            assert int(f.read()) == 100000
+        lim = hostprobe.limits_of(s["id"])
+        assert lim["memory"] == 300 << 20 and lim["cpu"] == 1.0, lim
         # the pool refills
         assert wait_for(lambda: len(pooled_ids(pool_daemon)) >= POOL * KINDS, timeout=20)
     finally:

@@ -18,7 +18,7 @@ import pytest
 
 PY = "/usr/bin/python3"
 
-from .conftest import TOKENS, Api, own_daemon, wait_for
+from .conftest import TOKENS, Api, cgroup_dir, own_daemon, wait_for
 from .test_daemon_netns import spawner_pids
 
 
@@ -225,7 +225,7 @@ def broken_agent_daemon(tmp_path_factory):
 
 def test_a_create_whose_agent_fails_to_exec_fails_and_leaves_nothing(broken_agent_daemon):
     api = Api(broken_agent_daemon.port, TOKENS["A"])
-    before = set(os.listdir("/sys/fs/cgroup/pids/airlock"))
+    before = set(os.listdir(os.path.dirname(cgroup_dir("x"))))
     for _ in range(3):
         r = api.create()
         assert r.status >= 500, r
@@ -233,5 +233,5 @@ def test_a_create_whose_agent_fails_to_exec_fails_and_leaves_nothing(broken_agen
         assert "fexecve agent" in msg and "fake-agent" in msg, msg
     assert api.list() == []
     # no cgroup of a sandbox of this daemon's is left behind (others' may come and go)
-    assert wait_for(lambda: not [c for c in set(os.listdir("/sys/fs/cgroup/pids/airlock")) -
+    assert wait_for(lambda: not [c for c in set(os.listdir(os.path.dirname(cgroup_dir("x")))) -
                                  before if c.startswith("sbx_")], timeout=10)

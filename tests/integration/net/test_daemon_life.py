@@ -41,6 +41,8 @@ import time
 
 import pytest
 
+import hostprobe
+
 from .conftest import HERE, UPSTREAM_DNS
 
 REPO = HERE.parents[2]
@@ -87,7 +89,7 @@ def gateway_pids(sid):
 def sandbox_pid(sid):
     """A live process of the sandbox (from its pids cgroup), or None."""
     for ctrl in ("pids", "memory", "cpu"):
-        for p in (_read(f"/sys/fs/cgroup/{ctrl}/airlock/{sid}/cgroup.procs") or b"").split():
+        for p in (_read(hostprobe.cgroup_dir(ctrl, sid) + "/cgroup.procs") or b"").split():
             if _alive(int(p)):
                 return int(p)
     return None
