@@ -191,12 +191,12 @@ void jail_child_main(struct jail_ctx *ctx)
 		jail_child_fail(ctx->sync_fd, err);
 	}
 
-	/* C6. Leave host privilege for good: a new user namespace, whose id maps the
-	 *     parent writes (we cannot map a range ourselves). */
-	if (unshare(CLONE_NEWUSER) < 0) {
-		al_error_set(&err, errno, "unshare(CLONE_NEWUSER)");
+	/* C6. Leave host privilege for good: the sandbox's rlimits, then a new user namespace
+	 *     made as the sandbox's own host uid, not as root (userns.c: what the kernel
+	 *     counts per user inside ends at that uid, not at host root's), whose id maps
+	 *     the parent writes (we cannot map a range ourselves). */
+	if (jail_userns_enter(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
-	}
 	if (jail_msg_send(ctx->sync_fd, &m, -1) < 0 || wait_go(ctx, &err) < 0) {
 		if (!err)
 			al_error_set(&err, EPIPE, "sending IDMAP");

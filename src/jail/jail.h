@@ -119,6 +119,14 @@ int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_
 /* spawn.c: uid_map/gid_map of the child's user namespace: 0..65535 -> base.. */
 int jail_write_idmaps(pid_t pid, uid_t base, struct al_error **err);
 
+/* userns.c, in the child: the sandbox's rlimits, then its user namespace, made as its own
+ * host uid (ctx->host_base) so that the kernel's per-user counts of what happens inside
+ * end there and not at host root's (as root where the host refuses that). */
+#define JAIL_RLIMIT_SIGPENDING 4096u /* queued signals of the whole sandbox */
+#define JAIL_RLIMIT_MSGQUEUE 819200u /* POSIX message-queue bytes (the kernel's default) */
+#define JAIL_RLIMIT_NOFILE 65536u    /* open files a process (soft and hard) */
+int jail_userns_enter(const struct jail_ctx *ctx, struct al_error **err);
+
 /* child.c: the ordered set-up inside the clone; never returns. */
 __attribute__((noreturn)) void jail_child_main(struct jail_ctx *ctx);
 /* msg.c: wait for the parent's message `want` (a JMSG_LINK on the way is noted in ctx). */
