@@ -10,9 +10,9 @@ N times, each daemon in turn (the order swapped every cycle, so that drift and
 POST /v1/sandboxes {}, POST .../commands {"cmd":"true","wait":true}, POST .../stop.
 Each part is timed on its own. Prints the medians per build and B's change against
 A; --json writes them with every sample. Both daemons are stopped at the end, even
-on failure. Judging a change this way is how docs/performance.md's A/B figures were
-taken: the host's speed drifts by more than most changes within minutes, so only
-the same minute's alternated runs compare.
+on failure. Judging a change this way is what docs/performance.md, "Comparing two
+builds", describes: the host's speed drifts by more than most changes within minutes,
+so only the same minute's alternated runs compare.
 """
 import argparse
 import json

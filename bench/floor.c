@@ -3,10 +3,11 @@
  *
  *   floor CMD [ARG]...
  *
- * The least a launcher can do and still give the isolation that
- * ../shared/research/baseline.md ("Own floor jail") describes, so that the
- * target "within 1.3x of the hand-made floor" compares like with like on the
- * machine and in the run at hand, not with a figure from another day:
+ * The least a launcher can do and still isolate a command the way the
+ * targets mean: the floor jail of the peer baseline (docs/performance.md,
+ * "The floor jail"), rebuilt here so that the target "within 1.3x of the
+ * hand-made floor" compares like with like on the machine and in the run at
+ * hand, not with a figure from another day:
  *
  *  - one clone with user, pid, mount, network, IPC and UTS namespaces; the
  *    parent writes the uid/gid map (0 -> 0, one id, as bwrap does as root);
@@ -19,7 +20,7 @@
  *  - the command runs as PID 1 of its namespace; the parent waits and exits
  *    with its status.
  *
- * Not there (as in baseline.md): cgroup limits, Landlock, dropping
+ * Not there (as in the baseline's floor jail): cgroup limits, Landlock, dropping
  * capabilities, rlimits, stdio relaying, a timeout, any clean-up. It is a
  * yardstick, not a sandbox: never run untrusted code with it.
  *
@@ -85,7 +86,7 @@ static void skeleton(void)
 #define DENY(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
 		 BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
 
-/* A denylist of the size baseline.md's floor had (~70 instructions). */
+/* A denylist of the size the baseline's floor jail had (~70 instructions). */
 static const struct sock_filter filter[] = {
 	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
 	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),

@@ -303,7 +303,7 @@ def build_floor():
 
 
 def bwrap_argv(cmd):
-    # verbatim from /work/shared/research/baseline.md, section 1 ("bwrap" row)
+    # the peer baseline's exact bwrap command (docs/performance.md, "Peer baseline")
     return [BWRAP, "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup", "--die-with-parent", "--new-session",
             "--clearenv", "--setenv", "PATH", "/usr/bin", "--ro-bind", "/usr", "/usr",

@@ -17,7 +17,7 @@
  *             /workspace and /home/user, devpts, /proc and its masks.
  * It prints the median time from clone to reap (the child's whole life: set-up, exit
  * and the teardown of its mounts) of each, alternated. The host's CPU per iteration is
- * what /proc/stat says around a run of one variant alone (see docs/performance.md).
+ * what /proc/stat says around a run of one variant alone (docs/performance.md, "Root template").
  * A yardstick only: the template here has no invalidation, no variants for --image,
  * --file or --hostname, and is thrown away at the end.
  */

@@ -240,7 +240,7 @@ static int take_pipes(struct agent *a, int p[8])
 /* A new shim for command m, on pipes p (make_pipes' order); *ctl: a control socket for the
  * commands after this one. A sandbox's first command gets one too: its second command then
  * skips the fork (about 0.2 ms measured), and the idle shim a one-command sandbox leaves
- * costs its stop nothing measurable (docs/performance.md, Session 14). Without the socket
+ * costs its stop nothing measurable (docs/performance.md, "Shims"). Without the socket
  * (or if it cannot be made) the shim serves this one only. */
 static pid_t fork_shim(struct agent *a, const struct proto_msg *m, const int p[8], int *ctl)
 {

@@ -5,7 +5,7 @@
  * makes that safe across fork()), and is built into the static `airlock` binary, which
  * airlockd execs as its spawner: a clone3 from a process with airlockd's ~170 mappings
  * (libmicrohttpd, SQLite, libarchive, ICU...) copies them, and the agent's exec tears
- * them down again, ~0.5 ms of every create (docs/performance.md, Session 14).
+ * them down again, ~0.5 ms of every create (docs/performance.md, "Spawner").
  */
 #include "jail/spawner.h"
 #include "jail/jail.h"

@@ -198,7 +198,8 @@ def test_caller_cwd_and_parents_invisible(run, tmp_path):
     d = tmp_path / "caller-cwd"
     d.mkdir()
     (d / "caller-sentinel.txt").write_text("CALLER-SENTINEL")
-    paths = [str(d), str(tmp_path), "/work/main", "/work", "/work/shared",
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths = [str(d), str(tmp_path), repo, os.path.dirname(repo),
              os.path.dirname(os.path.abspath(__file__))]
     res = py_json(run, """
         import os, json
