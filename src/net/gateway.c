@@ -151,7 +151,8 @@ void gw_log(struct net_gateway *g, const struct gw_event *e)
 	o = json_pack("{s:I, s:s, s:I, s:s, s:s, s:s}", "time",
 		      (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, "sandbox",
 		      g->sandbox_id ? g->sandbox_id : "", "generation",
-		      (json_int_t)gw_generation(g), "layer", e->layer, "verdict",
+		      (json_int_t)(e->generation ? e->generation : gw_generation(g)), "layer", e->layer,
+		      "verdict",
 		      e->allow ? "allow" : "deny", "reason", e->reason ? e->reason : "");
 	json_object_set_new(o, "name", e->name ? json_string(e->name) : json_null());
 	json_object_set_new(o, "address", e->addr ? json_string(addr) : json_null());

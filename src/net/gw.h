@@ -36,6 +36,7 @@ struct gw_conn {
 	struct net_addr addr;     /* what we dialled */
 	int port;
 	uint64_t out, in;
+	uint64_t gen; /* the policy generation its first upstream byte went under (0: none yet) */
 	char buf[NET_HTTP_MAX_HEAD + 1]; /* bytes read from the client, not yet forwarded */
 	size_t len;
 	uint8_t scratch[NET_TLS_MAX_HELLO];
@@ -111,6 +112,7 @@ struct gw_event {
 	const struct net_addr *addr; /* or NULL */
 	int port;            /* or 0 */
 	uint64_t bytes_out, bytes_in;
+	uint64_t generation; /* the policy generation it was decided under (0: the current) */
 };
 void gw_log(struct net_gateway *g, const struct gw_event *e);
 /* One DNS query's worth of the sandbox's DNS budget; false when it is exhausted. */

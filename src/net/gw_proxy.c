@@ -100,7 +100,8 @@ void gw_proxy_rejudge(struct net_gateway *g)
 		const char *reason = NULL;
 		bool ok;
 
-		if (!k)
+		/* Not dialled yet: its gates judge it under the policy then in force. */
+		if (!k || __atomic_load_n(&k->u, __ATOMIC_SEQ_CST) < 0)
 			continue;
 		/* A terminated flow ran under the old rules: always cut it. */
 		ok = !__atomic_load_n(&k->terminated, __ATOMIC_SEQ_CST) &&
@@ -119,13 +120,32 @@ void gw_proxy_rejudge(struct net_gateway *g)
 	pthread_mutex_unlock(&g->mu);
 }
 
-/* Connect to the first of addrs[0..n) that answers (IPv4 only); the blocking socket or -1. */
-static int connect_addrs(struct net_gateway *g, const struct net_addr *addrs, int n, int port,
-			 struct net_addr *used)
+/* k's stated name (or, for an IP literal, the address alone) and address a, judged by the
+ * policy in force; policy_lock is held by the caller. */
+static bool allowed_locked(struct gw_conn *k, const struct net_addr *a, const char **reason)
+{
+	struct net_gateway *g = k->g;
+
+	if (k->literal)
+		return net_addr_decide_literal(a, g->policy, &g->vet, reason) == NET_ALLOW;
+	return net_policy_decide_name(g->policy, k->name, reason) == NET_ALLOW &&
+	       net_addr_vet(a, g->policy, &g->vet, reason) == NET_ALLOW;
+}
+
+/*
+ * Connect to the first of addrs[0..n) that answers (IPv4 only); the blocking socket, or
+ * -1, or -2 when gate (the sandbox's connection) is no longer allowed. With a gate, each
+ * attempt's SYN leaves under the policy lock, judged by the policy in force then: a policy
+ * change waits for it, and one acknowledged before it refuses it. The socket is published
+ * in gate->u (with gate->addr) before the SYN, so that gw_proxy_rejudge can cut it.
+ */
+static int connect_addrs(struct net_gateway *g, struct gw_conn *gate,
+			 const struct net_addr *addrs, int n, int port, struct net_addr *used)
 {
 	for (int i = 0; i < n; i++) {
 		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-		int fd;
+		const char *reason = NULL;
+		int fd, r;
 
 		if (addrs[i].family != AF_INET)
 			continue;
@@ -133,8 +153,20 @@ static int connect_addrs(struct net_gateway *g, const struct net_addr *addrs, in
 		fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (fd < 0)
 			break;
-		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ||
-		    (errno == EINPROGRESS && gw_wait(g, fd, POLLOUT, 5000) == 0)) {
+		if (gate) {
+			pthread_rwlock_rdlock(&g->policy_lock);
+			if (!allowed_locked(gate, &addrs[i], &reason)) {
+				pthread_rwlock_unlock(&g->policy_lock);
+				close(fd);
+				return -2;
+			}
+			gate->addr = addrs[i];
+			__atomic_store_n(&gate->u, fd, __ATOMIC_SEQ_CST);
+		}
+		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		if (gate)
+			pthread_rwlock_unlock(&g->policy_lock);
+		if (r == 0 || (errno == EINPROGRESS && gw_wait(g, fd, POLLOUT, 5000) == 0)) {
 			int e = 0;
 			socklen_t el = sizeof(e);
 
@@ -145,9 +177,41 @@ static int connect_addrs(struct net_gateway *g, const struct net_addr *addrs, in
 				return fd;
 			}
 		}
+		if (gate)
+			__atomic_store_n(&gate->u, -1, __ATOMIC_SEQ_CST);
 		close(fd);
+		if (gate && __atomic_load_n(&gate->cut, __ATOMIC_SEQ_CST))
+			return -2;
 	}
 	return -1;
+}
+
+/*
+ * The first bytes the sandbox sends upstream, judged again under the policy lock by the
+ * policy in force at that moment (a request parsed, or a connection set up, under an
+ * older one must not go out once a tightening was acknowledged). What fits is sent
+ * without blocking while the lock is held; the rest after it. 0, -1 on error, -2 when
+ * the policy no longer allows the connection.
+ */
+static int first_send(struct gw_conn *k, const void *p, size_t n)
+{
+	const char *reason = NULL;
+	ssize_t sent = 0;
+
+	pthread_rwlock_rdlock(&k->g->policy_lock);
+	if (__atomic_load_n(&k->cut, __ATOMIC_SEQ_CST) || !allowed_locked(k, &k->addr, &reason)) {
+		pthread_rwlock_unlock(&k->g->policy_lock);
+		return -2;
+	}
+	k->gen = k->g->policy->generation;
+	if (n)
+		sent = send(k->u, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+	pthread_rwlock_unlock(&k->g->policy_lock);
+	if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		return -1;
+	if (sent < 0)
+		sent = 0;
+	return gw_send_all(k->u, (const char *)p + sent, n - (size_t)sent) < 0 ? -1 : 0;
 }
 
 /* Judge a stated host (name or IP literal) and dial it. 0, or -1 after logging/answering. */
@@ -156,10 +220,11 @@ static int judge_and_dial(struct gw_conn *k, const char *host, size_t host_len, 
 	struct net_addr addrs[GW_MAX_ADDRS];
 	const char *reason = NULL;
 	uint32_t ttl;
-	int n = 0;
+	int n = 0, r;
 
 	k->port = port;
 	k->name[0] = '\0';
+	register_conn(k); /* from now on a policy change sees it (gw_proxy_rejudge) */
 	if (port == 853) { /* DNS over TLS would bypass the resolver's decisions */
 		deny(k, "dns_over_tls", NULL, 403);
 		return -1;
@@ -192,13 +257,14 @@ static int judge_and_dial(struct gw_conn *k, const char *host, size_t host_len, 
 			return -1;
 		}
 	}
-	k->u = connect_addrs(k->g, addrs, n, port, &k->addr);
-	if (k->u >= 0) {
-		k->literal = k->name[0] == '\0';
-		register_conn(k);
+	k->literal = k->name[0] == '\0';
+	r = connect_addrs(k->g, k, addrs, n, port, &k->addr);
+	if (r >= 0)
 		return 0;
-	}
-	deny(k, "connect_failed", k->name[0] ? k->name : NULL, 502);
+	if (r == -2)
+		deny(k, "policy_changed", k->name[0] ? k->name : NULL, 403);
+	else
+		deny(k, "connect_failed", k->name[0] ? k->name : NULL, 502);
 	return -1;
 }
 
@@ -229,7 +295,7 @@ int gw_dial(struct gw_conn *k, const char *host, int port, struct net_addr *addr
 			return -1;
 		}
 	}
-	fd = connect_addrs(k->g, addrs, n, port, addr);
+	fd = connect_addrs(k->g, NULL, addrs, n, port, addr);
 	if (fd < 0)
 		*reason = "connect_failed";
 	return fd;
@@ -387,9 +453,11 @@ static int forward_http(struct gw_conn *k, const struct net_http_req *req)
 				     (int)h->value.len, h->value.p);
 	}
 	n += (size_t)sprintf(head + n, "Connection: close\r\n\r\n");
-	r = send_all(k->u, head, n);
-	k->out += n;
+	r = first_send(k, head, n);
+	k->out += r == 0 ? n : 0;
 	free(head);
+	if (r == -2)
+		deny(k, "policy_changed", k->name[0] ? k->name : NULL, 403);
 	if (r < 0)
 		return -1;
 	/* The body: exactly Content-Length bytes; anything after it is not forwarded. */
@@ -491,9 +559,24 @@ static void log_allow(struct gw_conn *k, const char *reason)
 						.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
 		return;
 	}
+	/* Under the generation it was let through by (a policy change after that, which did
+	 * not cut it, may be in force by now). */
 	gw_log(k->g, &(struct gw_event){.layer = k->layer, .allow = true, .reason = reason,
 					.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
-					.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
+					.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
+					.generation = k->gen});
+}
+
+/* A tunnel's first bytes (the ClientHello read from the sandbox), through first_send. */
+static int first_send_or_deny(struct gw_conn *k)
+{
+	int r = first_send(k, k->buf, k->len);
+
+	if (r == -2)
+		deny(k, "policy_changed", k->name[0] ? k->name : NULL, 0);
+	if (r == 0)
+		k->out += k->len;
+	return r;
 }
 
 /* A name with per-request rules is terminated here instead of spliced; true if it was. */
@@ -502,14 +585,19 @@ static bool maybe_terminate(struct gw_conn *k)
 	struct net_policy *held = NULL;
 	const struct net_rules *r;
 
+	/* Marked before the rules are read: a policy change from here on cuts the flow
+	 * (gw_proxy_rejudge cuts every terminated one), so no flow runs under rules that were
+	 * replaced before it started. */
+	__atomic_store_n(&k->terminated, true, __ATOMIC_SEQ_CST);
 	pthread_rwlock_rdlock(&k->g->policy_lock);
 	r = net_policy_rules_for(k->g->policy, k->name);
 	if (r) /* the policy may be replaced under the connection: keep this one alive */
 		held = net_policy_ref(k->g->policy);
 	pthread_rwlock_unlock(&k->g->policy_lock);
-	if (!r)
+	if (!r) {
+		__atomic_store_n(&k->terminated, false, __ATOMIC_SEQ_CST);
 		return false;
-	__atomic_store_n(&k->terminated, true, __ATOMIC_SEQ_CST);
+	}
 	gw_mitm_serve(k, r);
 	net_policy_free(held);
 	return true;
@@ -559,11 +647,8 @@ static void serve_explicit(struct gw_conn *k)
 			deny(k, "sni_not_allowed", k->name, 0);
 			return;
 		}
-		if (maybe_terminate(k))
+		if (maybe_terminate(k) || first_send_or_deny(k) < 0)
 			return;
-		if (send_all(k->u, k->buf, k->len) < 0)
-			return;
-		k->out += k->len;
 		splice_both(k);
 		log_allow(k, "connect");
 		return;
@@ -604,11 +689,8 @@ static void serve_transparent(struct gw_conn *k)
 		snprintf(sni, sizeof(sni), "%s", k->name); /* judge_and_dial rewrites k->name */
 		if (judge_and_dial(k, sni, strlen(sni), port) < 0)
 			return;
-		if (maybe_terminate(k))
+		if (maybe_terminate(k) || first_send_or_deny(k) < 0)
 			return;
-		if (send_all(k->u, k->buf, k->len) < 0)
-			return;
-		k->out += k->len;
 		splice_both(k);
 		log_allow(k, "tls");
 		return;

@@ -981,6 +981,74 @@ def test_every_cut_flow_is_logged_policy_changed(api, box, world):
     assert not wrong, f"{len(wrong)} of 40 cut flows logged as {wrong[:3]}"
 
 
+# Many requests at once, each on a new connection through the explicit proxy (plain
+# HTTP) or a CONNECT tunnel, for as long as the file /workspace/race.go exists: some are
+# always being parsed, resolved, dialled or about to send their first byte.
+RACE_PY = r"""
+import os, socket, sys, threading, time
+canary, mode = sys.argv[1], sys.argv[2]
+n = 0
+lock = threading.Lock()
+def one(i):
+    global n
+    while os.path.exists("/workspace/race.go"):
+        with lock:
+            n += 1
+            j = n
+        try:
+            s = socket.create_connection(("100.96.0.1", 3128), timeout=2)
+            if mode == "http":
+                s.sendall(b"GET http://allowed.test/%s-%d HTTP/1.1\r\nHost: allowed.test"
+                          b"\r\n\r\n" % (canary.encode(), j))
+            else:
+                s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443"
+                          b"\r\n\r\n")
+            s.recv(4096)
+            s.close()
+        except OSError:
+            time.sleep(0.01)
+ts = [threading.Thread(target=one, args=(i,)) for i in range(24)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print(n)
+"""
+
+
+@pytest.mark.parametrize("mode", ["http", "connect"])
+def test_no_request_goes_upstream_after_a_tightening_is_acknowledged(api, box, world,
+                                                                     canary, mode):
+    """LIFE-8: requests already parsed, being resolved or dialled when a tightening
+    arrives are judged again when their first byte (or SYN) would go upstream: after the
+    acknowledgement nothing of the sandbox reaches the world, on any path."""
+    sid = box(ALLOW)
+    api.put_files(sid, {"race.py": RACE_PY.encode(), "race.go": b""})
+    for _ in range(3):
+        assert api.put_policy(sid, ALLOW).status == 200
+        api.put_files(sid, {"race.go": b""})
+        api.start(sid, ["/usr/bin/python3", "/workspace/race.py", canary, mode])
+        # wait until requests reach the world, then tighten in the middle of them
+        assert wait_for(lambda: [e for e in world.events("allowed") if canary in
+                                 json.dumps(e)] or mode == "connect", timeout=10)
+        time.sleep(0.5)
+        r = api.put_policy(sid, "deny-all")
+        t_ack = time.time()
+        assert r.status == 200, r
+        g = r.json["sandbox"]["policy_generation"]
+        time.sleep(1.0)
+        api.run(sid, ["/bin/rm", "-f", "/workspace/race.go"])
+        world.settle(0.5)
+        # the world's servers note the time each connection or request arrived
+        late = [e for e in world.events("allowed") if e.get("t", 0) > t_ack + 0.2
+                and (mode == "connect" or canary in json.dumps(e))]
+        assert not late, (f"{len(late)} arrived after the acknowledgement", late[:3])
+        assert not find(api.egress(sid), verdict="allow", generation=g), \
+            find(api.egress(sid), verdict="allow", generation=g)[:3]
+        # each refusal under the new generation is logged
+        assert find(api.egress(sid), verdict="deny", generation=g)
+
+
 # --------------------------------------------------------------------------
 # a gateway that dies is replaced (fail closed in between)
 
