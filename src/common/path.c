@@ -53,9 +53,10 @@ int al_path_normalize_len(const char *in, size_t len, const char *what, char **o
 		if ((clen == 1 && c[0] == '.') || (clen == 2 && c[0] == '.' && c[1] == '.'))
 			return path_refuse(in, len, what, "has a '.' or '..' component", err);
 		if (clen > AL_PATH_NAME_MAX)
-			return path_refuse(in, len, what, "has a component over 255 bytes", err);
+			return path_refuse(in, len, what,
+					   "has a component too long (over 255 bytes)", err);
 		if (n + 1 + clen >= sizeof(buf))
-			return path_refuse(in, len, what, "is longer than 4095 bytes", err);
+			return path_refuse(in, len, what, "is too long (over 4095 bytes)", err);
 		buf[n++] = '/';
 		memcpy(buf + n, c, clen);
 		n += clen;

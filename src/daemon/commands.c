@@ -4,6 +4,7 @@
 #include "net/gateway.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/path.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -242,8 +243,10 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	struct dm_cmd *c;
 	char id[DM_ID_LEN + 1];
 	bool stdin_sent, with_net;
+	_cleanup_free_ char *cwd = NULL;
 
-	if (validate_exec(e, err) < 0)
+	if (validate_exec(e, err) < 0 ||
+	    (e->cwd && al_path_normalize(e->cwd, "cwd", &cwd, err) < 0))
 		return -1;
 	/* What needs no sandbox is made before the lock every request takes. */
 	c = xzalloc(sizeof(*c));
@@ -260,7 +263,7 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	dm_cmd_hold(c);
 	*held = c;
 	c->sbx = s;
-	c->cwd = xstrdup(e->cwd ? e->cwd : s->workdir);
+	c->cwd = cwd ? TAKE_PTR(cwd) : xstrdup(s->workdir);
 	c->sudo = e->sudo;
 	c->started_ms = dm_now_ms();
 	/* A timeout past the end of time (the API takes up to INT64_MAX ms) is no deadline to

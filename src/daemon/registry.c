@@ -5,6 +5,7 @@
 #include "net/policy.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/path.h"
 #include "common/xalloc.h"
 
 #include <dirent.h>
@@ -283,28 +284,13 @@ static char *make_config(const struct dm_create *c, uint64_t timeout_ms, const c
 	return s;
 }
 
-/* /proc, /sys and /dev are the kernel's in every sandbox: no workdir can be made there. */
-static bool workdir_in_pseudo_fs(const char *w)
-{
-	static const char *const roots[] = {"/proc", "/sys", "/dev"};
-
-	if (strncmp(w, "/dev/shm", 8) == 0 && (w[8] == '\0' || w[8] == '/'))
-		return false;
-	for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
-		size_t n = strlen(roots[i]);
-
-		if (strncmp(w, roots[i], n) == 0 && (w[n] == '\0' || w[n] == '/'))
-			return true;
-	}
-	return false;
-}
-
 static int validate_create(const struct dm_create *c, struct al_error **err)
 {
-	if (c->workdir && (c->workdir[0] != '/' || strstr(c->workdir, "/../") ||
-			   strlen(c->workdir) > 1024))
-		return al_error_msg(err, EINVAL, "workdir must be an absolute path without '..'");
 	size_t total = 0;
+
+	/* c->workdir is normalized (create): the rules look at that form only. */
+	if (c->workdir && strlen(c->workdir) > 1024)
+		return al_error_msg(err, EINVAL, "workdir is longer than 1024 bytes");
 
 	for (size_t i = 0; i < c->n_env; i++) {
 		const char *eq = strchr(c->env[i], '=');
@@ -322,9 +308,11 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 	if (c->disk_bytes && c->disk_bytes < DM_MIN_DISK)
 		return al_error_msg(err, EINVAL, "resources: disk must be at least 1 MiB (the "
 				    "sandbox's own /etc and directories live there)");
-	if (c->workdir && workdir_in_pseudo_fs(c->workdir))
-		return al_error_msg(err, EINVAL, "workdir '%.200s' is in /proc, /sys or /dev (only "
-				    "/dev/shm there is the sandbox's)", c->workdir);
+	if (c->workdir && al_path_in_pseudo_fs(c->workdir))
+		return al_error_msg(err, EINVAL,
+				    "workdir '%.200s' is /, or in /proc, /sys or /dev "
+				    "(only /dev/shm there is the sandbox's)",
+				    c->workdir);
 	if (c->memory_bytes && c->memory_bytes < (4u << 20))
 		return al_error_msg(err, EINVAL, "memory must be at least 4 MiB");
 	if (c->timeout_ms > DM_MAX_LIFETIME_MS)
@@ -548,10 +536,13 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	struct dm_sbx *s;
 	struct dm_gw_launch gl = {.child = -1, .fd = -1};
 	char *canon = NULL;
-	_cleanup_free_ char *image = NULL;
+	_cleanup_free_ char *image = NULL, *workdir = NULL;
 	struct dm_create resolved = *asked;
 	const struct dm_create *c = &resolved;
 
+	if (asked->workdir && al_path_normalize(asked->workdir, "workdir", &workdir, err) < 0)
+		return -1;
+	resolved.workdir = workdir;
 	if (resolve_image(d, asked->image, &image, err) < 0)
 		return -1;
 	resolved.image = image;
