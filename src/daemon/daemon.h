@@ -90,9 +90,11 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
 			  struct al_error **err);
 
-/* The sandbox's egress decisions so far (JSON lines; "" when none). */
-int dm_sandbox_egress_log(struct daemon *d, const char *team, const char *id, char **out,
-			  size_t *len, struct al_error **err);
+/* Up to max bytes of the sandbox's egress decisions (JSON lines) from byte off of their
+ * log into buf (*got: 0 at its end, or when none yet): a reader keeps its offset and reads
+ * only what is new. */
+int dm_sandbox_egress_read(struct daemon *d, const char *team, const char *id, uint64_t off,
+			   char *buf, size_t max, size_t *got, struct al_error **err);
 
 /* --- commands ------------------------------------------------------------- */
 

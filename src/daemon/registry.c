@@ -763,36 +763,31 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	return r;
 }
 
-int dm_sandbox_egress_log(struct daemon *d, const char *team, const char *id, char **out,
-			  size_t *len, struct al_error **err)
+int dm_sandbox_egress_read(struct daemon *d, const char *team, const char *id, uint64_t off,
+			   char *buf, size_t max, size_t *got, struct al_error **err)
 {
+	_cleanup_close_ int fd = -1;
 	struct dm_sbx *s;
 	char *path;
-	FILE *f;
+	ssize_t n;
 
+	*got = 0;
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, id, err);
 	pthread_mutex_unlock(&d->mu);
 	if (!s)
 		return -ENOENT;
-	*out = NULL;
-	*len = 0;
 	path = dm_egress_log_path(d, id);
-	f = fopen(path, "r");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	free(path);
-	if (f) {
-		char buf[65536];
-		size_t n;
-		while ((n = fread(buf, 1, sizeof(buf), f)) > 0 && *len < (64u << 20)) {
-			*out = xrealloc(*out, *len + n + 1);
-			memcpy(*out + *len, buf, n);
-			*len += n;
-		}
-		fclose(f);
-	}
-	if (!*out)
-		*out = xzalloc(1);
-	(*out)[*len] = '\0';
+	if (fd < 0)
+		return errno == ENOENT ? 0 : al_error_set(err, errno, "open the egress log");
+	do
+		n = pread(fd, buf, max, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return al_error_set(err, errno, "read the egress log");
+	*got = (size_t)n;
 	return 0;
 }
 
