@@ -959,53 +959,82 @@ static void forget_ended(struct daemon *d)
 	delete_forgotten(d, ids, n, true);
 }
 
+uint64_t dm_cmd_rec_bytes(const struct dm_cmd *c)
+{
+	return strlen(c->argv_json) + (c->cwd ? strlen(c->cwd) : 0);
+}
+
+static void ids_add(struct dm_ids *ids, const char *id)
+{
+	if (ids->n == ids->cap)
+		ids->id =
+		    xrealloc(ids->id, (ids->cap = ids->cap ? 2 * ids->cap : 64) * sizeof(*ids->id));
+	strcpy(ids->id[ids->n++], id);
+}
+
+void dm_ids_delete(struct daemon *d, struct dm_ids *ids)
+{
+	for (size_t k = 0; k < ids->n; k++)
+		store_command_delete(d->store, ids->id[k], NULL); /* a failure: deleted later */
+	free(ids->id);
+	*ids = (struct dm_ids){0};
+}
+
 /*
- * A sandbox keeps its newest max_cmds finished commands (d->mu held; dropped around
- * the store): older finished ones nobody holds are forgotten with their output. Without
- * it a client running `true` in a loop grew the daemon by ~360 bytes a command (~2 GB
- * an hour at full speed) and the store without end.
+ * A sandbox keeps its newest max_cmds finished commands, and no more of their records
+ * (argv, cwd) than the records budget: older finished ones nobody holds are forgotten
+ * with their output. Without it a client running `true` in a loop grew the daemon by ~360
+ * bytes a command (~2 GB an hour at full speed) and the store without end, and 120
+ * commands with ~512 KiB of arguments each held 52 MiB. One pass keeps the others in
+ * order (a memmove per command would move the whole array each time, under the lock: at
+ * 1,500 commands/s and 10,000 kept, ~120 MB a second). One that is held, or not in the
+ * store yet, stays past its turn; by count the newest max stay regardless.
  */
-static void forget_old_cmds(struct daemon *d)
+bool dm_cmds_trim(struct daemon *d, struct dm_sbx *s, uint64_t extra, struct dm_ids *ids)
 {
 	size_t max = d->opts.max_cmds ? d->opts.max_cmds : DM_MAX_CMDS_DEFAULT;
-	char (*ids)[DM_ID_LEN + 1] = NULL;
-	size_t n = 0, cap = 0;
+	uint64_t budget =
+	    d->opts.sbx_records_max ? d->opts.sbx_records_max : DM_SBX_RECORDS_DEFAULT;
+	size_t due = 0, kept = 0;
 
-	for (size_t i = 0; i < d->n_sbxs; i++) {
-		struct dm_sbx *s = d->sbxs[i];
-		size_t due = 0, kept = 0;
+	if (s->n_cmds <= max && s->rec_total + extra <= budget)
+		return true;
+	for (size_t k = 0; k < s->n_cmds; k++)
+		due += s->cmds[k]->reason != NULL;
+	due = due > max ? due - max : 0;
+	for (size_t k = 0; k < s->n_cmds; k++) {
+		struct dm_cmd *c = s->cmds[k];
+		bool over = s->rec_total + extra > budget;
 
-		if (s->n_cmds <= max)
-			continue;
-		for (size_t k = 0; k < s->n_cmds; k++)
-			due += s->cmds[k]->reason != NULL;
-		if (due <= max)
-			continue;
-		/* The oldest finished-max go, in one pass that keeps the others in order (a
-		 * memmove per command would move the whole array each time, under the lock:
-		 * at 1,500 commands/s and 10,000 kept, ~120 MB a second). One that is held, or
-		 * not in the store yet, stays past its turn; the newest max stay regardless. */
-		due -= max;
-		for (size_t k = 0; k < s->n_cmds; k++) {
-			struct dm_cmd *c = s->cmds[k];
-
-			if (due && c->reason) {
-				due--;
-				if (c->row_stored && !__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
-					if (n == cap)
-						ids = xrealloc(ids, (cap = cap ? 2 * cap : 64) * sizeof(*ids));
-					strcpy(ids[n++], c->id);
-					/* Its output leaves the store: room in the budget again. */
-					sub_floor0(&s->out_total, c->stored[0] + c->stored[1]);
-					cmd_free(c);
-					continue;
-				}
+		if (c->reason && (due || over)) {
+			due -= due > 0;
+			if (c->row_stored && !__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
+				ids_add(ids, c->id);
+				/* Its output and record leave the store: room in the budgets. */
+				sub_floor0(&s->out_total, c->stored[0] + c->stored[1]);
+				sub_floor0(&s->rec_total, dm_cmd_rec_bytes(c));
+				cmd_free(c);
+				continue;
 			}
-			s->cmds[kept++] = c;
 		}
-		s->n_cmds = kept;
+		s->cmds[kept++] = c;
 	}
-	delete_forgotten(d, ids, n, false);
+	s->n_cmds = kept;
+	return s->rec_total + extra <= budget;
+}
+
+/* Once a second, every sandbox (d->mu held; dropped around the store). */
+static void forget_old_cmds(struct daemon *d)
+{
+	struct dm_ids ids = {0};
+
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		dm_cmds_trim(d, d->sbxs[i], 0, &ids);
+	if (!ids.n)
+		return;
+	pthread_mutex_unlock(&d->mu);
+	dm_ids_delete(d, &ids);
+	pthread_mutex_lock(&d->mu);
 }
 
 /* Sandboxes past their expiry are stopped; commands past their timeout are killed; once
@@ -1095,6 +1124,8 @@ static int load_cmd(void *ctx, const struct store_command *r)
 	c->reason = r->reason ? xstrdup(r->reason) : NULL;
 	c->deadline_ms = (uint64_t)r->deadline_ms;
 	c->out_gen = 1; /* an earlier run may have stored output: readers must look */
+	s->rec_total += dm_cmd_rec_bytes(c);
+	c->seq = ++s->cmd_seq;
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	return 0;
