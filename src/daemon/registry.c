@@ -886,22 +886,19 @@ static void prune_egress_logs(struct daemon *d)
 		closedir(dir);
 }
 
-/* What forget_ended / forget_old_cmds took out of memory leaves the store (and a
- * sandbox's egress log the disk), with d->mu dropped meanwhile; ids is freed. */
-static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_t n,
-			     bool sandboxes)
+/* What forget_ended took out of memory leaves the store, and each sandbox's egress log
+ * the disk, with d->mu dropped meanwhile; ids is freed. */
+static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_t n)
 {
 	if (!n)
 		return;
 	pthread_mutex_unlock(&d->mu);
 	for (size_t k = 0; k < n; k++) {
-		char *log = sandboxes ? dm_egress_log_path(d, ids[k]) : NULL;
+		char *log = dm_egress_log_path(d, ids[k]);
 
 		/* A failure leaves a row (deleted with its sandbox, or at a later start). */
-		if (sandboxes)
-			store_sandbox_delete(d->store, ids[k], NULL), unlink(log);
-		else
-			store_command_delete(d->store, ids[k], NULL);
+		store_sandbox_delete(d->store, ids[k], NULL);
+		unlink(log);
 		free(log);
 	}
 	free(ids);
@@ -956,7 +953,7 @@ static void forget_ended(struct daemon *d)
 		d->n_sbxs--;
 		ended--;
 	}
-	delete_forgotten(d, ids, n, true);
+	delete_forgotten(d, ids, n);
 }
 
 uint64_t dm_cmd_rec_bytes(const struct dm_cmd *c)
