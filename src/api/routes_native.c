@@ -186,11 +186,13 @@ static void api_sbx_policy(struct api_req *r)
 	api_reply_sandbox(r, 200, id);
 }
 
-/* ?follow=true: the log so far, then new lines as they come, until the sandbox ends. */
+/* The log from f->off: without follow, up to its end; with ?follow=true, then new lines
+ * as they come, until the sandbox ends. Read from an offset, never the whole log again. */
 struct egress_follow {
 	struct daemon *d;
 	char *team, *id;
-	size_t off;
+	uint64_t off;
+	bool follow;
 };
 
 static bool sbx_running(struct egress_follow *f)
@@ -205,31 +207,33 @@ static bool sbx_running(struct egress_follow *f)
 	return running;
 }
 
+/* The bytes of buf[0..got) to send: following, whole lines only (or a full buffer of a
+ * line longer than it); otherwise all of them. */
+static size_t egress_take(const struct egress_follow *f, const char *buf, size_t got, size_t max)
+{
+	const char *end;
+
+	if (!f->follow || !got)
+		return got;
+	end = memrchr(buf, '\n', got);
+	return end ? (size_t)(end + 1 - buf) : got == max ? got : 0;
+}
+
 static ssize_t egress_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct egress_follow *f = cls;
 
 	for (int waited = 0; waited < 600; waited++) { /* a slice of ~30 s, then a keep-alive */
-		char *data = NULL;
-		size_t len = 0;
-		bool running = sbx_running(f);
+		bool running = f->follow && sbx_running(f); /* before the read: none lost */
+		size_t got = 0, n;
 
-		if (dm_sandbox_egress_log(f->d, f->team, f->id, &data, &len, NULL) == 0 &&
-		    len > f->off) {
-			/* Whole lines only. */
-			char *end = memrchr(data + f->off, '\n', len - f->off);
-			size_t n = end ? (size_t)(end + 1 - (data + f->off)) : 0;
-
-			if (n > max)
-				n = max;
-			if (n) {
-				memcpy(buf, data + f->off, n);
-				f->off += n;
-				free(data);
-				return (ssize_t)n;
-			}
+		if (dm_sandbox_egress_read(f->d, f->team, f->id, f->off, buf, max, &got, NULL) < 0)
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		n = egress_take(f, buf, got, max);
+		if (n) {
+			f->off += n;
+			return (ssize_t)n;
 		}
-		free(data);
 		if (!running)
 			return MHD_CONTENT_READER_END_OF_STREAM;
 		usleep(50000);
@@ -251,29 +255,26 @@ static void egress_free(void *cls)
 static void api_sbx_egress(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
+	struct egress_follow *f;
+	struct MHD_Response *resp;
 	bool follow = false;
-	char *data = NULL;
-	size_t len = 0;
+	size_t got;
+	char probe;
 
 	if (api_query_bool(r, "follow", &follow, &err) < 0 ||
-	    dm_sandbox_egress_log(r->api->d, r->team, api_param(r, "id"), &data, &len, &err) < 0)
+	    dm_sandbox_egress_read(r->api->d, r->team, api_param(r, "id"), 0, &probe, 0, &got,
+				   &err) < 0)
 		return api_reply_error(r, err);
-	if (follow) {
-		struct egress_follow *f = xzalloc(sizeof(*f));
-		struct MHD_Response *resp;
-
-		free(data);
-		f->d = r->api->d;
-		f->team = xstrdup(r->team);
-		f->id = xstrdup(api_param(r, "id"));
-		resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, egress_read, f,
-							 egress_free);
-		if (!resp)
-			al_oom();
-		api_reply_stream(r, resp);
-		return;
-	}
-	api_reply_raw(r, 200, "application/x-ndjson", data, len);
+	f = xzalloc(sizeof(*f));
+	f->d = r->api->d;
+	f->team = xstrdup(r->team);
+	f->id = xstrdup(api_param(r, "id"));
+	f->follow = follow;
+	resp =
+	    MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, egress_read, f, egress_free);
+	if (!resp)
+		al_oom();
+	api_reply_stream(r, resp);
 }
 
 #define SBX "/v1/sandboxes/{id}"

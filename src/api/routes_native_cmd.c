@@ -20,6 +20,9 @@ struct api_run {
 	bool wait;
 };
 
+#define API_CMD_PAGE_DEFAULT 1000 /* commands a listing page has unless limit says */
+#define API_CMD_PAGE_MAX 10000
+
 static int api_parse_run(json_t *body, struct api_run *run, struct al_error **err)
 {
 	static const char *const fields[] = { "cmd",   "args",  "env",	    "cwd",  "sudo",
@@ -88,14 +91,29 @@ void api_cmd_run(struct api_req *r)
 	api_run_reply(r, sbx, cid, run.wait);
 }
 
+/* GET .../commands?limit=N&cursor=C: a page, oldest first, and the cursor of the next
+ * ("next_cursor", null after the last page). */
 void api_cmd_list(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
-	json_t *list = NULL;
+	json_t *list = NULL, *o;
+	uint64_t limit = API_CMD_PAGE_DEFAULT, cursor = 0, next = 0;
+	char buf[24];
 
-	if (dm_cmd_list(r->api->d, r->team, api_param(r, "id"), &list, &err) < 0)
+	if (api_query_u64(r, "limit", API_CMD_PAGE_MAX, &limit, &err) < 0 ||
+	    api_query_u64(r, "cursor", UINT64_MAX, &cursor, &err) < 0)
 		return api_reply_error(r, err);
-	api_reply_wrapped(r, 200, "commands", list);
+	if (limit == 0) {
+		api_bad(&err, "query 'limit' must be at least 1");
+		return api_reply_error(r, err);
+	}
+	if (dm_cmd_list(r->api->d, r->team, api_param(r, "id"), cursor, (size_t)limit, &list, &next,
+			&err) < 0)
+		return api_reply_error(r, err);
+	snprintf(buf, sizeof(buf), "%llu", (unsigned long long)next);
+	o = json_pack("{s:o}", "commands", list);
+	json_object_set_new(o, "next_cursor", next ? json_string(buf) : json_null());
+	api_reply_json(r, 200, o);
 }
 
 static void api_reply_command(struct api_req *r)

@@ -4,6 +4,7 @@
 #include "common/cleanup.h"
 #include "common/getopt_exact.h"
 #include "common/parse.h"
+#include "common/path.h"
 #include "common/xalloc.h"
 #include "jail/pool.h"
 #include "jail/template.h"
@@ -183,6 +184,40 @@ static bool hostname_ok(const char *h)
 }
 
 /* Returns -1 to go on, or an exit code. */
+/* --workdir (AL_EXIT_USAGE, or -1: taken): the normal form (common/path.h) is what the jail
+ * gets and what the rules see; /, /proc, /sys and /dev are the kernel's (only /dev/shm
+ * there is the sandbox's). */
+static int parse_workdir(struct al_config *cfg, const char *arg)
+{
+	_cleanup_error_ struct al_error *e = NULL;
+	char *norm = NULL;
+
+	if (al_path_normalize(arg, "--workdir", &norm, &e) < 0)
+		return usage_error("%s", e->msg);
+	if (al_path_in_pseudo_fs(norm)) {
+		usage_error("--workdir '%s': is /, or in /proc, /sys or /dev (only /dev/shm there "
+			    "is the sandbox's)",
+			    norm);
+		free(norm);
+		return AL_EXIT_USAGE;
+	}
+	cfg->workdir = norm; /* lives as long as the run */
+	return -1;	     /* parse_opt's "go on" */
+}
+
+/* --file's DST (relative ones are the workdir's) must normalize like any path (0: it
+ * does). */
+static int check_file_dst(const char *arg, const char *dst)
+{
+	_cleanup_error_ struct al_error *e = NULL;
+	_cleanup_free_ char *full = xasprintf("%s%s", dst[0] == '/' ? "" : "/", dst);
+	_cleanup_free_ char *norm = NULL;
+
+	if (al_path_normalize(full, "destination", &norm, &e) < 0)
+		return usage_error("--file '%s': %s", arg, e->msg);
+	return 0;
+}
+
 static int parse_opt(struct run_opts *o, int c, const char *arg)
 {
 	struct al_config *cfg = &o->cfg;
@@ -225,10 +260,7 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		o->env[cfg->n_env++] = arg;
 		break;
 	case 'w':
-		if (arg[0] != '/')
-			return usage_error("--workdir '%s': must be an absolute path", arg);
-		cfg->workdir = arg;
-		break;
+		return parse_workdir(cfg, arg);
 	case OPT_IMAGE:
 		cfg->image = arg;
 		break;
@@ -239,6 +271,8 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		if (cfg->n_files == AL_FILES_MAX)
 			return usage_error("--file '%s': too many --file copies (at most %d)", arg,
 					   AL_FILES_MAX);
+		if (strlen(colon + 1) < AL_FILE_DST_MAX && check_file_dst(arg, colon + 1) != 0)
+			return AL_EXIT_USAGE;
 		if (strlen(colon + 1) >= AL_FILE_DST_MAX)
 			return usage_error("--file '%s': the destination is too long (at most %d "
 					   "bytes)", arg, AL_FILE_DST_MAX - 1);

@@ -57,6 +57,11 @@ void cli_serve_usage(FILE *out)
 	      "  --sandbox-output-max SIZE\n"
 	      "                      command output stored for one sandbox, all its commands\n"
 	      "                      together; beyond it output is dropped (default 1G)\n"
+	      "  --sandbox-records-max SIZE\n"
+	      "                      bytes of the args and cwd of the commands one sandbox keeps;\n"
+	      "                      beyond it its oldest finished commands are forgotten, and a\n"
+	      "                      command that does not fit beside the running ones is\n"
+	      "                      refused with 429 (default 16M)\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -137,6 +142,7 @@ int cli_serve(int argc, char **argv)
 		{"retention", required_argument, NULL, 'r'},
 		{"keep-ended", required_argument, NULL, 'k'},
 		{"sandbox-output-max", required_argument, NULL, 'o'},
+		{"sandbox-records-max", required_argument, NULL, 'R'},
 		{"keep-commands", required_argument, NULL, 'K'},
 		{"keep-ended-output", required_argument, NULL, 'O'},
 		{"team-max-sandboxes", required_argument, NULL, 'T'},
@@ -177,6 +183,10 @@ int cli_serve(int argc, char **argv)
 			break;
 		case 'o':
 			if (size_arg("sandbox-output-max", optarg, &dopt.sbx_output_max) < 0)
+				return AL_EXIT_USAGE;
+			break;
+		case 'R':
+			if (size_arg("sandbox-records-max", optarg, &dopt.sbx_records_max) < 0)
 				return AL_EXIT_USAGE;
 			break;
 		case 'O':

@@ -4,6 +4,7 @@
 #include "net/gateway.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/path.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -182,6 +183,7 @@ static void forget(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c)
 		if (s->cmds[i] == c) {
 			memmove(&s->cmds[i], &s->cmds[i + 1], (s->n_cmds - i - 1) * sizeof(c));
 			s->n_cmds--;
+			s->rec_total -= dm_cmd_rec_bytes(c);
 			break;
 		}
 	pthread_mutex_unlock(&d->mu);
@@ -232,6 +234,36 @@ static int store_new_cmd(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	return 0;
 }
 
+/*
+ * d->mu held: room for c's record (argv, cwd) in s's records budget, made by forgetting
+ * its oldest finished commands (their ids go to *gone); s, or NULL when the running ones
+ * leave none (EAGAIN: 429) or c alone is over the budget (E2BIG: 413).
+ */
+static struct dm_sbx *fit_record(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
+				 struct dm_ids *gone, struct al_error **err)
+{
+	uint64_t need = dm_cmd_rec_bytes(c);
+	uint64_t budget =
+	    d->opts.sbx_records_max ? d->opts.sbx_records_max : DM_SBX_RECORDS_DEFAULT;
+
+	if (need > budget) {
+		al_error_msg(err, E2BIG,
+			     "the command's args and cwd (%llu bytes) are over the "
+			     "sandbox's records budget (--sandbox-records-max %llu)",
+			     (unsigned long long)need, (unsigned long long)budget);
+		return NULL;
+	}
+	if (!dm_cmds_trim(d, s, need, gone)) {
+		al_error_msg(err, EAGAIN,
+			     "the sandbox's running commands' args fill its records "
+			     "budget (--sandbox-records-max %llu): retry when one has ended",
+			     (unsigned long long)budget);
+		return NULL;
+	}
+	s->rec_total += need;
+	return s;
+}
+
 /* dm_cmd_start; *held is the command it made and held with its sandbox (to put), if it
  * found the sandbox. */
 static int start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
@@ -242,8 +274,11 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	struct dm_cmd *c;
 	char id[DM_ID_LEN + 1];
 	bool stdin_sent, with_net;
+	_cleanup_free_ char *cwd = NULL;
+	struct dm_ids gone = {0};
 
-	if (validate_exec(e, err) < 0)
+	if (validate_exec(e, err) < 0 ||
+	    (e->cwd && al_path_normalize(e->cwd, "cwd", &cwd, err) < 0))
 		return -1;
 	/* What needs no sandbox is made before the lock every request takes. */
 	c = xzalloc(sizeof(*c));
@@ -251,16 +286,20 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	c->argv_json = argv_json(e);
 	pthread_mutex_lock(&d->mu);
 	s = running_sbx(d, team, sbx, err);
+	if (s) {
+		c->cwd = cwd ? TAKE_PTR(cwd) : xstrdup(s->workdir);
+		s = fit_record(d, s, c, &gone, err);
+	}
 	if (!s) {
 		pthread_mutex_unlock(&d->mu);
-		free(c->argv_json), free(c);
+		dm_ids_delete(d, &gone);
+		free(c->argv_json), free(c->cwd), free(c);
 		return -1;
 	}
 	dm_sbx_hold(s);
 	dm_cmd_hold(c);
 	*held = c;
 	c->sbx = s;
-	c->cwd = xstrdup(e->cwd ? e->cwd : s->workdir);
 	c->sudo = e->sudo;
 	c->started_ms = dm_now_ms();
 	/* A timeout past the end of time (the API takes up to INT64_MAX ms) is no deadline to
@@ -269,6 +308,7 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 			 : e->timeout_ms > (uint64_t)(INT64_MAX - c->started_ms)
 				 ? (uint64_t)INT64_MAX
 				 : (uint64_t)c->started_ms + e->timeout_ms;
+	c->seq = ++s->cmd_seq;
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	/* A policy that allows something means a gateway (the watchdog keeps one running),
@@ -278,6 +318,7 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 				with_net && dm_sandbox_has_ca(d, s->id));
 	strcpy(id, c->id);
 	pthread_mutex_unlock(&d->mu);
+	dm_ids_delete(d, &gone);
 
 	if (store_new_cmd(d, s, c, err) < 0) {
 		*held = NULL; /* freed here: the puts are ours */
@@ -376,17 +417,31 @@ int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char 
 	return r;
 }
 
-int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, json_t **out,
-		struct al_error **err)
+int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, uint64_t cursor, size_t limit,
+		json_t **out, uint64_t *next, struct al_error **err)
 {
 	struct dm_sbx *s;
+	size_t lo = 0, hi;
 
+	*next = 0;
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, sbx, err);
 	if (s) {
+		/* seq increases along cmds: the first one after the cursor, by bisection. */
+		hi = s->n_cmds;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (s->cmds[mid]->seq <= cursor)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
 		*out = json_array();
-		for (size_t i = 0; i < s->n_cmds; i++)
+		for (size_t i = lo; i < s->n_cmds && i - lo < limit; i++)
 			json_array_append_new(*out, dm_cmd_json(s->cmds[i]));
+		if (s->n_cmds - lo > limit)
+			*next = s->cmds[lo + limit - 1]->seq;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return s ? 0 : -ENOENT;

@@ -47,6 +47,11 @@ struct daemon_opts {
 	 * forgotten with their output (0: DM_MAX_CMDS_DEFAULT). */
 	unsigned max_cmds;
 #define DM_MAX_CMDS_DEFAULT 10000
+	/* Bytes of the records of the commands a sandbox keeps (their argv and cwd, all
+	 * together; 0: DM_SBX_RECORDS_DEFAULT): beyond it the oldest finished are forgotten,
+	 * and a command that would not fit beside the running ones is refused (429). */
+	uint64_t sbx_records_max;
+#define DM_SBX_RECORDS_DEFAULT (16ull << 20)
 	unsigned team_max_sbxs;     /* live sandboxes one team may have at once (0: no limit) */
 };
 
@@ -90,9 +95,11 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
 			  struct al_error **err);
 
-/* The sandbox's egress decisions so far (JSON lines; "" when none). */
-int dm_sandbox_egress_log(struct daemon *d, const char *team, const char *id, char **out,
-			  size_t *len, struct al_error **err);
+/* Up to max bytes of the sandbox's egress decisions (JSON lines) from byte off of their
+ * log into buf (*got: 0 at its end, or when none yet): a reader keeps its offset and reads
+ * only what is new. */
+int dm_sandbox_egress_read(struct daemon *d, const char *team, const char *id, uint64_t off,
+			   char *buf, size_t max, size_t *got, struct al_error **err);
 
 /* --- commands ------------------------------------------------------------- */
 
@@ -122,8 +129,10 @@ int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *
 /* Blocks until the command finishes or timeout_ms passes (-ETIMEDOUT); then like dm_cmd_get. */
 int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char *cmd,
 		uint64_t timeout_ms, json_t **out, struct al_error **err);
-int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, json_t **out_array,
-		struct al_error **err);
+/* One page of the sandbox's commands, oldest first: up to limit of those after cursor (0:
+ * from the first); *next is the cursor of the page after it, 0 when this is the last. */
+int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, uint64_t cursor, size_t limit,
+		json_t **out_array, uint64_t *next, struct al_error **err);
 int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, const char *cmd,
 		       const void *data, size_t len, bool close_after, struct al_error **err);
 int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char *cmd, int sig,

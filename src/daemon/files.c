@@ -17,6 +17,7 @@
 #include "daemon/files.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/path.h"
 #include "common/utf8.h"
 #include "common/xalloc.h"
 
@@ -139,6 +140,8 @@ static int files_api_path(const char *workdir, const char *path, struct files_pa
 {
 	const char *wd = workdir ? workdir : FILES_DEFAULT_WORKDIR;
 
+	_cleanup_free_ char *joined = NULL, *norm = NULL;
+
 	p->len = p->n = 0;
 	if (!path || !*path)
 		return al_error_msg(err, EINVAL, "empty path");
@@ -146,10 +149,12 @@ static int files_api_path(const char *workdir, const char *path, struct files_pa
 	if (path[0] != '/') {
 		if (wd[0] != '/')
 			return al_error_msg(err, EINVAL, "workdir '%s' is not absolute", wd);
-		if (files_path_add(p, wd, true, wd, err) < 0)
-			return -EINVAL;
+		joined = xasprintf("%s/%s", wd, path);
 	}
-	return files_path_add(p, path, true, sh->s, err);
+	/* The one normal form (common/path.h); its components are what the rules look at. */
+	if (al_path_normalize(joined ? joined : path, "path", &norm, err) < 0)
+		return -EINVAL;
+	return files_path_add(p, norm, true, sh->s, err);
 }
 
 /* The writable-area rule: p must be an area or lie under one. Workdir "/" is no area. */

@@ -38,6 +38,8 @@
 struct dm_cmd {
 	char id[DM_ID_LEN + 1];
 	struct dm_sbx *sbx;
+	uint64_t seq; /* its place in the sandbox's commands (1, 2, ...: the
+		       * listing's cursor; numbered again at a daemon's start) */
 	char *argv_json;
 	char *cwd;
 	bool sudo;
@@ -105,9 +107,13 @@ struct dm_sbx {
 	int64_t out_debt_ns;     /* reader only: store time its output still owes as a pause */
 	uint64_t out_total;      /* output bytes its kept commands have in the store (d->mu;
 				  * at start, what the store has of them) */
+	uint64_t rec_total;	 /* bytes of its kept commands' records (argv, cwd: what the
+				  * tenant chose, in memory and the store), against
+				  * --sandbox-records-max (d->mu) */
 
-	struct dm_cmd **cmds;
+	struct dm_cmd **cmds; /* in start order, seq increasing */
 	size_t n_cmds;
+	uint64_t cmd_seq;	 /* the last seq given */
 	pthread_cond_t cv;       /* this sandbox's events (under d->mu): replies, output, exits */
 	uint64_t gen;            /* bumped with every change cv's waiters look for (each frame
 				  * from the agent, ...), before cv is broadcast: waiters compare
@@ -162,6 +168,20 @@ void dm_sbx_put(struct dm_sbx *s);
 /* The same for one command (registry.c: forget_old_cmds); its sandbox is held apart. */
 void dm_cmd_hold(struct dm_cmd *c);
 void dm_cmd_put(struct dm_cmd *c);
+/* The bytes of a command's record that count against its sandbox's records budget. */
+uint64_t dm_cmd_rec_bytes(const struct dm_cmd *c);
+/* Command ids taken out of memory, to delete from the store once d->mu is dropped. */
+struct dm_ids {
+	char (*id)[DM_ID_LEN + 1];
+	size_t n, cap;
+};
+/* d->mu held: forgets s's oldest finished commands (nobody holds, stored) until at most
+ * --keep-commands finished ones are left and its records with `extra` more bytes fit in
+ * --sandbox-records-max; their ids go to *ids. True if the budget then has room for
+ * extra. */
+bool dm_cmds_trim(struct daemon *d, struct dm_sbx *s, uint64_t extra, struct dm_ids *ids);
+/* Deletes those commands' rows and output from the store (d->mu NOT held); frees ids. */
+void dm_ids_delete(struct daemon *d, struct dm_ids *ids);
 struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
 /* The sandbox ended (agent gone): finish its running commands, persist, wake waiters.
  * Called with d->mu held. */

@@ -5,6 +5,7 @@
 #include "net/policy.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/path.h"
 #include "common/xalloc.h"
 
 #include <dirent.h>
@@ -283,28 +284,13 @@ static char *make_config(const struct dm_create *c, uint64_t timeout_ms, const c
 	return s;
 }
 
-/* /proc, /sys and /dev are the kernel's in every sandbox: no workdir can be made there. */
-static bool workdir_in_pseudo_fs(const char *w)
-{
-	static const char *const roots[] = {"/proc", "/sys", "/dev"};
-
-	if (strncmp(w, "/dev/shm", 8) == 0 && (w[8] == '\0' || w[8] == '/'))
-		return false;
-	for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
-		size_t n = strlen(roots[i]);
-
-		if (strncmp(w, roots[i], n) == 0 && (w[n] == '\0' || w[n] == '/'))
-			return true;
-	}
-	return false;
-}
-
 static int validate_create(const struct dm_create *c, struct al_error **err)
 {
-	if (c->workdir && (c->workdir[0] != '/' || strstr(c->workdir, "/../") ||
-			   strlen(c->workdir) > 1024))
-		return al_error_msg(err, EINVAL, "workdir must be an absolute path without '..'");
 	size_t total = 0;
+
+	/* c->workdir is normalized (create): the rules look at that form only. */
+	if (c->workdir && strlen(c->workdir) > 1024)
+		return al_error_msg(err, EINVAL, "workdir is longer than 1024 bytes");
 
 	for (size_t i = 0; i < c->n_env; i++) {
 		const char *eq = strchr(c->env[i], '=');
@@ -322,9 +308,11 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 	if (c->disk_bytes && c->disk_bytes < DM_MIN_DISK)
 		return al_error_msg(err, EINVAL, "resources: disk must be at least 1 MiB (the "
 				    "sandbox's own /etc and directories live there)");
-	if (c->workdir && workdir_in_pseudo_fs(c->workdir))
-		return al_error_msg(err, EINVAL, "workdir '%.200s' is in /proc, /sys or /dev (only "
-				    "/dev/shm there is the sandbox's)", c->workdir);
+	if (c->workdir && al_path_in_pseudo_fs(c->workdir))
+		return al_error_msg(err, EINVAL,
+				    "workdir '%.200s' is /, or in /proc, /sys or /dev "
+				    "(only /dev/shm there is the sandbox's)",
+				    c->workdir);
 	if (c->memory_bytes && c->memory_bytes < (4u << 20))
 		return al_error_msg(err, EINVAL, "memory must be at least 4 MiB");
 	if (c->timeout_ms > DM_MAX_LIFETIME_MS)
@@ -548,10 +536,13 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	struct dm_sbx *s;
 	struct dm_gw_launch gl = {.child = -1, .fd = -1};
 	char *canon = NULL;
-	_cleanup_free_ char *image = NULL;
+	_cleanup_free_ char *image = NULL, *workdir = NULL;
 	struct dm_create resolved = *asked;
 	const struct dm_create *c = &resolved;
 
+	if (asked->workdir && al_path_normalize(asked->workdir, "workdir", &workdir, err) < 0)
+		return -1;
+	resolved.workdir = workdir;
 	if (resolve_image(d, asked->image, &image, err) < 0)
 		return -1;
 	resolved.image = image;
@@ -772,36 +763,31 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	return r;
 }
 
-int dm_sandbox_egress_log(struct daemon *d, const char *team, const char *id, char **out,
-			  size_t *len, struct al_error **err)
+int dm_sandbox_egress_read(struct daemon *d, const char *team, const char *id, uint64_t off,
+			   char *buf, size_t max, size_t *got, struct al_error **err)
 {
+	_cleanup_close_ int fd = -1;
 	struct dm_sbx *s;
 	char *path;
-	FILE *f;
+	ssize_t n;
 
+	*got = 0;
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, id, err);
 	pthread_mutex_unlock(&d->mu);
 	if (!s)
 		return -ENOENT;
-	*out = NULL;
-	*len = 0;
 	path = dm_egress_log_path(d, id);
-	f = fopen(path, "r");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
 	free(path);
-	if (f) {
-		char buf[65536];
-		size_t n;
-		while ((n = fread(buf, 1, sizeof(buf), f)) > 0 && *len < (64u << 20)) {
-			*out = xrealloc(*out, *len + n + 1);
-			memcpy(*out + *len, buf, n);
-			*len += n;
-		}
-		fclose(f);
-	}
-	if (!*out)
-		*out = xzalloc(1);
-	(*out)[*len] = '\0';
+	if (fd < 0)
+		return errno == ENOENT ? 0 : al_error_set(err, errno, "open the egress log");
+	do
+		n = pread(fd, buf, max, (off_t)off);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return al_error_set(err, errno, "read the egress log");
+	*got = (size_t)n;
 	return 0;
 }
 
@@ -900,22 +886,19 @@ static void prune_egress_logs(struct daemon *d)
 		closedir(dir);
 }
 
-/* What forget_ended / forget_old_cmds took out of memory leaves the store (and a
- * sandbox's egress log the disk), with d->mu dropped meanwhile; ids is freed. */
-static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_t n,
-			     bool sandboxes)
+/* What forget_ended took out of memory leaves the store, and each sandbox's egress log
+ * the disk, with d->mu dropped meanwhile; ids is freed. */
+static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_t n)
 {
 	if (!n)
 		return;
 	pthread_mutex_unlock(&d->mu);
 	for (size_t k = 0; k < n; k++) {
-		char *log = sandboxes ? dm_egress_log_path(d, ids[k]) : NULL;
+		char *log = dm_egress_log_path(d, ids[k]);
 
 		/* A failure leaves a row (deleted with its sandbox, or at a later start). */
-		if (sandboxes)
-			store_sandbox_delete(d->store, ids[k], NULL), unlink(log);
-		else
-			store_command_delete(d->store, ids[k], NULL);
+		store_sandbox_delete(d->store, ids[k], NULL);
+		unlink(log);
 		free(log);
 	}
 	free(ids);
@@ -970,56 +953,85 @@ static void forget_ended(struct daemon *d)
 		d->n_sbxs--;
 		ended--;
 	}
-	delete_forgotten(d, ids, n, true);
+	delete_forgotten(d, ids, n);
+}
+
+uint64_t dm_cmd_rec_bytes(const struct dm_cmd *c)
+{
+	return strlen(c->argv_json) + (c->cwd ? strlen(c->cwd) : 0);
+}
+
+static void ids_add(struct dm_ids *ids, const char *id)
+{
+	if (ids->n == ids->cap)
+		ids->id =
+		    xrealloc(ids->id, (ids->cap = ids->cap ? 2 * ids->cap : 64) * sizeof(*ids->id));
+	strcpy(ids->id[ids->n++], id);
+}
+
+void dm_ids_delete(struct daemon *d, struct dm_ids *ids)
+{
+	for (size_t k = 0; k < ids->n; k++)
+		store_command_delete(d->store, ids->id[k], NULL); /* a failure: deleted later */
+	free(ids->id);
+	*ids = (struct dm_ids){0};
 }
 
 /*
- * A sandbox keeps its newest max_cmds finished commands (d->mu held; dropped around
- * the store): older finished ones nobody holds are forgotten with their output. Without
- * it a client running `true` in a loop grew the daemon by ~360 bytes a command (~2 GB
- * an hour at full speed) and the store without end.
+ * A sandbox keeps its newest max_cmds finished commands, and no more of their records
+ * (argv, cwd) than the records budget: older finished ones nobody holds are forgotten
+ * with their output. Without it a client running `true` in a loop grew the daemon by ~360
+ * bytes a command (~2 GB an hour at full speed) and the store without end, and 120
+ * commands with ~512 KiB of arguments each held 52 MiB. One pass keeps the others in
+ * order (a memmove per command would move the whole array each time, under the lock: at
+ * 1,500 commands/s and 10,000 kept, ~120 MB a second). One that is held, or not in the
+ * store yet, stays past its turn; by count the newest max stay regardless.
  */
-static void forget_old_cmds(struct daemon *d)
+bool dm_cmds_trim(struct daemon *d, struct dm_sbx *s, uint64_t extra, struct dm_ids *ids)
 {
 	size_t max = d->opts.max_cmds ? d->opts.max_cmds : DM_MAX_CMDS_DEFAULT;
-	char (*ids)[DM_ID_LEN + 1] = NULL;
-	size_t n = 0, cap = 0;
+	uint64_t budget =
+	    d->opts.sbx_records_max ? d->opts.sbx_records_max : DM_SBX_RECORDS_DEFAULT;
+	size_t due = 0, kept = 0;
 
-	for (size_t i = 0; i < d->n_sbxs; i++) {
-		struct dm_sbx *s = d->sbxs[i];
-		size_t due = 0, kept = 0;
+	if (s->n_cmds <= max && s->rec_total + extra <= budget)
+		return true;
+	for (size_t k = 0; k < s->n_cmds; k++)
+		due += s->cmds[k]->reason != NULL;
+	due = due > max ? due - max : 0;
+	for (size_t k = 0; k < s->n_cmds; k++) {
+		struct dm_cmd *c = s->cmds[k];
+		bool over = s->rec_total + extra > budget;
 
-		if (s->n_cmds <= max)
-			continue;
-		for (size_t k = 0; k < s->n_cmds; k++)
-			due += s->cmds[k]->reason != NULL;
-		if (due <= max)
-			continue;
-		/* The oldest finished-max go, in one pass that keeps the others in order (a
-		 * memmove per command would move the whole array each time, under the lock:
-		 * at 1,500 commands/s and 10,000 kept, ~120 MB a second). One that is held, or
-		 * not in the store yet, stays past its turn; the newest max stay regardless. */
-		due -= max;
-		for (size_t k = 0; k < s->n_cmds; k++) {
-			struct dm_cmd *c = s->cmds[k];
-
-			if (due && c->reason) {
-				due--;
-				if (c->row_stored && !__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
-					if (n == cap)
-						ids = xrealloc(ids, (cap = cap ? 2 * cap : 64) * sizeof(*ids));
-					strcpy(ids[n++], c->id);
-					/* Its output leaves the store: room in the budget again. */
-					sub_floor0(&s->out_total, c->stored[0] + c->stored[1]);
-					cmd_free(c);
-					continue;
-				}
+		if (c->reason && (due || over)) {
+			due -= due > 0;
+			if (c->row_stored && !__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
+				ids_add(ids, c->id);
+				/* Its output and record leave the store: room in the budgets. */
+				sub_floor0(&s->out_total, c->stored[0] + c->stored[1]);
+				sub_floor0(&s->rec_total, dm_cmd_rec_bytes(c));
+				cmd_free(c);
+				continue;
 			}
-			s->cmds[kept++] = c;
 		}
-		s->n_cmds = kept;
+		s->cmds[kept++] = c;
 	}
-	delete_forgotten(d, ids, n, false);
+	s->n_cmds = kept;
+	return s->rec_total + extra <= budget;
+}
+
+/* Once a second, every sandbox (d->mu held; dropped around the store). */
+static void forget_old_cmds(struct daemon *d)
+{
+	struct dm_ids ids = {0};
+
+	for (size_t i = 0; i < d->n_sbxs; i++)
+		dm_cmds_trim(d, d->sbxs[i], 0, &ids);
+	if (!ids.n)
+		return;
+	pthread_mutex_unlock(&d->mu);
+	dm_ids_delete(d, &ids);
+	pthread_mutex_lock(&d->mu);
 }
 
 /* Sandboxes past their expiry are stopped; commands past their timeout are killed; once
@@ -1109,6 +1121,8 @@ static int load_cmd(void *ctx, const struct store_command *r)
 	c->reason = r->reason ? xstrdup(r->reason) : NULL;
 	c->deadline_ms = (uint64_t)r->deadline_ms;
 	c->out_gen = 1; /* an earlier run may have stored output: readers must look */
+	s->rec_total += dm_cmd_rec_bytes(c);
+	c->seq = ++s->cmd_seq;
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
 	return 0;

@@ -19,6 +19,7 @@
 #include "net/gateway.h"
 #include "common/xalloc.h"
 #include "common/error.h"
+#include "common/path.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -349,9 +350,12 @@ static int copy_sources(int root_fd, const struct jail_ctx *ctx, const int *fds,
 		int n = d[0] == '/' ? snprintf(dst, sizeof(dst), "%s", d)
 				    : snprintf(dst, sizeof(dst), "%s/%s", workdir, d);
 
+		_cleanup_free_ char *norm = NULL;
+
 		if (n < 0 || (size_t)n >= sizeof(dst))
 			return al_error_set(err, ENAMETOOLONG, "--file destination '%.64s...'", d);
-		if (jail_copy_in(fds[i], cfg->files[i].src, root_fd, dst, owner, owner, err) < 0)
+		if (al_path_normalize(dst, "--file destination", &norm, err) < 0 ||
+		    jail_copy_in(fds[i], cfg->files[i].src, root_fd, norm, owner, owner, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -525,7 +529,7 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	if (r == 0)
 		r = chown_writable(root_fd, ctx, err);
 	/* /proc is mounted after the workdir is made: it would hide it. */
-	if (r == 0 && strncmp(workdir, "/proc", 5) == 0 && (!workdir[5] || workdir[5] == '/'))
+	if (r == 0 && al_path_is_under(workdir, "/proc"))
 		r = al_error_set(err, EEXIST, "workdir '%s': the sandbox's /proc goes there",
 				 workdir);
 	if (r == 0 && strcmp(workdir, "/workspace") != 0) {

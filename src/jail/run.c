@@ -13,6 +13,7 @@
 #include "jail/template.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/path.h"
 #include "common/xalloc.h"
 
 #include <errno.h>
@@ -136,15 +137,32 @@ static bool is_deny_all(const char *p)
 	return p[strspn(p, " \t\r\n")] == '\0';
 }
 
+/* The workdir is taken in its normal form only (common/path.h), outside the kernel's. */
+static int check_workdir(const char *wd, struct al_error **err)
+{
+	_cleanup_free_ char *norm = NULL;
+
+	if (al_path_normalize(wd, "workdir", &norm, err) < 0)
+		return -1;
+	if (strcmp(norm, wd) != 0)
+		return al_error_msg(err, EINVAL,
+				    "workdir '%.200s' is not in normal form ('%.200s')", wd, norm);
+	if (al_path_in_pseudo_fs(norm))
+		return al_error_msg(err, EINVAL,
+				    "workdir '%.200s' is /, or in /proc, /sys or /dev "
+				    "(only /dev/shm there is the sandbox's)",
+				    norm);
+	return 0;
+}
+
 static int validate(const struct al_config *cfg, struct al_error **err)
 {
 	size_t i;
 
 	if (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0])
 		return al_error_set(err, EINVAL, "no command given");
-	if (cfg->workdir && cfg->workdir[0] != '/')
-		return al_error_set(err, EINVAL, "workdir '%s' must be an absolute path",
-				    cfg->workdir);
+	if (cfg->workdir && check_workdir(cfg->workdir, err) < 0)
+		return -1;
 	for (i = 0; i < cfg->n_env; i++) {
 		const char *eq = strchr(cfg->env[i], '=');
 		if (!eq || eq == cfg->env[i])

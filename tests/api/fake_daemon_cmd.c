@@ -184,20 +184,31 @@ int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char 
 	return r;
 }
 
-int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, json_t **out_array,
-		struct al_error **err)
+/* The cursor is the place (1, 2, ... oldest first) of the last one a page had. */
+int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, uint64_t cursor, size_t limit,
+		json_t **out_array, uint64_t *next, struct al_error **err)
 {
 	struct fk_sbx *s;
 	struct fk_cmd *c;
 	json_t *a;
 
+	*next = 0;
 	pthread_mutex_lock(&d->mu);
 	s = fk_sbx_find(d, team, sbx, err);
 	if (s) {
 		a = json_array();
 		for (c = s->cmds; c; c = c->next)
 			json_array_insert_new(a, 0, fk_cmd_view(c));
-		*out_array = a;
+		/* a is oldest first: keep [cursor, cursor + limit). */
+		size_t n = json_array_size(a), from = cursor < n ? (size_t)cursor : n;
+		json_t *page = json_array();
+
+		for (size_t i = from; i < n && i - from < limit; i++)
+			json_array_append(page, json_array_get(a, i));
+		if (n - from > limit)
+			*next = from + limit;
+		json_decref(a);
+		*out_array = page;
 	}
 	pthread_mutex_unlock(&d->mu);
 	return s ? 0 : -ENOENT;
