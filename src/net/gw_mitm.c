@@ -397,42 +397,24 @@ full:
 	return NULL;
 }
 
-/*
- * A chunked request body: passed on as it came, byte for byte, while the strict decoder
- * checks its framing; it ends exactly at the final CRLF. 0, -1 (I/O), or -2 (bad framing).
- */
+static long tls_read(void *ctx, void *buf, size_t n)
+{
+	return SSL_read(ctx, buf, n > INT32_MAX ? INT32_MAX : (int)n);
+}
+
+static int tls_write(void *ctx, const void *buf, size_t n)
+{
+	return ssl_write_all(ctx, buf, n);
+}
+
+/* A chunked request body: passed on byte for byte while the strict decoder checks it. */
 static int copy_chunked(struct mitm *m, const struct net_http_req *req)
 {
 	struct gw_conn *k = m->k;
-	struct net_http_chunked ch = {.max_total = 0};
-	_cleanup_free_ char *buf = xzalloc(65536);
-	const char *in = k->buf + req->head_len;
-	size_t have = k->len - req->head_len;
 
-	for (;;) {
-		while (have > 0) {
-			size_t used = 0, dl = 0;
-			const char *data;
-			int r = net_http_chunked_step(&ch, in, have, &used, &data, &dl);
-
-			if (r == -1)
-				return -2;
-			if (used && ssl_write_all(m->us, in, used) < 0)
-				return -1;
-			k->out += used;
-			in += used;
-			have -= used;
-			if (r == 0)
-				return 0;
-		}
-		{
-			int n = SSL_read(m->cs, buf, 65536);
-			if (n <= 0)
-				return -1;
-			in = buf;
-			have = (size_t)n;
-		}
-	}
+	return gw_relay_chunked(k, k->buf + req->head_len, k->len - req->head_len,
+				&(struct gw_io){.ctx = m->cs, .read = tls_read},
+				&(struct gw_io){.ctx = m->us, .write = tls_write});
 }
 
 /* The request body: exactly Content-Length bytes from the sandbox to upstream. */

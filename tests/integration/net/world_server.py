@@ -166,10 +166,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         srv = self.server
         length = int(self.headers.get("Content-Length") or 0)
         body_in = self.rfile.read(length) if 0 < length < 1 << 20 else b""
+        complete = True
         if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
             body_in = b""
             while True:                       # a plain chunked reader (tests only)
-                size = int(self.rfile.readline().strip() or b"0", 16)
+                line = self.rfile.readline()
+                if not line.endswith(b"\r\n"):   # cut before the last chunk
+                    complete = False
+                    break
+                size = int(line.strip() or b"0", 16)
                 if size == 0:
                     self.rfile.readline()
                     break
@@ -181,7 +186,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
               path=self.path, host=hosts, sni=getattr(self.connection,
                                                       "_sni", None),
               headers=[f"{k}: {v}" for k, v in self.headers.items()],
-              body=body_in.decode("utf-8", "replace"))
+              body=body_in.decode("utf-8", "replace"), body_complete=complete)
+        if not complete:
+            return
         body = (f"{srv.name}-web proto={srv.proto} host={','.join(hosts)} "
                 f"path={self.path} secret={srv.secret}\n").encode()
         if self.path.split("?")[0].endswith("/echo-headers"):
