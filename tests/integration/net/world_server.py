@@ -20,6 +20,8 @@ Servers (all bound to one address each; see README.md for the topology):
   quic     203.0.113.10 udp 443/853  sinks (QUIC / DoT to the allowed host)
 """
 
+import base64
+import gzip
 import http.server
 import json
 import os
@@ -202,6 +204,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(body)
             return
+        if self.path.startswith("/reflect-"):
+            self._reflect(self.path.split("?")[0][len("/reflect-"):])
+            return
         if self.path.startswith("/goto?"):
             # a redirect to another host (ABUSE-6): ?to=URL
             to = self.path.split("to=", 1)[1] if "to=" in self.path else "/"
@@ -216,6 +221,44 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _reflect(self, how):
+        """Upstreams that hand an injected Authorization back in the ways a naive scan
+        of the raw wire bytes misses (issue 33): the token without its scheme, a chunk
+        boundary inside it, a second Content-Encoding, a 1xx before the real head."""
+        auth = self.headers.get("Authorization") or ""
+        token = auth.split(" ", 1)[-1]
+        w = self.connection.sendall
+        if how == "bare":
+            body = f"invalid api key: {token}\n".encode()
+            w(b"HTTP/1.1 401 Unauthorized\r\nX-Error: bad key " + token.encode() +
+              b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        elif how == "basic":
+            dec = base64.b64decode(token).decode("utf-8", "replace")
+            body = f"user:pass={dec} pass={dec.split(':', 1)[-1]}\n".encode()
+            w(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        elif how == "chunked":
+            text = f"key={token};".encode()
+            cut = 4 + len(token) // 2          # the boundary falls inside the token
+            w(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for part in (text[:cut], text[cut:]):
+                w(b"%x\r\n" % len(part) + part + b"\r\n")
+                time.sleep(0.05)
+            w(b"0\r\n\r\n")
+        elif how == "two-ce":
+            body = gzip.compress(f"key={auth}".encode())
+            w(b"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\n"
+              b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        elif how in ("continue-gzip", "continue-plain"):
+            w(b"HTTP/1.1 100 Continue\r\n\r\n")
+            time.sleep(0.05)
+            gz = how == "continue-gzip"
+            body = f"key={auth}".encode()
+            body = gzip.compress(body) if gz else body
+            w(b"HTTP/1.1 200 OK\r\n" + (b"Content-Encoding: gzip\r\n" if gz else
+                                          b"X-Key: " + auth.encode() + b"\r\n") +
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.close_connection = True
 
     do_GET = do_POST = do_HEAD = do_PUT = _serve
 
