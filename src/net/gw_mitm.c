@@ -209,7 +209,7 @@ struct mitm {
 	char *secrets[NET_SECRET_MAX_TOKENS]; /* net_rule_secret_tokens, longest first */
 	size_t n_secrets, max_secret;
 	uint64_t redacted; /* secrets overwritten in what went back to the sandbox */
-	bool head_req;     /* the request was HEAD: the response has no body */
+	bool head_req;	   /* the request was HEAD: the response has no body */
 };
 
 static int ssl_write_all(SSL *s, const void *p, size_t n)
@@ -597,9 +597,13 @@ struct scan {
 
 static void log_reflected(struct mitm *m, const char *reason)
 {
-	gw_log(m->k->g, &(struct gw_event){.layer = "tls", .reason = reason, .name = m->k->name,
-					   .addr = &m->k->addr, .port = m->k->port,
-					   .bytes_out = m->k->out, .bytes_in = m->k->in});
+	gw_log(m->k->g, &(struct gw_event){.layer = "tls",
+					   .reason = reason,
+					   .name = m->k->name,
+					   .addr = &m->k->addr,
+					   .port = m->k->port,
+					   .bytes_out = m->k->out,
+					   .bytes_in = m->k->in});
 }
 
 /* Send win[0..n) to the sandbox, as one chunk when we frame it. */
@@ -692,7 +696,8 @@ static int read_final_head(struct mitm *m, char *buf, size_t *hl, struct net_htt
 		}
 		n = up_read(m, buf + *hl, (int)(RESP_HEAD_MAX - *hl));
 		if (n <= 0) {
-			answer(m, 502, *hl ? "secret_reflected_unscannable_head" : "upstream_no_response",
+			answer(m, 502,
+			       *hl ? "secret_reflected_unscannable_head" : "upstream_no_response",
 			       "Bad Gateway");
 			return -1;
 		}
@@ -733,9 +738,9 @@ static int send_scanned_head(struct mitm *m, const char *buf, const struct net_h
 }
 
 /* The body as framed by resp: de-chunked, exactly Content-Length bytes, or to the close.
- * pre[0..have) came with the head. 0, -1 (I/O), -2 (bad chunked framing). */
-static int scan_body(struct mitm *m, struct scan *sc, const struct net_http_resp *resp,
-		     char *buf, size_t have)
+ * buf[0..have) came with the head. 0, -1 (I/O), -2 (bad chunked framing). */
+static int scan_body(struct mitm *m, struct scan *sc, const struct net_http_resp *resp, char *buf,
+		     size_t have)
 {
 	struct net_http_chunked ch = {.max_total = 0};
 	uint64_t left = resp->content_length;
