@@ -505,8 +505,10 @@ static int forward_http(struct gw_conn *k, const struct net_http_req *req)
 		deny(k, "bad_chunked_body", k->name[0] ? k->name : NULL, 400);
 		return -1;
 	}
-	if (r < 0)
+	if (r < 0) { /* the sandbox stopped mid-body (or the upstream went away) */
+		deny(k, "body_incomplete", k->name[0] ? k->name : NULL, 0);
 		return -1;
+	}
 	return relay_plain_response(k);
 }
 

@@ -13,7 +13,7 @@ ALLOW = ["--allow", "allowed.test"]
 CLIENT_PY = r'''
 import socket, ssl, sys, time, json
 mode, path = sys.argv[1], sys.argv[2]
-bad = len(sys.argv) > 3
+how = sys.argv[3] if len(sys.argv) > 3 else ""
 def conn():
     if mode == "proxy":
         return socket.create_connection(("100.96.0.1", 3128)), "http://allowed.test" + path
@@ -34,10 +34,12 @@ s, target = conn()
 s.sendall(("POST %s HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n"
            "Content-Type: text/plain\r\n\r\n" % target).encode())
 parts = [b"5\r\nhello\r\n", b"d\r\n upl", b"oad-body!\r\n"]
-parts += [b"ZZ\r\nxx\r\n"] if bad else [b"0\r\n\r\n"]
+parts += {"bad": [b"ZZ\r\nxx\r\n"], "cut": []}.get(how, [b"0\r\n\r\n"])
 for p in parts:
     time.sleep(0.1)
     s.sendall(p)
+if how == "cut":        # the body stops before its last chunk
+    s.shutdown(socket.SHUT_WR)
 s.settimeout(10)
 data = b""
 try:
@@ -52,10 +54,10 @@ print(json.dumps({"status": data.split(b"\r\n")[0].decode("utf-8", "replace")}))
 '''
 
 
-def _run(run_net, tmp_path, mode, args, bad=False, path="/upload"):
+def _run(run_net, tmp_path, mode, args, how="", path="/upload"):
     script = tmp_path / "client.py"
     script.write_text(CLIENT_PY)
-    cmd = ["python3", "/workspace/client.py", mode, path] + (["bad"] if bad else [])
+    cmd = ["python3", "/workspace/client.py", mode, path] + ([how] if how else [])
     return run_net(args + ["--file", f"{script}:/workspace/client.py", "--", *cmd])
 
 
@@ -87,11 +89,21 @@ def test_chunked_upload_terminated(run_net, net, world, tmp_path):
 @pytest.mark.parametrize("mode,layer", [("proxy", "proxy"), ("transparent", "transparent")])
 def test_chunked_upload_bad_framing_is_cut_and_logged(run_net, net, world, tmp_path, mode,
                                                       layer):
-    r = _run(run_net, tmp_path, mode, ALLOW, bad=True)
+    r = _run(run_net, tmp_path, mode, ALLOW, how="bad")
     if mode == "proxy":
         assert r.probe and " 400 " in r.probe["status"], (r.out, r.err)
     assert net.find(r.egress, layer=layer, verdict="deny", reason="bad_chunked_body"), r.egress
     assert not net.find(r.egress, layer=layer, verdict="allow"), r.egress
     # The upstream saw the head and the good chunks, never a complete body.
+    assert not [e for e in world.events("allowed", "http") if e.get("body_complete")], \
+        world.events("allowed", "http")
+
+
+@pytest.mark.parametrize("mode,layer", [("proxy", "proxy"), ("transparent", "transparent")])
+def test_chunked_upload_cut_by_the_sandbox_is_logged(run_net, net, world, tmp_path, mode,
+                                                     layer):
+    r = _run(run_net, tmp_path, mode, ALLOW, how="cut")
+    assert net.find(r.egress, layer=layer, verdict="deny", reason="body_incomplete"), r.egress
+    assert not net.find(r.egress, layer=layer, verdict="allow"), r.egress
     assert not [e for e in world.events("allowed", "http") if e.get("body_complete")], \
         world.events("allowed", "http")
