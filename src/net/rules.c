@@ -145,6 +145,7 @@ static int matcher_parse(json_t *j, const char *what, struct net_matcher *m, str
 			return al_error_msg(err, EINVAL, "%s.regex is longer than %d bytes", what,
 					    NET_RULE_MAX_REGEX);
 		m->kind = kinds[i];
+		free(m->text); /* two kinds given: refused below, and the first not leaked */
 		m->text = xstrdup(json_string_value(v));
 		found++;
 	}
