@@ -115,3 +115,25 @@ def test_basic_credentials_decoded_are_redacted(run_net, world, net, tmp_path, c
     assert r.probe and " 200 " in r.probe["status"], r.probe
     _absent(r, password, f"{user}:{password}")
     _logged(net, r, "secret_reflected_redacted")
+
+
+@pytest.mark.parametrize("path,status,reason", [
+    ("/reflect-trailer", " 200 ", "secret_reflected_unscannable_chunked"),
+    ("/reflect-upgrade", " 502 ", "secret_reflected_unscannable_upgrade"),
+])
+def test_unscannable_framing_is_refused(run_net, world, net, tmp_path, secret, path, status,
+                                        reason):
+    """A trailer (refused by the strict decoder: the body is cut there) and an upgrade."""
+    r = _reflect(run_net, world, tmp_path, path, f"Bearer {secret}")
+    assert r.probe and status in r.probe["status"], r.probe
+    _absent(r, secret)
+    _logged(net, r, reason)
+    assert not net.find(r.egress, layer="tls", verdict="allow"), r.egress
+
+
+def test_interim_head_is_not_relayed(run_net, world, net, tmp_path, secret):
+    r = _reflect(run_net, world, tmp_path, "/reflect-early-hints", f"Bearer {secret}")
+    assert r.probe and r.probe["status"].startswith("HTTP/1.1 200 "), r.probe
+    assert "103" not in r.probe["raw"] and r.probe["raw"].endswith("ok"), r.probe
+    _absent(r, secret)
+    _logged(net, r, "secret_reflected_redacted")      # withheld, and said so

@@ -258,6 +258,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
             w(b"HTTP/1.1 200 OK\r\n" + (b"Content-Encoding: gzip\r\n" if gz else
                                           b"X-Key: " + auth.encode() + b"\r\n") +
               b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        elif how == "trailer":                 # the secret in a trailer field
+            w(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Key\r\n\r\n"
+              b"2\r\nok\r\n0\r\nX-Key: " + auth.encode() + b"\r\n\r\n")
+        elif how == "early-hints":             # the secret in a 103 before the real head
+            w(b"HTTP/1.1 103 Early Hints\r\nLink: </" + token.encode() + b">\r\n\r\n"
+              b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        elif how == "upgrade":                 # a 101 nobody asked for, then raw bytes
+            w(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n" + auth.encode())
         self.close_connection = True
 
     do_GET = do_POST = do_HEAD = do_PUT = _serve
