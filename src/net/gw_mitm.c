@@ -686,7 +686,8 @@ static int read_final_head(struct mitm *m, char *buf, size_t *hl, struct net_htt
 		if (r > 0 && resp->status >= 200)
 			return 0;
 		if (r > 0 && ++interim <= MAX_INTERIM) { /* 1xx: skip it, parse what follows */
-			redact(m, buf, (size_t)r); /* never relayed, but a secret in it is counted */
+			/* never relayed, but a secret in it is counted */
+			redact(m, buf, (size_t)r);
 			memmove(buf, buf + r, *hl - (size_t)r);
 			*hl -= (size_t)r;
 			continue;
