@@ -131,7 +131,7 @@ void gw_conn_deny(struct gw_conn *k, const char *reason, const char *name, int s
 void gw_conn_log_allow(struct gw_conn *k, const char *reason);
 int gw_send_all(int fd, const void *p, size_t n);
 
-/* One side of a relayed body: plain sockets here, TLS sessions in gw_mitm.c. */
+/* One side of a relayed body: plain sockets (gw_proxy.c) or TLS streams (gw_mitm.c). */
 struct gw_io {
 	void *ctx;
 	long (*read)(void *ctx, void *buf, size_t n);	    /* > 0 bytes, <= 0 EOF/error */
