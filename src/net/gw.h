@@ -132,6 +132,21 @@ void gw_proxy_rejudge(struct net_gateway *g);
 void gw_conn_deny(struct gw_conn *k, const char *reason, const char *name, int status);
 void gw_conn_log_allow(struct gw_conn *k, const char *reason);
 int gw_send_all(int fd, const void *p, size_t n);
+
+/* One side of a relayed body: plain sockets (gw_proxy.c) or TLS streams (gw_mitm.c). */
+struct gw_io {
+	void *ctx;
+	long (*read)(void *ctx, void *buf, size_t n);	    /* > 0 bytes, <= 0 EOF/error */
+	int (*write)(void *ctx, const void *buf, size_t n); /* 0, or -1 */
+};
+/*
+ * A chunked request body, relayed byte for byte (the framing is the sandbox's own) while
+ * the strict decoder checks it: pre[0..pre_len) first (what was read past the head), then
+ * from `from`, until the final CRLF; nothing after it is sent. Counts k->out.
+ * 0, -1 (I/O), or -2 (bad framing: the upstream saw a cut body and gets no more).
+ */
+int gw_relay_chunked(struct gw_conn *k, const char *pre, size_t pre_len, const struct gw_io *from,
+		     const struct gw_io *to);
 /* Resolve (or parse) host, vet, and connect to host:port; the socket, or -1 with *reason. */
 int gw_dial(struct gw_conn *k, const char *host, int port, struct net_addr *addr,
 	    const char **reason);

@@ -42,7 +42,7 @@
 #include <unistd.h>
 
 #define RESP_HEAD_MAX 65536
-#define SECRET_MIN 4 /* shorter injected values are not treated as secrets */
+#define MAX_INTERIM 16 /* 1xx heads skipped before the final one */
 
 /* ---- the CA and the two SSL_CTXs ---- */
 
@@ -206,8 +206,10 @@ struct mitm {
 	struct gw_conn *k;
 	SSL *cs, *us;       /* client (sandbox) side, upstream side */
 	struct replay rp;
-	const char *secrets[NET_RULE_MAX_ITEMS];
+	char *secrets[NET_SECRET_MAX_TOKENS]; /* net_rule_secret_tokens, longest first */
 	size_t n_secrets, max_secret;
+	uint64_t redacted; /* secrets overwritten in what went back to the sandbox */
+	bool head_req;	   /* the request was HEAD: the response has no body */
 };
 
 static int ssl_write_all(SSL *s, const void *p, size_t n)
@@ -262,6 +264,7 @@ static void redact(struct mitm *m, char *buf, size_t n)
 		while ((size_t)(end - p) >= sl && (p = memmem(p, (size_t)(end - p), m->secrets[s], sl))) {
 			memset(p, '*', sl);
 			p += sl;
+			m->redacted++;
 		}
 	}
 }
@@ -397,42 +400,24 @@ full:
 	return NULL;
 }
 
-/*
- * A chunked request body: passed on as it came, byte for byte, while the strict decoder
- * checks its framing; it ends exactly at the final CRLF. 0, -1 (I/O), or -2 (bad framing).
- */
+static long tls_read(void *ctx, void *buf, size_t n)
+{
+	return SSL_read(ctx, buf, n > INT32_MAX ? INT32_MAX : (int)n);
+}
+
+static int tls_write(void *ctx, const void *buf, size_t n)
+{
+	return ssl_write_all(ctx, buf, n);
+}
+
+/* A chunked request body: passed on byte for byte while the strict decoder checks it. */
 static int copy_chunked(struct mitm *m, const struct net_http_req *req)
 {
 	struct gw_conn *k = m->k;
-	struct net_http_chunked ch = {.max_total = 0};
-	_cleanup_free_ char *buf = xzalloc(65536);
-	const char *in = k->buf + req->head_len;
-	size_t have = k->len - req->head_len;
 
-	for (;;) {
-		while (have > 0) {
-			size_t used = 0, dl = 0;
-			const char *data;
-			int r = net_http_chunked_step(&ch, in, have, &used, &data, &dl);
-
-			if (r == -1)
-				return -2;
-			if (used && ssl_write_all(m->us, in, used) < 0)
-				return -1;
-			k->out += used;
-			in += used;
-			have -= used;
-			if (r == 0)
-				return 0;
-		}
-		{
-			int n = SSL_read(m->cs, buf, 65536);
-			if (n <= 0)
-				return -1;
-			in = buf;
-			have = (size_t)n;
-		}
-	}
+	return gw_relay_chunked(k, k->buf + req->head_len, k->len - req->head_len,
+				&(struct gw_io){.ctx = m->cs, .read = tls_read},
+				&(struct gw_io){.ctx = m->us, .write = tls_write});
 }
 
 /* The request body: exactly Content-Length bytes from the sandbox to upstream. */
@@ -492,8 +477,8 @@ static int up_read(struct mitm *m, void *buf, int len)
 	return SSL_read(m->us, buf, len);
 }
 
-/* Relay the upstream's response to the sandbox, secrets overwritten. */
-static int relay_response(struct mitm *m)
+/* Relay the upstream's response as it comes (no secret aboard: nothing to scan for). */
+static int relay_raw(struct mitm *m)
 {
 	struct gw_conn *k = m->k;
 	_cleanup_free_ char *head = xzalloc(RESP_HEAD_MAX + 1), *out = NULL;
@@ -526,17 +511,12 @@ static int relay_response(struct mitm *m)
 		size_t head_len = (size_t)(end - head) + 4;
 
 		body_have = hl - head_len;
-		v = resp_header(head, head_len, "content-encoding", &vlen);
-		if (m->n_secrets && v && !(vlen == 8 && !strncasecmp(v, "identity", 8))) {
-			answer(m, 502, "secret_scan_impossible_compressed", "Bad Gateway");
-			return -1;
-		}
 		if (!resp_header(head, head_len, "transfer-encoding", &vlen) &&
 		    (v = resp_header(head, head_len, "content-length", &vlen))) {
 			bounded = true;
 			left = strtoull(v, NULL, 10);
 		}
-		/* The head, minus its connection fields, plus ours; secrets overwritten. */
+		/* The head, minus its connection fields, plus ours. */
 		out = xzalloc(head_len + 64);
 		{
 			size_t o = 0;
@@ -554,15 +534,13 @@ static int relay_response(struct mitm *m)
 				p += l;
 			}
 			o += (size_t)sprintf(out + o, "Connection: close\r\n\r\n");
-			redact(m, out, o);
 			if (ssl_write_all(m->cs, out, o) < 0)
 				return -1;
 			k->in += o;
 		}
 		memmove(head, head + head_len, body_have);
 	}
-	/* The body, streamed: keep the last max_secret-1 bytes back until more arrive, so a
-	 * secret split across two reads is still found. */
+	/* The body, streamed (max_secret is 0 here: nothing is kept back). */
 	buf = head; /* reuse: RESP_HEAD_MAX + 1 bytes */
 	carry = body_have;
 	if (bounded && carry > left)
@@ -590,7 +568,6 @@ static int relay_response(struct mitm *m)
 				more = !bounded || left > 0;
 			}
 		}
-		redact(m, buf, carry);
 		emit = more ? (carry > keep ? carry - keep : 0) : carry;
 		if (emit && ssl_write_all(m->cs, buf, emit) < 0)
 			return -1;
@@ -601,6 +578,251 @@ static int relay_response(struct mitm *m)
 			break;
 	}
 	return 0;
+}
+
+/*
+ * With a secret aboard, the response is scanned as the sandbox's client will see it:
+ * 1xx interim heads skipped (never relayed), the final head parsed strictly and rebuilt,
+ * the body de-chunked, redacted through a sliding window, and sent again with our own
+ * framing. What cannot be scanned (an encoding, a broken head or framing, an upgrade) is
+ * refused. Every redaction and every refusal is logged as a secret reflected.
+ */
+struct scan {
+	struct mitm *m;
+	bool chunked_out;
+	char *win; /* SCAN_WIN + max_secret bytes */
+	size_t len;
+};
+#define SCAN_WIN 65536
+
+static void log_reflected(struct mitm *m, const char *reason)
+{
+	gw_log(m->k->g, &(struct gw_event){.layer = "tls",
+					   .reason = reason,
+					   .name = m->k->name,
+					   .addr = &m->k->addr,
+					   .port = m->k->port,
+					   .bytes_out = m->k->out,
+					   .bytes_in = m->k->in});
+}
+
+/* Send win[0..n) to the sandbox, as one chunk when we frame it. */
+static int scan_emit(struct scan *sc, size_t n)
+{
+	char size[24];
+	int sl;
+
+	if (n == 0)
+		return 0; /* a zero-size chunk would end the body */
+	if (sc->chunked_out) {
+		sl = snprintf(size, sizeof(size), "%zx\r\n", n);
+		if (ssl_write_all(sc->m->cs, size, (size_t)sl) < 0)
+			return -1;
+		sc->m->k->in += (uint64_t)sl;
+	}
+	if (ssl_write_all(sc->m->cs, sc->win, n) < 0 ||
+	    (sc->chunked_out && ssl_write_all(sc->m->cs, "\r\n", 2) < 0))
+		return -1;
+	sc->m->k->in += n + (sc->chunked_out ? 2 : 0);
+	return 0;
+}
+
+/* Decoded body bytes in; redacted bytes out, all but the last max_secret-1 (a secret may
+ * continue in the next bytes). */
+static int scan_feed(struct scan *sc, const char *p, size_t n)
+{
+	size_t keep = sc->m->max_secret - 1;
+
+	while (n > 0) {
+		size_t take = SCAN_WIN + sc->m->max_secret - sc->len;
+
+		if (take > n)
+			take = n;
+		memcpy(sc->win + sc->len, p, take);
+		sc->len += take;
+		p += take;
+		n -= take;
+		redact(sc->m, sc->win, sc->len);
+		if (sc->len > keep) {
+			size_t emit = sc->len - keep;
+			if (scan_emit(sc, emit) < 0)
+				return -1;
+			memmove(sc->win, sc->win + emit, keep);
+			sc->len = keep;
+		}
+	}
+	return 0;
+}
+
+/* The end of the body: what was kept back, then the last chunk. */
+static int scan_end(struct scan *sc)
+{
+	redact(sc->m, sc->win, sc->len);
+	if (scan_emit(sc, sc->len) < 0)
+		return -1;
+	sc->len = 0;
+	if (sc->chunked_out && ssl_write_all(sc->m->cs, "0\r\n\r\n", 5) < 0)
+		return -1;
+	sc->m->k->in += sc->chunked_out ? 5 : 0;
+	return 0;
+}
+
+/*
+ * Read until the final (non-1xx) head is in buf[0..*hl) and parsed into resp; interim
+ * heads are dropped. 0, or -1 after answering (and logging).
+ */
+static int read_final_head(struct mitm *m, char *buf, size_t *hl, struct net_http_resp *resp)
+{
+	int interim = 0;
+
+	for (;;) {
+		long r = net_http_parse_response(buf, *hl, resp);
+		int n;
+
+		if (r > 0 && resp->status == 101) {
+			answer(m, 502, "secret_reflected_unscannable_upgrade", "Bad Gateway");
+			return -1;
+		}
+		if (r > 0 && resp->status >= 200)
+			return 0;
+		if (r > 0 && ++interim <= MAX_INTERIM) { /* 1xx: skip it, parse what follows */
+			/* never relayed, but a secret in it is counted */
+			redact(m, buf, (size_t)r);
+			memmove(buf, buf + r, *hl - (size_t)r);
+			*hl -= (size_t)r;
+			continue;
+		}
+		if (r != -2) {
+			answer(m, 502, "secret_reflected_unscannable_head", "Bad Gateway");
+			return -1;
+		}
+		n = up_read(m, buf + *hl, (int)(RESP_HEAD_MAX - *hl));
+		if (n <= 0) {
+			answer(m, 502,
+			       *hl ? "secret_reflected_unscannable_head" : "upstream_no_response",
+			       "Bad Gateway");
+			return -1;
+		}
+		*hl += (size_t)n;
+	}
+}
+
+/* The final head, rebuilt from what was parsed (so the client reads what we checked),
+ * without its connection fields, with ours; redacted. */
+static int send_scanned_head(struct mitm *m, const char *buf, const struct net_http_resp *resp)
+{
+	_cleanup_free_ char *out = xzalloc(resp->head_len + 3 * resp->n_headers + 128);
+	size_t o = (size_t)sprintf(out, "HTTP/1.%d %03d ", resp->minor, resp->status);
+
+	memcpy(out + o, resp->reason.p ? resp->reason.p : "", resp->reason.len);
+	o += resp->reason.len;
+	o += (size_t)sprintf(out + o, "\r\n");
+	for (size_t i = 0; i < resp->n_headers; i++) {
+		const struct net_http_header *h = &resp->headers[i];
+
+		if ((h->name.len == 10 && !strncasecmp(h->name.p, "connection", 10)) ||
+		    (h->name.len == 10 && !strncasecmp(h->name.p, "keep-alive", 10)))
+			continue;
+		memcpy(out + o, h->name.p, h->name.len);
+		o += h->name.len;
+		memcpy(out + o, ": ", 2);
+		memcpy(out + o + 2, h->value.p, h->value.len);
+		o += 2 + h->value.len;
+		memcpy(out + o, "\r\n", 2);
+		o += 2;
+	}
+	o += (size_t)sprintf(out + o, "Connection: close\r\n\r\n");
+	redact(m, out, o);
+	if (ssl_write_all(m->cs, out, o) < 0)
+		return -1;
+	m->k->in += o;
+	return 0;
+}
+
+/* The body as framed by resp: de-chunked, exactly Content-Length bytes, or to the close.
+ * buf[0..have) came with the head. 0, -1 (I/O), -2 (bad chunked framing). */
+static int scan_body(struct mitm *m, struct scan *sc, const struct net_http_resp *resp, char *buf,
+		     size_t have)
+{
+	struct net_http_chunked ch = {.max_total = 0};
+	uint64_t left = resp->content_length;
+	bool bounded = resp->has_content_length;
+	char *in = buf;
+
+	for (;;) {
+		int n;
+
+		while (resp->chunked && have > 0) {
+			size_t used = 0, dl = 0;
+			const char *data = NULL;
+			int r = net_http_chunked_step(&ch, in, have, &used, &data, &dl);
+
+			if (r == -1)
+				return -2;
+			if (r == 1 && scan_feed(sc, data, dl) < 0)
+				return -1;
+			in += used;
+			have -= used;
+			if (r == 0)
+				return 0;
+		}
+		if (!resp->chunked && have > 0) {
+			size_t take = bounded && have > left ? (size_t)left : have;
+			if (scan_feed(sc, in, take) < 0)
+				return -1;
+			left -= bounded ? take : 0;
+			have = 0;
+		}
+		if (bounded && left == 0)
+			return 0;
+		n = up_read(m, buf, RESP_HEAD_MAX);
+		if (n <= 0) /* the end of a close-delimited body; a short one is cut short */
+			return resp->chunked || bounded ? -1 : 0;
+		in = buf;
+		have = (size_t)n;
+	}
+}
+
+static int relay_scanned(struct mitm *m)
+{
+	_cleanup_free_ char *buf = xzalloc(RESP_HEAD_MAX + 1);
+	_cleanup_free_ char *win = xzalloc(SCAN_WIN + m->max_secret);
+	struct net_http_resp *resp = xzalloc(sizeof(*resp));
+	struct scan sc = {.m = m, .win = win};
+	size_t hl = 0, rest;
+	bool nobody;
+	int r = -1;
+
+	if (read_final_head(m, buf, &hl, resp) < 0)
+		goto out;
+	if (resp->encoded) { /* we asked for identity: an encoding cannot be scanned */
+		answer(m, 502, "secret_reflected_unscannable_encoding", "Bad Gateway");
+		goto out;
+	}
+	nobody = m->head_req || resp->status == 204 || resp->status == 304;
+	sc.chunked_out = resp->chunked && !nobody;
+	if (send_scanned_head(m, buf, resp) < 0)
+		goto out;
+	rest = hl - resp->head_len;
+	memmove(buf, buf + resp->head_len, rest);
+	r = nobody ? 0 : scan_body(m, &sc, resp, buf, rest);
+	if (r == -2) /* the head went out: the sandbox sees a cut body */
+		log_reflected(m, "secret_reflected_unscannable_chunked");
+	else if (r < 0)
+		log_reflected(m, "upstream_response_cut");
+	if (r == 0)
+		r = scan_end(&sc);
+	if (m->redacted)
+		log_reflected(m, "secret_reflected_redacted");
+out:
+	free(resp);
+	return r < 0 ? -1 : 0;
+}
+
+/* Relay the upstream's response to the sandbox; with a secret aboard, scanned. */
+static int relay_response(struct mitm *m)
+{
+	return m->n_secrets ? relay_scanned(m) : relay_raw(m);
 }
 
 /* A synthetic response from the rule. */
@@ -695,15 +917,9 @@ void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 		gw_conn_log_allow(k, "rule_response");
 		goto out;
 	}
-	if (rule && rule->action == NET_RULE_TRANSFORM)
-		for (size_t i = 0; i < rule->n_set && m.n_secrets < NET_RULE_MAX_ITEMS; i++) {
-			size_t l = strlen(rule->set[i].value);
-			if (l < SECRET_MIN)
-				continue;
-			m.secrets[m.n_secrets++] = rule->set[i].value;
-			if (l > m.max_secret)
-				m.max_secret = l;
-		}
+	m.n_secrets = net_rule_secret_tokens(rule, m.secrets, NET_SECRET_MAX_TOKENS);
+	m.max_secret = m.n_secrets ? strlen(m.secrets[0]) : 0;
+	m.head_req = req->method.len == 4 && !memcmp(req->method.p, "HEAD", 4);
 	{
 		const char *host = k->name, *prefix = "";
 		int port = k->port, ufd = k->u;
@@ -770,4 +986,6 @@ out:
 	X509_free(leaf);
 	EVP_PKEY_free(lkey);
 	free(req);
+	for (size_t i = 0; i < m.n_secrets; i++)
+		free(m.secrets[i]);
 }

@@ -423,25 +423,133 @@ static int check_hello(struct gw_conn *k, const char *must_match)
 	return 0;
 }
 
-/* Plain HTTP: forward the head rebuilt around the checked authority, then the body. */
+int gw_relay_chunked(struct gw_conn *k, const char *pre, size_t pre_len, const struct gw_io *from,
+		     const struct gw_io *to)
+{
+	struct net_http_chunked ch = {.max_total = 0};
+	_cleanup_free_ char *buf = xzalloc(65536); /* off the (small) thread stack */
+	const char *in = pre;
+	size_t have = pre_len;
+
+	for (;;) {
+		long n;
+
+		while (have > 0) {
+			size_t used = 0, dl = 0;
+			const char *data;
+			int r = net_http_chunked_step(&ch, in, have, &used, &data, &dl);
+
+			if (r == -1)
+				return -2;
+			if (used && to->write(to->ctx, in, used) < 0)
+				return -1;
+			k->out += used;
+			in += used;
+			have -= used;
+			if (r == 0)
+				return 0;
+		}
+		n = from->read(from->ctx, buf, 65536);
+		if (n <= 0)
+			return -1;
+		in = buf;
+		have = (size_t)n;
+	}
+}
+
+static long sock_read(void *ctx, void *buf, size_t n)
+{
+	struct gw_conn *k = ctx;
+
+	if (gw_wait(k->g, k->c, POLLIN, GW_IO_TIMEOUT_MS) < 0)
+		return -1;
+	return recv(k->c, buf, n, 0);
+}
+
+static int sock_write(void *ctx, const void *buf, size_t n)
+{
+	return send_all(*(int *)ctx, buf, n);
+}
+
+/* The request body: exactly Content-Length bytes, or a chunked body to its end. Anything
+ * after it is not forwarded. 0, -1 (I/O), -2 (bad chunked framing). */
+static int forward_body(struct gw_conn *k, const struct net_http_req *req)
+{
+	uint64_t left = req->has_content_length ? req->content_length : 0;
+	size_t have = k->len - req->head_len;
+	size_t take = have < left ? have : (size_t)left;
+	_cleanup_free_ char *buf = NULL;
+
+	if (req->chunked)
+		return gw_relay_chunked(k, k->buf + req->head_len, have,
+					&(struct gw_io){.ctx = k, .read = sock_read},
+					&(struct gw_io){.ctx = &k->u, .write = sock_write});
+	if (take && send_all(k->u, k->buf + req->head_len, take) < 0)
+		return -1;
+	left -= take;
+	k->out += take;
+	buf = xzalloc(65536); /* off the (small) thread stack */
+	while (left > 0) {
+		ssize_t m;
+		if (gw_wait(k->g, k->c, POLLIN, GW_IO_TIMEOUT_MS) < 0 ||
+		    (m = recv(k->c, buf, left < 65536 ? left : 65536, 0)) <= 0 ||
+		    send_all(k->u, buf, (size_t)m) < 0)
+			return -1;
+		left -= (uint64_t)m;
+		k->out += (uint64_t)m;
+	}
+	return 0;
+}
+
+/* The response, until the upstream closes (we asked for Connection: close): in the
+ * kernel, upstream -> pipe -> client. */
+static int relay_plain_response(struct gw_conn *k)
+{
+	int pp[2];
+
+	if (pipe2(pp, O_CLOEXEC) < 0)
+		return -1;
+	while (gw_wait(k->g, k->u, POLLIN, SPLICE_IDLE_MS) == 0) {
+		ssize_t m =
+		    splice(k->u, NULL, pp[1], NULL, 1 << 20, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+
+		if (m < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (m <= 0)
+			break;
+		while (m > 0) {
+			ssize_t w = splice(pp[0], NULL, k->c, NULL, (size_t)m, SPLICE_F_MOVE);
+			if (w <= 0)
+				goto done;
+			m -= w;
+			k->in += (uint64_t)w;
+		}
+	}
+done:
+	close(pp[0]);
+	close(pp[1]);
+	return 0;
+}
+
+/* Plain HTTP: forward the head rebuilt around the checked authority, then the body, then
+ * the response. 0, or -1 (logged when the sandbox's body was at fault). */
 static int forward_http(struct gw_conn *k, const struct net_http_req *req)
 {
 	char *head = xzalloc(HEAD_MAX + 512);
 	size_t n = 0;
 	int r;
 
-	n += (size_t)snprintf(head + n, 512, "%.*s %.*s HTTP/1.1\r\nHost: %s",
-			      (int)req->method.len, req->method.p,
-			      (int)(req->path.len ? req->path.len : 1),
+	n += (size_t)snprintf(head + n, 512, "%.*s %.*s HTTP/1.1\r\nHost: %s", (int)req->method.len,
+			      req->method.p, (int)(req->path.len ? req->path.len : 1),
 			      req->path.len ? req->path.p : "/", k->name[0] ? k->name : "");
 	if (req->port_explicit && req->port != 80)
 		n += (size_t)snprintf(head + n, 16, ":%u", req->port);
 	n += (size_t)snprintf(head + n, 8, "\r\n");
 	for (size_t i = 0; i < req->n_headers; i++) {
 		const struct net_http_header *h = &req->headers[i];
-		static const char *const drop[] = {"host", "connection", "proxy-connection",
-						   "proxy-authorization", "keep-alive", "te",
-						   "upgrade"};
+		static const char *const drop[] = {
+		    "host",	  "connection", "proxy-connection", "proxy-authorization",
+		    "keep-alive", "te",		"upgrade"};
 		bool skip = false;
 
 		for (size_t j = 0; j < ARRAY_SIZE(drop); j++)
@@ -460,55 +568,16 @@ static int forward_http(struct gw_conn *k, const struct net_http_req *req)
 		deny(k, "policy_changed", k->name[0] ? k->name : NULL, 403);
 	if (r < 0)
 		return -1;
-	/* The body: exactly Content-Length bytes; anything after it is not forwarded. */
-	{
-		uint64_t left = req->has_content_length ? req->content_length : 0;
-		size_t have = k->len - req->head_len;
-		size_t take = have < left ? have : (size_t)left;
-		_cleanup_free_ char *buf = xzalloc(65536); /* off the (small) thread stack */
-
-		if (take && send_all(k->u, k->buf + req->head_len, take) < 0)
-			return -1;
-		left -= take;
-		k->out += take;
-		while (left > 0) {
-			ssize_t m;
-			if (gw_wait(k->g, k->c, POLLIN, GW_IO_TIMEOUT_MS) < 0 ||
-			    (m = recv(k->c, buf, left < 65536 ? left : 65536, 0)) <= 0 ||
-			    send_all(k->u, buf, (size_t)m) < 0)
-				return -1;
-			left -= (uint64_t)m;
-			k->out += (uint64_t)m;
-		}
+	r = forward_body(k, req);
+	if (r == -2) { /* the upstream saw a cut body: it gets no more */
+		deny(k, "bad_chunked_body", k->name[0] ? k->name : NULL, 400);
+		return -1;
 	}
-	/* The response, until the upstream closes (we asked for Connection: close): in the
-	 * kernel, upstream -> pipe -> client. */
-	{
-		int pp[2];
-
-		if (pipe2(pp, O_CLOEXEC) < 0)
-			return -1;
-		while (gw_wait(k->g, k->u, POLLIN, SPLICE_IDLE_MS) == 0) {
-			ssize_t m = splice(k->u, NULL, pp[1], NULL, 1 << 20,
-					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-
-			if (m < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			if (m <= 0)
-				break;
-			while (m > 0) {
-				ssize_t w = splice(pp[0], NULL, k->c, NULL, (size_t)m, SPLICE_F_MOVE);
-				if (w <= 0)
-					goto done;
-				m -= w;
-				k->in += (uint64_t)w;
-			}
-		}
-done:
-		close(pp[0]);
-		close(pp[1]);
+	if (r < 0) { /* the sandbox stopped mid-body (or the upstream went away) */
+		deny(k, "body_incomplete", k->name[0] ? k->name : NULL, 0);
+		return -1;
 	}
-	return 0;
+	return relay_plain_response(k);
 }
 
 /* Read and parse a request head; -1 after answering 400. */

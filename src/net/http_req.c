@@ -265,38 +265,48 @@ static long special_header(struct net_http_req *req, const struct net_http_heade
 	return 0;
 }
 
-static long parse_header_line(struct net_http_req *req, const char *line, size_t n, bool *te)
+/* One field line into h; NULL, or why it is malformed. */
+static const char *split_field(const char *line, size_t n, struct net_http_header *h)
 {
-	struct net_http_header *h;
 	const char *colon = memchr(line, ':', n);
 	size_t vs, ve;
 
 	if (line[0] == ' ' || line[0] == '\t')
-		return fail(req, 400, "obs-fold or whitespace before a header line");
+		return "obs-fold or whitespace before a header line";
 	if (!colon || colon == line)
-		return fail(req, 400, "header line without a name and colon");
+		return "header line without a name and colon";
 	for (const char *c = line; c < colon; c++) {
 		if (*c == ' ' || *c == '\t')
-			return fail(req, 400, "whitespace between header name and colon");
+			return "whitespace between header name and colon";
 		if (!is_tchar((unsigned char)*c))
-			return fail(req, 400, "header name is not a token");
+			return "header name is not a token";
 	}
-	if (req->n_headers >= NET_HTTP_MAX_HEADERS)
-		return fail(req, 431, "too many header fields");
 	vs = (size_t)(colon - line) + 1;
 	for (size_t i = vs; i < n; i++) {
 		unsigned char c = (unsigned char)line[i];
 		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			return fail(req, 400, "control byte in a header value");
+			return "control byte in a header value";
 	}
 	while (vs < n && (line[vs] == ' ' || line[vs] == '\t'))
 		vs++;
 	for (ve = n; ve > vs && (line[ve - 1] == ' ' || line[ve - 1] == '\t'); ve--)
 		;
-	h = &req->headers[req->n_headers++];
 	h->name = (struct net_http_span){line, (size_t)(colon - line)};
 	h->value = (struct net_http_span){line + vs, ve - vs};
-	return special_header(req, h, te);
+	return NULL;
+}
+
+static long parse_header_line(struct net_http_req *req, const char *line, size_t n, bool *te)
+{
+	struct net_http_header h;
+	const char *why = split_field(line, n, &h);
+
+	if (why)
+		return fail(req, 400, why);
+	if (req->n_headers >= NET_HTTP_MAX_HEADERS)
+		return fail(req, 431, "too many header fields");
+	req->headers[req->n_headers] = h;
+	return special_header(req, &req->headers[req->n_headers++], te);
 }
 
 static bool same_host(const struct authority *a, const struct authority *b)
@@ -396,6 +406,142 @@ const struct net_http_header *net_http_find_header(const struct net_http_req *re
 		if (span_ieq(req->headers[i].name.p, req->headers[i].name.len, name))
 			return &req->headers[i];
 	return NULL;
+}
+
+/* ---- response heads ---- */
+
+static long rfail(struct net_http_resp *resp, const char *why)
+{
+	resp->why = why;
+	return -1;
+}
+
+/* "HTTP/1.x" SP 3DIGIT [SP reason-phrase]; the reason is visible bytes, SP and HTAB. */
+static long parse_status_line(struct net_http_resp *resp, const char *line, size_t n)
+{
+	if (n < 12 || memcmp(line, "HTTP/1.", 7) || (line[7] != '0' && line[7] != '1') ||
+	    line[8] != ' ')
+		return rfail(resp, "malformed status line");
+	resp->minor = line[7] - '0';
+	for (size_t i = 9; i < 12; i++)
+		if (line[i] < '0' || line[i] > '9')
+			return rfail(resp, "status code is not three digits");
+	resp->status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
+	if (resp->status < 100 || resp->status > 599)
+		return rfail(resp, "status code out of range");
+	if (n > 12 && line[12] != ' ')
+		return rfail(resp, "malformed status line");
+	for (size_t i = 13; i < n; i++) {
+		unsigned char c = (unsigned char)line[i];
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			return rfail(resp, "control byte in the reason phrase");
+	}
+	resp->reason = (struct net_http_span){line + (n > 12 ? 13 : 12), n > 12 ? n - 13 : 0};
+	return 0;
+}
+
+/*
+ * The elements of a comma-separated list value, OWS trimmed, empty ones skipped: calls
+ * each(element) and stops at the first non-zero.
+ */
+static long each_element(struct net_http_resp *resp, const struct net_http_span *v,
+			 long (*each)(struct net_http_resp *, const char *, size_t))
+{
+	size_t i = 0;
+
+	while (i < v->len) {
+		size_t s = i, e;
+		long r;
+
+		while (i < v->len && v->p[i] != ',')
+			i++;
+		e = i++;
+		while (s < e && (v->p[s] == ' ' || v->p[s] == '\t'))
+			s++;
+		while (e > s && (v->p[e - 1] == ' ' || v->p[e - 1] == '\t'))
+			e--;
+		if (e > s && (r = each(resp, v->p + s, e - s)) != 0)
+			return r;
+	}
+	return 0;
+}
+
+static long content_coding(struct net_http_resp *resp, const char *p, size_t n)
+{
+	if (!span_ieq(p, n, "identity"))
+		resp->encoded = true;
+	return 0;
+}
+
+static long transfer_coding(struct net_http_resp *resp, const char *p, size_t n)
+{
+	if (resp->chunked || !span_ieq(p, n, "chunked"))
+		return rfail(resp, "Transfer-Encoding other than one \"chunked\"");
+	resp->chunked = true;
+	return 0;
+}
+
+/* The framing and coding fields, every occurrence of each. */
+static long resp_special(struct net_http_resp *resp, const struct net_http_header *h, bool *te)
+{
+	const char *n = h->name.p;
+	size_t nl = h->name.len;
+
+	if (span_ieq(n, nl, "content-length")) {
+		if (resp->has_content_length)
+			return rfail(resp, "duplicate Content-Length");
+		if (!parse_length(h->value.p, h->value.len, &resp->content_length))
+			return rfail(resp, "Content-Length is not a plain decimal");
+		resp->has_content_length = true;
+	} else if (span_ieq(n, nl, "transfer-encoding")) {
+		*te = true;
+		return each_element(resp, &h->value, transfer_coding);
+	} else if (span_ieq(n, nl, "content-encoding")) {
+		return each_element(resp, &h->value, content_coding);
+	}
+	return 0;
+}
+
+long net_http_parse_response(const char *buf, size_t len, struct net_http_resp *resp)
+{
+	size_t end, pos = 0;
+	bool te = false;
+	long n;
+
+	memset(resp, 0, sizeof(*resp));
+	end = head_end(buf, len, 0);
+	if (!end)
+		return len >= NET_HTTP_MAX_HEAD ? rfail(resp, "response head too large") : -2;
+	n = next_line(buf, end, &pos);
+	if (n < 0)
+		return rfail(resp, "bare CR or LF");
+	if (parse_status_line(resp, buf, (size_t)n) < 0)
+		return -1;
+	for (;;) {
+		const char *line = buf + pos, *why;
+		struct net_http_header *h = &resp->headers[resp->n_headers];
+
+		n = next_line(buf, end, &pos);
+		if (n < 0)
+			return rfail(resp, "bare CR or LF");
+		if (n == 0)
+			break;
+		if (resp->n_headers >= NET_HTTP_MAX_HEADERS)
+			return rfail(resp, "too many header fields");
+		if ((why = split_field(line, (size_t)n, h)))
+			return rfail(resp, why);
+		resp->n_headers++;
+		if (resp_special(resp, h, &te) < 0)
+			return -1;
+	}
+	if (te && !resp->chunked)
+		return rfail(resp, "empty Transfer-Encoding");
+	if (te && resp->has_content_length)
+		return rfail(resp, "both Transfer-Encoding and Content-Length");
+	if (pos != end)
+		return rfail(resp, "malformed head");
+	resp->head_len = end;
+	return (long)end;
 }
 
 enum {

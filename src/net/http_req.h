@@ -112,6 +112,33 @@ const struct net_http_header *net_http_find_header(const struct net_http_req *re
 						   const char *name);
 
 /*
+ * A response head from an upstream, as strictly: status-line "HTTP/1.0" or "HTTP/1.1",
+ * SP, three digits 100..599, optionally SP and a reason phrase of visible bytes, SP and
+ * HTAB; header lines as for requests (no obs-fold, no bare CR or LF, no control byte, at
+ * most NET_HTTP_MAX_HEADERS fields and NET_HTTP_MAX_HEAD bytes). Framing: Content-Length
+ * at most once, a plain decimal; Transfer-Encoding, over all its fields and list
+ * elements, exactly one "chunked" (any other transfer coding is refused: a client would
+ * decode it); never both. Content-Encoding: every element of every field is looked at;
+ * `encoded` says one is other than "identity". Spans point into buf.
+ */
+struct net_http_resp {
+	int minor;
+	int status;
+	struct net_http_span reason;
+	struct net_http_header headers[NET_HTTP_MAX_HEADERS];
+	size_t n_headers;
+	bool has_content_length;
+	uint64_t content_length;
+	bool chunked;
+	bool encoded;
+	size_t head_len;
+	const char *why; /* on -1, a static reason */
+};
+
+/* Parse the response head at buf[0..len). Returns resp->head_len, -1 or -2 (need more). */
+long net_http_parse_response(const char *buf, size_t len, struct net_http_resp *resp);
+
+/*
  * Strict chunked-body decoder (RFC 9112 §7.1), incremental. Chunk sizes are
  * 1..15 hex digits (no overflow possible), no leading or trailing
  * whitespace; chunk extensions are refused (a differential source, used by

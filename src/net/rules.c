@@ -145,6 +145,7 @@ static int matcher_parse(json_t *j, const char *what, struct net_matcher *m, str
 			return al_error_msg(err, EINVAL, "%s.regex is longer than %d bytes", what,
 					    NET_RULE_MAX_REGEX);
 		m->kind = kinds[i];
+		free(m->text); /* two kinds given: refused below, and the first not leaked */
 		m->text = xstrdup(json_string_value(v));
 		found++;
 	}
@@ -728,4 +729,97 @@ const struct net_rule *net_rules_match(const struct net_rules *r, const struct n
 		if (rule_holds(&r->v[i], q))
 			return &r->v[i];
 	return NULL;
+}
+
+/* ---- the secrets a transform injects ---- */
+
+static int b64val(char c)
+{
+	static const char tab[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *p = c ? strchr(tab, c) : NULL;
+
+	return p ? (int)(p - tab) : -1;
+}
+
+/* Standard base64 (padding optional) into a new string; NULL when it is not base64. */
+static char *b64_decode(const char *s, size_t n)
+{
+	char *out = xzalloc(n + 1);
+	size_t o = 0;
+	unsigned acc = 0;
+	int bits = 0;
+
+	while (n && s[n - 1] == '=')
+		n--;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64val(s[i]);
+		if (v < 0) {
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (unsigned)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	return out;
+}
+
+static size_t add_token(char **out, size_t n, size_t max, const char *p, size_t len, size_t min)
+{
+	if (len < min || n >= max || memchr(p, '\0', len))
+		return n;
+	for (size_t i = 0; i < n; i++)
+		if (strlen(out[i]) == len && !memcmp(out[i], p, len))
+			return n;
+	out[n] = xzalloc(len + 1);
+	memcpy(out[n], p, len);
+	return n + 1;
+}
+
+static int longer_first(const void *a, const void *b)
+{
+	size_t la = strlen(*(char *const *)a), lb = strlen(*(char *const *)b);
+
+	return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+/* One value's tokens: itself, without its scheme, and Basic's credentials. */
+static size_t value_tokens(const char *v, char **out, size_t n, size_t max)
+{
+	const char *sp = strchr(v, ' '), *rest;
+	_cleanup_free_ char *dec = NULL;
+
+	n = add_token(out, n, max, v, strlen(v), NET_SECRET_MIN);
+	if (!sp || sp == v)
+		return n;
+	for (const char *c = v; c < sp; c++)
+		if (!isalnum((unsigned char)*c) && !strchr("!#$%&'*+-.^_`|~", *c))
+			return n; /* not "scheme SP credentials" */
+	for (rest = sp; *rest == ' '; rest++)
+		;
+	n = add_token(out, n, max, rest, strlen(rest), NET_SECRET_PART_MIN);
+	if ((size_t)(sp - v) == 5 && !strncasecmp(v, "basic", 5) &&
+	    (dec = b64_decode(rest, strlen(rest)))) {
+		const char *colon = strchr(dec, ':');
+
+		n = add_token(out, n, max, dec, strlen(dec), NET_SECRET_PART_MIN);
+		if (colon)
+			n = add_token(out, n, max, colon + 1, strlen(colon + 1),
+				      NET_SECRET_PART_MIN);
+	}
+	return n;
+}
+
+size_t net_rule_secret_tokens(const struct net_rule *r, char **out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; r && r->action == NET_RULE_TRANSFORM && i < r->n_set; i++)
+		n = value_tokens(r->set[i].value, out, n, max);
+	qsort(out, n, sizeof(*out), longer_first);
+	return n;
 }

@@ -104,6 +104,19 @@ const struct net_rule *net_rules_match(const struct net_rules *r, const struct n
 /* "an object", "a string", "a number", ... for messages (policy.c uses it too). */
 const char *net_json_type(const json_t *j);
 
+/*
+ * The byte strings a response must not carry back to the sandbox once a transform's
+ * headers were injected: every value of NET_SECRET_MIN bytes or more, and its significant
+ * parts of NET_SECRET_PART_MIN bytes or more -- the value without its auth scheme
+ * ("Bearer X" gives "X"), and for Basic the decoded "user:pass" and the password alone.
+ * Shorter strings are not scanned: they would redact ordinary text. Fills out[0..max)
+ * with new strings (the caller frees each), longest first; returns the count.
+ */
+#define NET_SECRET_MIN 4
+#define NET_SECRET_PART_MIN 8
+#define NET_SECRET_MAX_TOKENS (NET_RULE_MAX_ITEMS * 4)
+size_t net_rule_secret_tokens(const struct net_rule *r, char **out, size_t max);
+
 /* Is name a header a transform or a response may not set? (hop-by-hop and framing) */
 bool net_rule_header_forbidden(const char *name, bool response);
 

@@ -9,6 +9,7 @@
  * The bytes after the head (or the whole input) go through the chunked
  * decoder in one call sequence and again fed in slices of a size taken
  * from the input: both must give the same verdict, data and consumed count.
+ * The response head parser reads the same input (check_resp).
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Iinclude -Isrc \
  *	src/net/http_req.c tests/fuzz/fuzz_http.c -o fuzz_http
@@ -110,6 +111,25 @@ static int chunked(const char *b, size_t len, size_t slice, uint64_t *sum, size_
 	return r;
 }
 
+/* The response head parser on the same bytes: spans inside, framing consistent, and a
+ * head one byte short is incomplete. */
+static void check_resp(const char *b, size_t n)
+{
+	static struct net_http_resp s, s2;
+	long r = net_http_parse_response(b, n, &s);
+
+	must(r > 0 || (r == -1 && s.why) || r == -2);
+	if (r <= 0)
+		return;
+	must((size_t)r == s.head_len && s.status >= 100 && s.status <= 599);
+	must(!(s.chunked && s.has_content_length) && s.n_headers <= NET_HTTP_MAX_HEADERS);
+	must(in(&s.reason, b, n));
+	for (size_t i = 0; i < s.n_headers; i++)
+		must(in(&s.headers[i].name, b, n) && in(&s.headers[i].value, b, n) &&
+		     !memchr(s.headers[i].value.p, '\n', s.headers[i].value.len));
+	must(net_http_parse_response(b, (size_t)r - 1, &s2) == -2);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct net_http_req r, r2;
@@ -137,5 +157,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c1 = chunked(b + body, size - body, size, &s1, &u1);
 	c2 = chunked(b + body, size - body, 1 + (size ? data[size - 1] % 7 : 0), &s2, &u2);
 	must(c1 == c2 && s1 == s2 && u1 == u2);
+	check_resp(b, size);
 	return 0;
 }

@@ -362,11 +362,67 @@ static void chunked(void)
 	      "after the end, nothing more is taken");
 }
 
+/* Response heads (what the terminated path scans when a secret is aboard). */
+static void responses(void)
+{
+	static const struct {
+		const char *head;
+		long want; /* 0: the whole input; -1, -2 */
+		int status;
+		bool chunked, encoded;
+		const char *what;
+	} rcases[] = {
+	    {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", 0, 200, 0, 0, "plain"},
+	    {"HTTP/1.0 204\r\n\r\n", 0, 204, 0, 0, "no reason phrase"},
+	    {"HTTP/1.1 100 Continue\r\n\r\n", 0, 100, 0, 0, "interim"},
+	    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", 0, 200, 1, 0, "chunked"},
+	    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked \r\n\r\n", 0, 200, 1, 0,
+	     "chunked, caseless"},
+	    {"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\n\r\n", 0, 200, 0, 0, "identity"},
+	    {"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: gzip\r\n\r\n", 0,
+	     200, 0, 1, "a second Content-Encoding field counts"},
+	    {"HTTP/1.1 200 OK\r\nContent-Encoding: identity, br\r\n\r\n", 0, 200, 0, 1, "a list"},
+	    {"HTTP/1.1 200 OK\r\nContent-Encoding: ,\r\n\r\n", 0, 200, 0, 0, "empty elements"},
+	    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", -1, 0, 0, 0,
+	     "a transfer coding but chunked"},
+	    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+	     -1, 0, 0, 0, "chunked twice"},
+	    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: \r\n\r\n", -1, 0, 0, 0, "empty TE"},
+	    {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", -1, 0, 0,
+	     0, "TE and CL"},
+	    {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", -1, 0, 0, 0,
+	     "CL twice"},
+	    {"HTTP/1.1 200 OK\r\nContent-Length: +3\r\n\r\n", -1, 0, 0, 0, "CL with a sign"},
+	    {"HTTP/1.1 200 OK\nContent-Encoding: gzip\r\n\r\n", -1, 0, 0, 0, "bare LF"},
+	    {"HTTP/1.1 200 OK\r\n Content-Encoding: gzip\r\n\r\n", -1, 0, 0, 0, "obs-fold"},
+	    {"HTTP/1.1 200 OK\r\nContent-Encoding : gzip\r\n\r\n", -1, 0, 0, 0, "SP before colon"},
+	    {"HTTP/1.1 200 OK\r\nX: a\x01b\r\n\r\n", -1, 0, 0, 0, "control byte"},
+	    {"HTTP/2 200 OK\r\n\r\n", -1, 0, 0, 0, "HTTP/2"},
+	    {"HTTP/1.1 20 OK\r\n\r\n", -1, 0, 0, 0, "two digits"},
+	    {"HTTP/1.1 600 X\r\n\r\n", -1, 0, 0, 0, "out of range"},
+	    {"HTTP/1.1 200OK\r\n\r\n", -1, 0, 0, 0, "no SP before the reason"},
+	    {"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n", -2, 0, 0, 0, "incomplete"},
+	};
+	static struct net_http_resp resp;
+
+	for (size_t i = 0; i < sizeof(rcases) / sizeof(rcases[0]); i++) {
+		size_t len = strlen(rcases[i].head);
+		long n = net_http_parse_response(rcases[i].head, len, &resp);
+		bool ok = rcases[i].want == 0 ? n == (long)len && resp.status == rcases[i].status &&
+						    resp.chunked == rcases[i].chunked &&
+						    resp.encoded == rcases[i].encoded
+					      : n == rcases[i].want;
+
+		CHECK(ok, "response: %s -> %ld %s", rcases[i].what, n, resp.why ? resp.why : "");
+	}
+}
+
 int main(void)
 {
 	real_requests();
 	table();
 	limits();
 	chunked();
+	responses();
 	return tap_done();
 }

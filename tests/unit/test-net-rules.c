@@ -193,11 +193,52 @@ static void redos(void)
 	net_policy_free(p);
 }
 
+/* The strings a response may not carry back: the value, its parts, Basic decoded. */
+static bool has_token(char **t, size_t n, const char *want)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(t[i], want))
+			return true;
+	return false;
+}
+
+static void secret_tokens(void)
+{
+	/* "robot:pw-0123456789" */
+	struct net_policy *p = P(R("[{\"transform\":[{\"headers\":{"
+				   "\"Authorization\":\"Bearer sk-0123456789\","
+				   "\"X-Basic\":\"Basic cm9ib3Q6cHctMDEyMzQ1Njc4OQ==\","
+				   "\"X-Short\":\"Bearer abc\",\"X-Tiny\":\"ab\","
+				   "\"X-Key\":\"plainkey1\"}}]}]"));
+	const struct net_rules *r = p ? net_policy_rules_for(p, "api.x.test") : NULL;
+	char *t[NET_SECRET_MAX_TOKENS];
+	size_t n = r ? net_rule_secret_tokens(&r->v[0], t, NET_SECRET_MAX_TOKENS) : 0;
+
+	CHECK(has_token(t, n, "Bearer sk-0123456789") && has_token(t, n, "sk-0123456789"),
+	      "the value with and without its scheme");
+	CHECK(has_token(t, n, "robot:pw-0123456789") && has_token(t, n, "pw-0123456789") &&
+		  has_token(t, n, "Basic cm9ib3Q6cHctMDEyMzQ1Njc4OQ==") &&
+		  has_token(t, n, "cm9ib3Q6cHctMDEyMzQ1Njc4OQ=="),
+	      "Basic: encoded, decoded user:pass and the password");
+	CHECK(has_token(t, n, "Bearer abc") && !has_token(t, n, "abc"),
+	      "a part under NET_SECRET_PART_MIN is not scanned, the whole value is");
+	CHECK(!has_token(t, n, "ab") && has_token(t, n, "plainkey1"),
+	      "a value under NET_SECRET_MIN is not scanned; one without a scheme is itself");
+	CHECK(n == 8, "no duplicates, nothing else (%zu)", n);
+	for (size_t i = 1; i < n; i++)
+		CHECK(strlen(t[i - 1]) >= strlen(t[i]), "longest first");
+	for (size_t i = 0; i < n; i++)
+		free(t[i]);
+	CHECK(net_rule_secret_tokens(NULL, t, NET_SECRET_MAX_TOKENS) == 0, "no rule, no secret");
+	net_policy_free(p);
+}
+
 int main(void)
 {
 	validation();
 	read_back();
 	matching();
 	redos();
+	secret_tokens();
 	return tap_done();
 }

@@ -20,6 +20,8 @@ Servers (all bound to one address each; see README.md for the topology):
   quic     203.0.113.10 udp 443/853  sinks (QUIC / DoT to the allowed host)
 """
 
+import base64
+import gzip
 import http.server
 import json
 import os
@@ -166,10 +168,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         srv = self.server
         length = int(self.headers.get("Content-Length") or 0)
         body_in = self.rfile.read(length) if 0 < length < 1 << 20 else b""
+        complete = True
         if (self.headers.get("Transfer-Encoding") or "").lower() == "chunked":
             body_in = b""
             while True:                       # a plain chunked reader (tests only)
-                size = int(self.rfile.readline().strip() or b"0", 16)
+                line = self.rfile.readline()
+                if not line.endswith(b"\r\n"):   # cut before the last chunk
+                    complete = False
+                    break
+                size = int(line.strip() or b"0", 16)
                 if size == 0:
                     self.rfile.readline()
                     break
@@ -181,7 +188,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
               path=self.path, host=hosts, sni=getattr(self.connection,
                                                       "_sni", None),
               headers=[f"{k}: {v}" for k, v in self.headers.items()],
-              body=body_in.decode("utf-8", "replace"))
+              body=body_in.decode("utf-8", "replace"), body_complete=complete)
+        if not complete:
+            return
         body = (f"{srv.name}-web proto={srv.proto} host={','.join(hosts)} "
                 f"path={self.path} secret={srv.secret}\n").encode()
         if self.path.split("?")[0].endswith("/echo-headers"):
@@ -194,6 +203,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
+            return
+        if self.path.startswith("/reflect-"):
+            self._reflect(self.path.split("?")[0][len("/reflect-"):])
             return
         if self.path.startswith("/goto?"):
             # a redirect to another host (ABUSE-6): ?to=URL
@@ -209,6 +221,52 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _reflect(self, how):
+        """Upstreams that hand an injected Authorization back in the ways a naive scan
+        of the raw wire bytes misses (issue 33): the token without its scheme, a chunk
+        boundary inside it, a second Content-Encoding, a 1xx before the real head."""
+        auth = self.headers.get("Authorization") or ""
+        token = auth.split(" ", 1)[-1]
+        w = self.connection.sendall
+        if how == "bare":
+            body = f"invalid api key: {token}\n".encode()
+            w(b"HTTP/1.1 401 Unauthorized\r\nX-Error: bad key " + token.encode() +
+              b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        elif how == "basic":
+            dec = base64.b64decode(token).decode("utf-8", "replace")
+            body = f"user:pass={dec} pass={dec.split(':', 1)[-1]}\n".encode()
+            w(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        elif how == "chunked":
+            text = f"key={token};".encode()
+            cut = 4 + len(token) // 2          # the boundary falls inside the token
+            w(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for part in (text[:cut], text[cut:]):
+                w(b"%x\r\n" % len(part) + part + b"\r\n")
+                time.sleep(0.05)
+            w(b"0\r\n\r\n")
+        elif how == "two-ce":
+            body = gzip.compress(f"key={auth}".encode())
+            w(b"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\n"
+              b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        elif how in ("continue-gzip", "continue-plain"):
+            w(b"HTTP/1.1 100 Continue\r\n\r\n")
+            time.sleep(0.05)
+            gz = how == "continue-gzip"
+            body = f"key={auth}".encode()
+            body = gzip.compress(body) if gz else body
+            w(b"HTTP/1.1 200 OK\r\n" + (b"Content-Encoding: gzip\r\n" if gz else
+                                          b"X-Key: " + auth.encode() + b"\r\n") +
+              b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        elif how == "trailer":                 # the secret in a trailer field
+            w(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Key\r\n\r\n"
+              b"2\r\nok\r\n0\r\nX-Key: " + auth.encode() + b"\r\n\r\n")
+        elif how == "early-hints":             # the secret in a 103 before the real head
+            w(b"HTTP/1.1 103 Early Hints\r\nLink: </" + token.encode() + b">\r\n\r\n"
+              b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        elif how == "upgrade":                 # a 101 nobody asked for, then raw bytes
+            w(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n" + auth.encode())
+        self.close_connection = True
 
     do_GET = do_POST = do_HEAD = do_PUT = _serve
 
