@@ -364,6 +364,7 @@ static int forward_http(struct gw_conn *k, const struct net_http_req *req)
 	size_t n = 0;
 	int r;
 
+	gw_flow_open(k);
 	n += (size_t)snprintf(head + n, 512, "%.*s %.*s HTTP/1.1\r\nHost: %s",
 			      (int)req->method.len, req->method.p,
 			      (int)(req->path.len ? req->path.len : 1),
@@ -488,12 +489,14 @@ static void log_allow(struct gw_conn *k, const char *reason)
 	if (__atomic_load_n(&k->cut, __ATOMIC_SEQ_CST)) {
 		gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = "policy_changed",
 						.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
-						.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
+						.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
+						.flow = k->flow, .event = "close"});
 		return;
 	}
 	gw_log(k->g, &(struct gw_event){.layer = k->layer, .allow = true, .reason = reason,
 					.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
-					.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
+					.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
+					.flow = k->flow, .event = "close"});
 }
 
 /* A name with per-request rules is terminated here instead of spliced; true if it was. */
@@ -502,6 +505,7 @@ static bool maybe_terminate(struct gw_conn *k)
 	struct net_policy *held = NULL;
 	const struct net_rules *r;
 
+	gw_flow_open(k); /* its first byte goes upstream next (spliced or terminated) */
 	pthread_rwlock_rdlock(&k->g->policy_lock);
 	r = net_policy_rules_for(k->g->policy, k->name);
 	if (r) /* the policy may be replaced under the connection: keep this one alive */

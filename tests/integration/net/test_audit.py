@@ -1,0 +1,158 @@
+"""The egress log cannot be blinded: attacks from inside the sandbox that used to make
+flows or refusals vanish from it (issue 33, section 6), each asserting its line is there.
+
+* a flood of refused DNS queries does not push allowed flows out: flow lines (with
+  their byte counts) are never rate-limited; repeated refusals are aggregated per
+  (reason, name) into "suppressed" counts;
+* a flow has its "open" line before its first byte goes upstream, so a gateway killed
+  mid-flow still leaves it in the log."""
+import os
+import signal
+import textwrap
+import threading
+import time
+
+PY = "/usr/bin/python3"
+CURL = ("curl -sS -m 10 --cacert /workspace/ca.pem -o /dev/null "
+        "-w 'HTTPCODE=%{http_code} UP=%{size_upload} DOWN=%{size_download}\\n'")
+
+
+# Refused queries for distinct names, without a pause, until /workspace/stop appears.
+FLOOD_ON = textwrap.dedent("""
+    import os, socket, struct, time
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    i, end = 0, time.time() + 30
+    while not os.path.exists("/workspace/stop") and time.time() < end:
+        for _ in range(200):
+            i += 1
+            hdr = struct.pack(">HHHHHH", i & 0xffff, 0x0100, 1, 0, 0, 0)
+            name = b"".join(bytes([len(l)]) + l.encode()
+                            for l in ("flood%d" % i, "denied", "test")) + b"\\0"
+            try:
+                s.sendto(hdr + name + struct.pack(">HH", 1, 1), ("100.96.0.1", 53))
+            except BlockingIOError:
+                pass
+    print("sent", i)
+""")
+
+
+def test_dns_flood_does_not_hide_allowed_flows(run_net, net, world, canary):
+    """The attack: flood refused DNS queries until the log's budget is spent, and send
+    5 x 200 KiB to an allowed host meanwhile. Every one of the 5 flows has its open and close
+    lines, the close lines with their byte counts."""
+    script = (f"head -c 204800 /dev/urandom > /workspace/b; {PY} -c '{FLOOD_ON}' & "
+              "sleep 1; "
+              f"for i in 1 2 3 4 5; do {CURL} --data-binary @/workspace/b "
+              f"https://allowed.test/{canary}-$i; done; touch /workspace/stop; wait")
+    r = run_net(["--allow", "allowed.test"] + net.sh(script), timeout=90)
+    assert r.returncode == 0 and "sent" in r.out, (r.returncode, r.out, r.err)
+    assert r.out.count("HTTPCODE=200") == 5, r.out
+    assert len(world.events("allowed", "http")) == 5
+    # the flood did spend the budget: the rate limit or the aggregation counted lines
+    assert any(e.get("suppressed") for e in r.egress), r.egress[-5:]
+    allowed = net.find(r.egress, verdict="allow", name="allowed.test", layer=net.CONNECT)
+    sent = [e for e in allowed if e["bytes_out"] >= 204800 and e["bytes_in"] > 0]
+    assert len(sent) == 5, allowed  # where the data went, and how much: every flow
+    closes = net.find(allowed, event="close")
+    opens = net.find(allowed, event="open")
+    assert closes == sent and len(opens) == 5, allowed
+    assert {e["flow"] for e in closes} == {e["flow"] for e in opens}, (opens, closes)
+    # the flood itself is still accounted for, and the log stayed bounded
+    denied = [e for e in r.egress if e.get("layer") == "dns" and e["verdict"] == "deny"]
+    counted = sum(e.get("suppressed", 0) for e in r.egress)
+    assert len(denied) + counted >= 5000, (len(denied), counted)
+    assert len(r.egress) < 20000, len(r.egress)
+
+
+SAME = textwrap.dedent("""
+    import socket, struct
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(0.0)
+    body = b"".join(bytes([len(l)]) + l.encode() for l in NAME.split(".")) + b"\\0"
+    for i in range(3000):
+        hdr = struct.pack(">HHHHHH", i & 0xffff, 0x0100, 1, 0, 0, 0)
+        s.sendto(hdr + body + struct.pack(">HH", 1, 1), ("100.96.0.1", 53))
+    print("sent")
+""")
+
+
+def test_repeated_denials_are_aggregated_per_reason_and_name(run_net, canary):
+    """3000 queries for one refused name: a handful of lines, the first one in full and
+    the repeats as "suppressed" counts of that (reason, name)."""
+    name = f"same-{canary}.denied.test"
+    r = run_net(["--allow", "allowed.test", "--", PY, "-c",
+                 f"NAME = {name!r}\n" + SAME], timeout=60)
+    assert r.returncode == 0 and "sent" in r.out, (r.returncode, r.err)
+    mine = [e for e in r.egress if e.get("layer") == "dns" and e.get("name") == name]
+    assert mine and mine[0].get("suppressed") is None, mine[:3]
+    assert all(e["verdict"] == "deny" and e["reason"] == mine[0]["reason"] for e in mine)
+    repeated = [e for e in mine if e.get("event") == "repeated"]
+    assert repeated, mine
+    total = len(mine) - len(repeated) + sum(e["suppressed"] for e in repeated)
+    assert total >= 1000, (total, mine)
+    assert len(r.egress) < 50, len(r.egress)
+
+
+def _holders(path):
+    """Pids of the processes holding path open."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{d}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{d}/fd/{fd}") == os.path.realpath(path):
+                    out.append(int(d))
+                    break
+            except OSError:
+                pass
+    return out
+
+
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def test_gateway_killed_mid_flow_leaves_the_flows_open_lines(run_net, net, world, canary,
+                                                            tmp_path):
+    """A download has ~30 KiB through the gateway when the gateway is SIGKILLed: the
+    flows it carried (plain HTTP through the proxy, and HTTPS through CONNECT) are in the
+    log by their "open" lines, written before their first byte went upstream."""
+    script = (f"{CURL} http://allowed.test/slow-{canary}-h & "
+              f"{CURL} https://allowed.test/slow-{canary}-s & wait")
+    res = {}
+    t = threading.Thread(target=lambda: res.update(
+        r=run_net(["--allow", "allowed.test"] + net.sh(script), timeout=60)))
+    t.start()
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and len(
+                [h for h in world.events("allowed", "http") if canary in h["path"]]) < 2:
+            time.sleep(0.1)
+        assert len([h for h in world.events("allowed", "http")
+                    if canary in h["path"]]) == 2, world.events("allowed")
+        time.sleep(0.5)  # the first 30 KiB cross
+        logs = sorted(tmp_path.glob("egress*.jsonl"))
+        assert logs, list(tmp_path.iterdir())
+        gws = [p for p in _holders(logs[-1]) if _comm(p).startswith("airlock-gatewa")]
+        assert gws, [(p, _comm(p)) for p in _holders(logs[-1])]
+        for p in gws:
+            os.kill(p, signal.SIGKILL)
+    finally:
+        t.join(70)
+    assert not t.is_alive()
+    r = res["r"]
+    opens = net.find(r.egress, verdict="allow", name="allowed.test", event="open")
+    assert {e["port"] for e in opens} == {80, 443}, r.egress
+    assert all(isinstance(e["flow"], int) and e["address"] == "203.0.113.10" for e in opens)
+    # they never closed: the gateway died under them
+    assert not net.find(r.egress, name="allowed.test", event="close"), r.egress
