@@ -174,6 +174,58 @@ static int resolve_upstream(struct net_gateway *g, const char *canon, struct net
 	return got;
 }
 
+/*
+ * The question's name of a query that did not parse, as far as it can be read, in DNS
+ * presentation form: label bytes other than printable ASCII, '.' and '\\' as \DDD, so
+ * the text is plain ASCII whatever the sandbox sent (and JSON-safe once escaped by the
+ * log). Reading stops at the root label, a compression pointer, the message's end or
+ * NET_NAME_MAX bytes of text ("..." then ends it). "" when there is no question at all.
+ */
+static void malformed_name(const uint8_t *msg, size_t len, char *out, size_t cap)
+{
+	size_t pos = NET_DNS_HEADER, o = 0;
+
+	out[0] = '\0';
+	while (pos < len && msg[pos] != 0 && (msg[pos] & 0xc0) == 0) {
+		size_t l = msg[pos++];
+
+		if (o) {
+			if (o + 5 >= cap) {
+				snprintf(out + o, cap - o, "...");
+				return;
+			}
+			out[o++] = '.';
+			out[o] = '\0';
+		}
+		for (size_t i = 0; i < l && pos < len; i++, pos++) {
+			uint8_t c = msg[pos];
+			int w = c > 0x20 && c < 0x7f && c != '.' && c != '\\'
+				    ? snprintf(out + o, cap - o, "%c", c)
+				    : snprintf(out + o, cap - o, "\\%03u", c);
+
+			if (w < 0 || o + (size_t)w + 4 >= cap) {
+				snprintf(out + o, cap - o, "...");
+				return;
+			}
+			o += (size_t)w;
+		}
+	}
+}
+
+/* A query that did not parse: logged (aggregated when repeated), answered if it can be. */
+static ssize_t refuse_malformed(struct net_gateway *g, const uint8_t *msg, size_t len,
+				const struct net_dns_query *q, uint8_t *out, size_t cap)
+{
+	char name[NET_NAME_MAX + 1];
+
+	malformed_name(msg, len, name, sizeof(name));
+	gw_log(g, &(struct gw_event){.layer = "dns",
+				     .reason = "malformed",
+				     .name = name[0] ? name : NULL,
+				     .detail = q->why ? q->why : "unreadable"});
+	return q->answerable ? net_dns_build_reply(q, q->rcode, out, cap) : 0;
+}
+
 /* Judge and answer one query; returns the reply length (0: no reply). */
 static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, bool tcp,
 		      uint8_t *out, size_t cap)
@@ -188,14 +240,18 @@ static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, boo
 
 	memset(&q, 0, sizeof(q));
 	if (net_dns_parse_query(msg, len, &q) < 0)
-		return q.answerable ? net_dns_build_reply(&q, q.rcode, out, cap) : 0;
+		return refuse_malformed(g, msg, len, &q, out, cap);
 	if (!gw_dns_admit(g)) {
 		/* A flood: answered locally, never forwarded, counted by the log's limit. */
 		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "rate_limited"});
 		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
 	}
 	if (net_name_canon(q.qname, q.qname_len, canon, NULL) < 0) {
-		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "bad_name"});
+		char name[NET_NAME_MAX + 1];
+
+		malformed_name(msg, len, name, sizeof(name));
+		gw_log(g, &(struct gw_event){
+			      .layer = "dns", .reason = "bad_name", .name = name[0] ? name : NULL});
 		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
 	}
 	if (gw_decide_name(g, canon, &reason) != NET_ALLOW) {

@@ -4,6 +4,7 @@ flows or refusals vanish from it (issue 33, section 6), each asserting its line 
 * a flood of refused DNS queries does not push allowed flows out: flow lines (with
   their byte counts) are never rate-limited; repeated refusals are aggregated per
   (reason, name) into "suppressed" counts;
+* malformed DNS queries are logged ("malformed", with what of the name could be read);
 * a flow has its "open" line before its first byte goes upstream, so a gateway killed
   mid-flow still leaves it in the log."""
 import os
@@ -92,6 +93,68 @@ def test_repeated_denials_are_aggregated_per_reason_and_name(run_net, canary):
     total = len(mine) - len(repeated) + sum(e["suppressed"] for e in repeated)
     assert total >= 1000, (total, mine)
     assert len(r.egress) < 50, len(r.egress)
+
+
+MALFORMED = textwrap.dedent("""
+    import socket, struct, sys
+    T = sys.argv[1].encode()
+    def name(*labels):
+        return b"".join(bytes([len(l)]) + l for l in labels)
+    def hdr(qd=1, flags=0x0100):
+        return struct.pack(">HHHHHH", 7, flags, qd, 0, 0, 0)
+    tail = struct.pack(">HH", 1, 1)
+    allowed = name(b"allowed", b"test") + b"\\0"
+    cases = {
+        "two": hdr(2) + name(b"two-" + T) + allowed + tail + allowed + tail,
+        "long": hdr() + name(b"long-" + T, b"x" * 64) + b"\\0" + tail,
+        "over": hdr() + name(b"over-" + T, *[b"a" * 63] * 5) + b"\\0" + tail,
+        "empty": hdr() + name(b"empty-" + T) + b"\\0" + name(b"x") + allowed + tail,
+        "bytes": hdr() + name(b"bytes-" + T + b'\\x00"\\\\\\xff\\n{}') + allowed + tail,
+        "ptr": hdr() + name(b"ptr-" + T) + b"\\xc0\\x0c" + tail,
+        "qr": hdr(flags=0x8100) + name(b"qr-" + T) + allowed + tail,
+        "rev": hdr() + name(b"rev-" + T, b"in-addr", b"arpa") + b"\\0" + struct.pack(">HH", 12, 1),
+        "case": hdr() + name(b"CaSe-" + T, b"DeNiEd", b"TeSt") + b"\\0" + tail,
+        "short": b"\\x00\\x07\\x01",
+    }
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(1.0)
+    for k, q in cases.items():
+        s.sendto(q, ("100.96.0.1", 53))
+        try:
+            r = s.recv(4096)
+            print(k, "rcode", r[3] & 15)
+        except OSError:
+            print(k, "no reply")
+""")
+
+
+def test_malformed_dns_queries_are_logged(run_net, canary):
+    """Every refusal is logged: queries the parser rejects (two questions, long labels or
+    names, an empty label, odd bytes, a compression pointer, a response, a short header)
+    leave a "malformed" line naming what could be read, safely escaped."""
+    r = run_net(["--allow", "allowed.test", "--", PY, "-c", MALFORMED, canary],
+                timeout=30)
+    assert r.returncode == 0, (r.returncode, r.out, r.err)
+    assert not [e for e in r.egress if "unparseable" in e], r.egress
+    dns = [e for e in r.egress if e.get("layer") == "dns"]
+
+    def lines_for(tag):
+        return [e for e in dns if isinstance(e.get("name"), str) and
+                e["name"].lower().startswith(f"{tag}-{canary}".lower())]
+
+    for tag in ("two", "long", "over", "empty", "bytes", "ptr", "qr"):
+        got = lines_for(tag)
+        assert got, (tag, dns)
+        assert all(e["verdict"] == "deny" and e["reason"] == "malformed" for e in got), got
+        assert all(isinstance(e.get("detail"), str) and e["detail"] for e in got), got
+    assert len(lines_for("over")[0]["name"]) <= 256
+    raw = lines_for("bytes")[0]["name"]
+    assert raw.isascii() and "\\000" in raw and "\\255" in raw and "\n" not in raw, raw
+    # well-formed but refused: logged under their own reasons
+    for tag in ("rev", "case"):
+        got = lines_for(tag)
+        assert got and all(e["verdict"] == "deny" for e in got), (tag, dns)
+    assert [e for e in dns if e["reason"] == "malformed" and e["name"] is None], dns
 
 
 def _holders(path):
