@@ -144,6 +144,10 @@ struct gw_event {
 void gw_log(struct net_gateway *g, const struct gw_event *e);
 /* A proxied flow starts: its "open" line, written before its first byte goes upstream. */
 void gw_flow_open(struct gw_conn *k);
+/* Milliseconds until a window closes or a rate-limit count is due (-1: none), and the
+ * call that writes what is due then (the DNS thread waits on it). */
+int gw_log_wake_ms(struct net_gateway *g);
+void gw_log_tick(struct net_gateway *g);
 /* Write every pending count (aggregated repeats, the rate limit's): at stop. */
 void gw_log_flush(struct net_gateway *g);
 void gw_log_adopt(struct net_gateway *g, int fd);

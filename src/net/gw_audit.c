@@ -7,7 +7,8 @@
  *    carries bytes) are always written: where data went and how much is never dropped;
  *  - any other line repeated (same layer, verdict, reason, name, address, port) within
  *    GW_AGG_WINDOW seconds is written once, and the repeats become one line with
- *    "suppressed": N when the window closes (written with the next line, or at stop);
+ *    "suppressed": N when the window closes (gw_log_tick, which the DNS thread calls
+ *    when gw_log_wake_ms says; else with the next line, and at stop);
  *  - what still comes (a flood of distinct names) is capped by a token bucket
  *    (GW_LOG_BURST, then GW_LOG_RATE a second); what it drops is counted in one
  *    "rate_limited" line of layer "audit" with "suppressed": N;
@@ -297,6 +298,36 @@ void gw_flow_open(struct gw_conn *k)
 				     .port = k->port,
 				     .flow = k->flow,
 				     .event = "open"});
+}
+
+int gw_log_wake_ms(struct net_gateway *g)
+{
+	int ms = -1;
+
+	pthread_mutex_lock(&g->mu);
+	if (g->agg_next > 0) {
+		double d = (g->agg_next - gw_mono_s()) * 1000.0;
+
+		ms = d < 10 ? 10 : d > 60000 ? 60000 : (int)d + 1;
+	}
+	if (g->log_suppressed && (ms < 0 || ms > 1000))
+		ms = 1000;
+	pthread_mutex_unlock(&g->mu);
+	return ms;
+}
+
+void gw_log_tick(struct net_gateway *g)
+{
+	uint64_t gen;
+
+	if (g->log_fd < 0)
+		return;
+	gen = gw_generation(g);
+	pthread_mutex_lock(&g->mu);
+	agg_sweep(g, gw_mono_s(), false);
+	if (g->log_suppressed && gw_bucket_take(&g->log_bucket))
+		emit_rate_limited(g, gen);
+	pthread_mutex_unlock(&g->mu);
 }
 
 void gw_log_flush(struct net_gateway *g)

@@ -282,19 +282,41 @@ static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, boo
 	return net_dns_build_answer(&q, rec, (size_t)n, net_dns_reply_limit(&q, tcp), out, cap);
 }
 
+/* 1: a query is waiting, 0: wake_ms passed (the log has counts due), -1: stop. */
+static int wait_query(struct net_gateway *g, int wake_ms)
+{
+	struct pollfd p[2] = {{.fd = g->fd_udp, .events = POLLIN},
+			      {.fd = g->stop_pipe[0], .events = POLLIN}};
+	int r;
+
+	do
+		r = poll(p, 2, wake_ms);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 || p[1].revents)
+		return -1;
+	return r > 0;
+}
+
 void *gw_dns_udp_main(void *arg)
 {
 	struct net_gateway *g = arg;
 	uint8_t in[4096], out[4096];
+	int w;
 
 	gw_enter_upstream(g);
-	while (gw_wait(g, g->fd_udp, POLLIN, -1) == 0) {
+	/* This thread also closes the log's aggregation windows on time (a flood's counts
+	 * are written when its window ends, not only with the next line). */
+	while ((w = wait_query(g, gw_log_wake_ms(g))) >= 0) {
 		struct sockaddr_storage from;
 		socklen_t fl = sizeof(from);
-		ssize_t n = recvfrom(g->fd_udp, in, sizeof(in), MSG_DONTWAIT,
-				     (struct sockaddr *)&from, &fl);
-		ssize_t r;
+		ssize_t n, r;
 
+		if (w == 0) {
+			gw_log_tick(g);
+			continue;
+		}
+		n = recvfrom(g->fd_udp, in, sizeof(in), MSG_DONTWAIT, (struct sockaddr *)&from,
+			     &fl);
 		if (n <= 0)
 			continue;
 		r = answer(g, in, (size_t)n, false, out, sizeof(out));
