@@ -62,10 +62,10 @@ struct gw_bucket {
 /* A sandbox's egress log stops here, with a last "log_full" line (what airlockd serves of
  * it is capped alike): at GW_LOG_RATE a day of a flood would be ~4 GB of host disk. */
 #define GW_LOG_MAX_BYTES (64ull << 20)
-/* Repeated lines (same layer, verdict, reason, name, address, port) are aggregated: the
- * first is written, the repeats within GW_AGG_WINDOW seconds are counted and written as
- * one line with "suppressed" when the window closes. Flow lines (with bytes or an event) are
- * never dropped nor aggregated. */
+/* Repeated lines (same layer, verdict, reason, detail, name, address, port) are
+ * aggregated: the first is written, the repeats within GW_AGG_WINDOW seconds are counted
+ * and written as one line with "suppressed" when the window closes. Flow lines (with
+ * bytes or an event) are never dropped nor aggregated. */
 #define GW_AGG_SLOTS 256
 #define GW_AGG_PROBE 8
 #define GW_AGG_WINDOW 2.0
@@ -81,6 +81,7 @@ struct gw_agg {
 	int port;
 	char layer[16];
 	char reason[64];
+	char detail[64];
 	char name[NET_NAME_MAX + 1];
 	struct net_addr addr;
 };

@@ -5,10 +5,10 @@
  * What a sandbox can do to it is bounded without blinding it:
  *  - a flow's lines (its "open" line, its closing line with byte counts, any line that
  *    carries bytes) are always written: where data went and how much is never dropped;
- *  - any other line repeated (same layer, verdict, reason, name, address, port) within
- *    GW_AGG_WINDOW seconds is written once, and the repeats become one line with
- *    "suppressed": N when the window closes (gw_log_tick, which the DNS thread calls
- *    when gw_log_wake_ms says; else with the next line, and at stop);
+ *  - any other line repeated (same layer, verdict, reason, detail, name, address, port,
+ *    generation) within GW_AGG_WINDOW seconds is written once, and the repeats become
+ *    one line with "suppressed": N when the window closes (gw_log_tick, which the DNS
+ *    thread calls when gw_log_wake_ms says; else with the next line, and at stop);
  *  - what still comes (a flood of distinct names) is capped by a token bucket
  *    (GW_LOG_BURST, then GW_LOG_RATE a second); what it drops is counted in one
  *    "rate_limited" line of layer "audit" with "suppressed": N;
@@ -157,6 +157,7 @@ static void agg_close(struct net_gateway *g, struct gw_agg *a)
 					.name = a->has_name ? a->name : NULL,
 					.addr = a->has_addr ? &a->addr : NULL,
 					.port = a->port,
+					.detail = a->detail[0] ? a->detail : NULL,
 					.event = "repeated"},
 		     a->count);
 	a->until = 0;
@@ -194,16 +195,18 @@ static bool agg_same(const struct gw_agg *a, const struct gw_event *e, uint64_t 
 	return a->gen == gen && a->allow == e->allow && a->port == e->port &&
 	       strcmp(a->layer, e->layer) == 0 &&
 	       strcmp(a->reason, e->reason ? e->reason : "") == 0 &&
+	       strcmp(a->detail, e->detail ? e->detail : "") == 0 &&
 	       a->has_name == (e->name != NULL) && (!e->name || strcmp(a->name, e->name) == 0) &&
 	       a->has_addr == (e->addr != NULL) && (!e->addr || addr_same(&a->addr, e->addr));
 }
 
 static uint32_t agg_hash(const struct gw_event *e)
 {
-	const char *parts[3] = {e->layer, e->reason ? e->reason : "", e->name ? e->name : ""};
+	const char *parts[4] = {e->layer, e->reason ? e->reason : "", e->name ? e->name : "",
+				e->detail ? e->detail : ""};
 	uint32_t h = (2166136261u ^ (e->allow ? 1u : 0u) ^ ((uint32_t)e->port << 1)) * 16777619u;
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		for (const char *p = parts[i]; *p; p++)
 			h = (h ^ (uint8_t)*p) * 16777619u;
 	if (e->addr)
@@ -243,6 +246,7 @@ static bool agg_count(struct net_gateway *g, const struct gw_event *e, uint64_t 
 				 .port = e->port};
 	snprintf(spare->layer, sizeof(spare->layer), "%s", e->layer);
 	snprintf(spare->reason, sizeof(spare->reason), "%s", e->reason ? e->reason : "");
+	snprintf(spare->detail, sizeof(spare->detail), "%s", e->detail ? e->detail : "");
 	snprintf(spare->name, sizeof(spare->name), "%s", e->name ? e->name : "");
 	if (e->addr)
 		spare->addr = *e->addr;

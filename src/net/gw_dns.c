@@ -326,6 +326,22 @@ void *gw_dns_udp_main(void *arg)
 	return NULL;
 }
 
+/* A TCP connection whose bytes never made one whole frame (short, cut, oversized): one
+ * "malformed" line, with what of the name could be read (nothing for a silent one). */
+static void refuse_tcp_frame(struct net_gateway *g, const uint8_t *in, size_t got)
+{
+	char name[NET_NAME_MAX + 1] = "";
+
+	if (!got)
+		return;
+	if (got > 2)
+		malformed_name(in + 2, got - 2, name, sizeof(name));
+	gw_log(g, &(struct gw_event){.layer = "dns",
+				     .reason = "malformed",
+				     .name = name[0] ? name : NULL,
+				     .detail = "no whole TCP frame"});
+}
+
 /* DNS over TCP: one query per connection, answered in line (bounded by the timeout). */
 void *gw_dns_tcp_main(void *arg)
 {
@@ -335,7 +351,7 @@ void *gw_dns_tcp_main(void *arg)
 	gw_enter_upstream(g);
 	while (gw_wait(g, g->fd_tcp_dns, POLLIN, -1) == 0) {
 		_cleanup_close_ int c = accept4(g->fd_tcp_dns, NULL, NULL, SOCK_CLOEXEC);
-		size_t have = 0, frame = 0, mlen = 0;
+		size_t have = 0, frame = 0, mlen = 0, got = 0;
 		const uint8_t *m = NULL;
 		ssize_t r;
 
@@ -352,9 +368,12 @@ void *gw_dns_tcp_main(void *arg)
 				break;
 			}
 			have += (size_t)r;
+			got = have;
 		}
-		if (!m || net_dns_tcp_frame(in, have, &m, &mlen, &frame) != 0)
+		if (!m || net_dns_tcp_frame(in, have, &m, &mlen, &frame) != 0) {
+			refuse_tcp_frame(g, in, got);
 			continue;
+		}
 		r = answer(g, m, mlen, true, out + 2, sizeof(out) - 2);
 		if (r > 0) {
 			out[0] = (uint8_t)(r >> 8), out[1] = (uint8_t)r;

@@ -135,13 +135,25 @@ MALFORMED = textwrap.dedent("""
             print(k, "rcode", r[3] & 15)
         except OSError:
             print(k, "no reply")
+    # over TCP: a frame shorter than a header, and one cut before its end
+    for data in (b"\\x00\\x05abcde",
+                 struct.pack(">H", 200) + hdr() + name(b"tcpcut-" + T) + allowed):
+        c = socket.create_connection(("100.96.0.1", 53), timeout=3)
+        c.sendall(data)
+        c.shutdown(socket.SHUT_WR)
+        try:
+            c.recv(100)
+        except OSError:
+            pass
+        c.close()
 """)
 
 
 def test_malformed_dns_queries_are_logged(run_net, canary):
     """Every refusal is logged: queries the parser rejects (two questions, long labels or
     names, an empty label, odd bytes, a compression pointer, a response, a short header)
-    leave a "malformed" line naming what could be read, safely escaped."""
+    leave a "malformed" line naming what could be read, safely escaped; so do TCP
+    connections whose bytes never make a whole frame."""
     r = run_net(["--allow", "allowed.test", "--", PY, "-c", MALFORMED, canary],
                 timeout=30)
     assert r.returncode == 0, (r.returncode, r.out, r.err)
@@ -152,7 +164,7 @@ def test_malformed_dns_queries_are_logged(run_net, canary):
         return [e for e in dns if isinstance(e.get("name"), str) and
                 e["name"].lower().startswith(f"{tag}-{canary}".lower())]
 
-    for tag in ("two", "long", "over", "empty", "bytes", "ptr", "qr"):
+    for tag in ("two", "long", "over", "empty", "bytes", "ptr", "qr", "tcpcut"):
         got = lines_for(tag)
         assert got, (tag, dns)
         assert all(e["verdict"] == "deny" and e["reason"] == "malformed" for e in got), got
@@ -164,7 +176,9 @@ def test_malformed_dns_queries_are_logged(run_net, canary):
     for tag in ("rev", "case"):
         got = lines_for(tag)
         assert got and all(e["verdict"] == "deny" for e in got), (tag, dns)
-    assert [e for e in dns if e["reason"] == "malformed" and e["name"] is None], dns
+    nameless = [e for e in dns if e["reason"] == "malformed" and e["name"] is None]
+    assert {e["detail"] for e in nameless} >= {"shorter than a DNS header",
+                                               "no whole TCP frame"}, dns
 
 
 def _holders(path):
