@@ -36,7 +36,8 @@ struct gw_conn {
 	struct net_addr addr;     /* what we dialled */
 	int port;
 	uint64_t out, in;
-	uint64_t flow; /* its id in the log once its "open" line is out (0: not yet) */
+	uint64_t flow;            /* its id in the log once its "open" line is out (0: none) */
+	bool flow_closed;         /* its closing line is out */
 	char buf[NET_HTTP_MAX_HEAD + 1]; /* bytes read from the client, not yet forwarded */
 	size_t len;
 	uint8_t scratch[NET_TLS_MAX_HELLO];
@@ -145,6 +146,12 @@ struct gw_event {
 void gw_log(struct net_gateway *g, const struct gw_event *e);
 /* A proxied flow starts: its "open" line, written before its first byte goes upstream. */
 void gw_flow_open(struct gw_conn *k);
+/* Its id for its closing line, which it marks written (0 if it has none). */
+uint64_t gw_flow_take(struct gw_conn *k);
+/* The connection is done: a flow opened and not closed gets its closing line, reason
+ * "ended" (it ended early: a failed send, a refused request inside terminated TLS) or
+ * "policy_changed" (cut). */
+void gw_flow_end(struct gw_conn *k);
 /* Milliseconds until a window closes or a rate-limit count is due (-1: none), and the
  * call that writes what is due then (the DNS thread waits on it). */
 int gw_log_wake_ms(struct net_gateway *g);

@@ -304,6 +304,30 @@ void gw_flow_open(struct gw_conn *k)
 				     .event = "open"});
 }
 
+uint64_t gw_flow_take(struct gw_conn *k)
+{
+	k->flow_closed = true;
+	return k->flow;
+}
+
+void gw_flow_end(struct gw_conn *k)
+{
+	bool cut = __atomic_load_n(&k->cut, __ATOMIC_SEQ_CST);
+
+	if (!k->flow || k->flow_closed)
+		return;
+	gw_log(k->g, &(struct gw_event){.layer = k->layer,
+					.allow = !cut,
+					.reason = cut ? "policy_changed" : "ended",
+					.name = k->name[0] ? k->name : NULL,
+					.addr = &k->addr,
+					.port = k->port,
+					.bytes_out = k->out,
+					.bytes_in = k->in,
+					.flow = gw_flow_take(k),
+					.event = "close"});
+}
+
 int gw_log_wake_ms(struct net_gateway *g)
 {
 	int ms = -1;

@@ -490,13 +490,13 @@ static void log_allow(struct gw_conn *k, const char *reason)
 		gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = "policy_changed",
 						.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
 						.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
-						.flow = k->flow, .event = "close"});
+						.flow = gw_flow_take(k), .event = "close"});
 		return;
 	}
 	gw_log(k->g, &(struct gw_event){.layer = k->layer, .allow = true, .reason = reason,
 					.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
 					.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
-					.flow = k->flow, .event = "close"});
+					.flow = gw_flow_take(k), .event = "close"});
 }
 
 /* A name with per-request rules is terminated here instead of spliced; true if it was. */
@@ -653,6 +653,7 @@ static void *conn_main(void *arg)
 		else
 			serve_explicit(k);
 	}
+	gw_flow_end(k);
 	unregister_conn(k);
 	close(k->c);
 	if (k->u >= 0)

@@ -7,6 +7,7 @@ flows or refusals vanish from it (issue 33, section 6), each asserting its line 
 * malformed DNS queries are logged ("malformed", with what of the name could be read);
 * a flow has its "open" line before its first byte goes upstream, so a gateway killed
   mid-flow still leaves it in the log."""
+import json
 import os
 import signal
 import textwrap
@@ -243,3 +244,26 @@ def test_gateway_killed_mid_flow_leaves_the_flows_open_lines(run_net, net, world
     assert all(isinstance(e["flow"], int) and e["address"] == "203.0.113.10" for e in opens)
     # they never closed: the gateway died under them
     assert not net.find(r.egress, name="allowed.test", event="close"), r.egress
+
+
+def test_every_open_flow_has_its_closing_line(run_net, net, world, tmp_path):
+    """A flow whose request is refused inside terminated TLS (TRACE to a rule domain)
+    still ends with a closing line of its own flow id, after the refusal's line; an
+    allowed one closes with its reason. Only a dead gateway leaves an open flow."""
+    pol = tmp_path / "rules.json"
+    pol.write_text(json.dumps({"allow": {"allowed.test": [
+        {"transform": [{"headers": {"X-Audit": "1"}}]}]}}))
+    r = run_net(["--policy", str(pol), "--upstream-ca", world.ca] + net.sh(
+        "curl -sS -o /dev/null -w 'get=%{http_code}\\n' https://allowed.test/; "
+        "curl -sS -o /dev/null -w 'trace=%{http_code}\\n' -X TRACE https://allowed.test/"))
+    assert "get=200" in r.out and "trace=405" in r.out, (r.out, r.err)
+    opens = net.find(r.egress, event="open", name="allowed.test")
+    closes = net.find(r.egress, event="close", name="allowed.test")
+    assert len(opens) == 2 and sorted(e["flow"] for e in closes) == sorted(
+        e["flow"] for e in opens), r.egress
+    refused = net.find(r.egress, reason="trace_refused")
+    assert refused, r.egress
+    ended = [e for e in closes if e["reason"] == "ended"]
+    assert len(ended) == 1 and ended[0]["bytes_in"] > 0, closes
+    assert r.egress.index(refused[0]) < r.egress.index(ended[0])
+    assert [e["reason"] for e in closes if e is not ended[0]] == ["rule_transform"], closes
