@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <linux/nsfs.h>
 #include <net/if.h>
 #include <poll.h>
@@ -25,150 +24,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static double mono_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Take one token (caller holds g->mu). */
-static bool bucket_take(struct gw_bucket *b)
-{
-	double now = mono_s();
-
-	b->tokens += (now - b->last) * b->rate;
-	if (b->tokens > b->burst)
-		b->tokens = b->burst;
-	b->last = now;
-	if (b->tokens < 1.0)
-		return false;
-	b->tokens -= 1.0;
-	return true;
-}
-
 bool gw_dns_admit(struct net_gateway *g)
 {
 	bool ok;
 
 	pthread_mutex_lock(&g->mu);
-	ok = bucket_take(&g->dns_bucket);
+	ok = gw_bucket_take(&g->dns_bucket);
 	pthread_mutex_unlock(&g->mu);
 	return ok;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The log file was handed to us: what it holds already counts against its cap. */
-static void log_adopt(struct net_gateway *g, int fd)
-{
-	struct stat st;
-
-	g->log_fd = fd;
-	g->log_bytes = fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
-	g->log_full = false;
-}
-
-/* Append one line (g->mu held). Past GW_LOG_MAX_BYTES the log ends with one "log_full"
- * line and takes nothing more (a file already over it gets nothing at all). */
-static void log_write(struct net_gateway *g, const char *line, size_t len)
-{
-	char last[256];
-	int n;
-
-	if (g->log_full)
-		return;
-	if (g->log_bytes + len + sizeof(last) <= GW_LOG_MAX_BYTES) {
-		if (write(g->log_fd, line, len) == (ssize_t)len)
-			g->log_bytes += len;
-		return;
-	}
-	g->log_full = true;
-	n = snprintf(last, sizeof(last),
-		     "{\"time\":%lld,\"sandbox\":\"%.40s\",\"generation\":%llu,"
-		     "\"layer\":\"audit\",\"verdict\":\"deny\",\"reason\":\"log_full\","
-		     "\"name\":null,\"address\":null,\"port\":null,\"bytes_out\":0,"
-		     "\"bytes_in\":0}\n",
-		     (long long)now_ms(), g->sandbox_id, (unsigned long long)gw_generation(g));
-	if (g->log_bytes < GW_LOG_MAX_BYTES && n > 0 && (size_t)n < sizeof(last) &&
-	    write(g->log_fd, last, (size_t)n) == n)
-		g->log_bytes += (size_t)n;
-}
-
-/* One line for the decisions the log's rate limit dropped. */
-static void write_suppressed(struct net_gateway *g, uint64_t suppressed)
-{
-	unsigned long long gen = (unsigned long long)gw_generation(g);
-	char line[256];
-	int n = snprintf(line, sizeof(line),
-			 "{\"time\":%lld,\"sandbox\":\"%.40s\",\"generation\":%llu,"
-			 "\"layer\":\"audit\",\"verdict\":\"deny\",\"reason\":\"rate_limited\","
-			 "\"name\":null,\"address\":null,\"port\":null,\"bytes_out\":0,"
-			 "\"bytes_in\":0,\"suppressed\":%llu}\n",
-			 (long long)now_ms(), g->sandbox_id, gen, (unsigned long long)suppressed);
-
-	if (n <= 0 || (size_t)n >= sizeof(line))
-		return;
-	pthread_mutex_lock(&g->mu);
-	log_write(g, line, (size_t)n);
-	pthread_mutex_unlock(&g->mu);
-}
-
-void gw_log(struct net_gateway *g, const struct gw_event *e)
-{
-	char addr[NET_ADDR_STRLEN];
-	struct timespec ts;
-	uint64_t suppressed;
-	json_t *o;
-	char *line;
-	size_t len;
-
-	if (g->log_fd < 0)
-		return;
-	/* Floods become a counter: over the rate, lines are dropped and counted, and the
-	 * count is written as one line when the budget allows again. */
-	pthread_mutex_lock(&g->mu);
-	if (!bucket_take(&g->log_bucket)) {
-		g->log_suppressed++;
-		pthread_mutex_unlock(&g->mu);
-		return;
-	}
-	suppressed = g->log_suppressed;
-	g->log_suppressed = 0;
-	pthread_mutex_unlock(&g->mu);
-	if (suppressed)
-		write_suppressed(g, suppressed);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	if (e->addr)
-		net_addr_format(e->addr, addr);
-	o = json_pack("{s:I, s:s, s:I, s:s, s:s, s:s}", "time",
-		      (json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, "sandbox",
-		      g->sandbox_id ? g->sandbox_id : "", "generation",
-		      (json_int_t)(e->generation ? e->generation : gw_generation(g)), "layer", e->layer,
-		      "verdict",
-		      e->allow ? "allow" : "deny", "reason", e->reason ? e->reason : "");
-	json_object_set_new(o, "name", e->name ? json_string(e->name) : json_null());
-	json_object_set_new(o, "address", e->addr ? json_string(addr) : json_null());
-	json_object_set_new(o, "port", e->port ? json_integer(e->port) : json_null());
-	json_object_set_new(o, "bytes_out", json_integer((json_int_t)e->bytes_out));
-	json_object_set_new(o, "bytes_in", json_integer((json_int_t)e->bytes_in));
-	line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
-	json_decref(o);
-	if (!line)
-		return;
-	len = strlen(line);
-	line[len] = '\n'; /* over its NUL: written with its length */
-	pthread_mutex_lock(&g->mu);
-	log_write(g, line, len + 1);
-	pthread_mutex_unlock(&g->mu);
-	free(line);
 }
 
 enum net_verdict gw_decide_name(struct net_gateway *g, const char *canon, const char **reason)
@@ -382,7 +245,7 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 
 	g->policy = o->policy;
 	g->sandbox_id = xstrdup(o->sandbox_id ? o->sandbox_id : "");
-	log_adopt(g, o->log_fd);
+	gw_log_adopt(g, o->log_fd);
 	g->gw_ns = g->up_ns = g->fd_udp = g->fd_tcp_dns = g->fd_proxy = g->fd_tproxy = -1;
 	g->fd_nflog = -1;
 	g->stop_pipe[0] = g->stop_pipe[1] = -1;
@@ -398,10 +261,14 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	pthread_attr_init(&g->conn_attr);
 	pthread_attr_setstacksize(&g->conn_attr, GW_CONN_STACK);
 	pthread_attr_setdetachstate(&g->conn_attr, PTHREAD_CREATE_DETACHED);
-	g->log_bucket = (struct gw_bucket){.tokens = GW_LOG_BURST, .rate = GW_LOG_RATE,
-					   .burst = GW_LOG_BURST, .last = mono_s()};
-	g->dns_bucket = (struct gw_bucket){.tokens = GW_DNS_BURST, .rate = GW_DNS_RATE,
-					   .burst = GW_DNS_BURST, .last = mono_s()};
+	g->log_bucket = (struct gw_bucket){.tokens = GW_LOG_BURST,
+					   .rate = GW_LOG_RATE,
+					   .burst = GW_LOG_BURST,
+					   .last = gw_mono_s()};
+	g->dns_bucket = (struct gw_bucket){.tokens = GW_DNS_BURST,
+					   .rate = GW_DNS_RATE,
+					   .burst = GW_DNS_BURST,
+					   .last = gw_mono_s()};
 	/* The gateway and the sandbox link are never a destination. */
 	net_cidr_parse("100.96.0.0/16", 13, &g->forbidden[0], NULL);
 	g->vet.forbidden = g->forbidden;
@@ -445,7 +312,7 @@ int net_gateway_configure(struct net_gateway *g, const struct net_gateway_opts *
 		return -1;
 	free(g->sandbox_id);
 	g->sandbox_id = xstrdup(o->sandbox_id ? o->sandbox_id : "");
-	log_adopt(g, o->log_fd);
+	gw_log_adopt(g, o->log_fd);
 	return net_gateway_set_policy(g, o->policy, err);
 }
 
@@ -584,15 +451,12 @@ void net_gateway_quiesce(struct net_gateway *g)
 		(void)!write(g->stop_pipe[1], "x", 1);
 	for (int i = 0; i < g->n_threads; i++)
 		pthread_join(g->threads[i], NULL);
-	if (g->log_fd >= 0 && g->log_suppressed) { /* the flood's count is never lost */
-		write_suppressed(g, g->log_suppressed);
-		g->log_suppressed = 0;
-	}
 	/* Connection threads notice the stop pipe; wait for the last one. */
 	pthread_mutex_lock(&g->mu);
 	while (g->n_conns > 0)
 		pthread_cond_wait(&g->conns_cv, &g->mu);
 	pthread_mutex_unlock(&g->mu);
+	gw_log_flush(g); /* the flood's counts are never lost */
 	g->n_threads = 0;
 }
 

@@ -37,6 +37,9 @@ struct gw_conn {
 	int port;
 	uint64_t out, in;
 	uint64_t gen; /* the policy generation its first upstream byte went under (0: none yet) */
+	uint64_t flow;            /* its id in the log once its "open" line is out (0: none) */
+	bool flow_closed;         /* its closing line is out */
+	bool refused;             /* a refusal of it was logged: its closing line is no allow */
 	char buf[NET_HTTP_MAX_HEAD + 1]; /* bytes read from the client, not yet forwarded */
 	size_t len;
 	uint8_t scratch[NET_TLS_MAX_HELLO];
@@ -62,8 +65,29 @@ struct gw_bucket {
 /* A sandbox's egress log stops here, with a last "log_full" line (what airlockd serves of
  * it is capped alike): at GW_LOG_RATE a day of a flood would be ~4 GB of host disk. */
 #define GW_LOG_MAX_BYTES (64ull << 20)
+/* Repeated lines (same layer, verdict, reason, detail, name, address, port) are
+ * aggregated: the first is written, the repeats within GW_AGG_WINDOW seconds are counted
+ * and written as one line with "suppressed" when the window closes. Flow lines (with
+ * bytes or an event) are never dropped nor aggregated. */
+#define GW_AGG_SLOTS 256
+#define GW_AGG_PROBE 8
+#define GW_AGG_WINDOW 2.0
 #define GW_DNS_RATE 2000.0  /* DNS queries a second from one sandbox */
 #define GW_DNS_BURST 4000.0
+
+/* One aggregation window (under the gateway's mu); until == 0: free. */
+struct gw_agg {
+	double until;   /* monotonic seconds */
+	uint64_t count; /* repeats not written */
+	uint64_t gen;   /* the policy generation: a new policy opens new windows */
+	bool allow, has_name, has_addr;
+	int port;
+	char layer[16];
+	char reason[64];
+	char detail[64];
+	char name[NET_NAME_MAX + 1];
+	struct net_addr addr;
+};
 
 struct net_gateway {
 	struct net_policy *policy; /* read under policy_lock; replaced by net_gateway_set_policy */
@@ -87,6 +111,9 @@ struct net_gateway {
 	uint64_t log_suppressed; /* lines dropped by the log's rate limit, not yet reported */
 	uint64_t log_bytes;      /* in the log file (its size when we got it, then ours) */
 	bool log_full;           /* GW_LOG_MAX_BYTES reached: nothing more is written */
+	struct gw_agg agg[GW_AGG_SLOTS]; /* repeated lines being counted (gw_audit.c) */
+	double agg_next;         /* the earliest window end (0: none open) */
+	uint64_t flows;          /* flow ids handed out */
 	int n_conns;
 	pthread_cond_t conns_cv;
 	pthread_attr_t conn_attr; /* small stacks: thousands of idle tunnels stay cheap */
@@ -113,8 +140,32 @@ struct gw_event {
 	int port;            /* or 0 */
 	uint64_t bytes_out, bytes_in;
 	uint64_t generation; /* the policy generation it was decided under (0: the current) */
+	uint64_t flow;       /* a proxied flow's id, or 0 */
+	const char *event;   /* a flow's "open" or "close", or NULL */
+	const char *detail;  /* a parser's reason (malformed input), or NULL */
 };
+/* gw_audit.c: the egress log. A line with bytes, a flow id or an event (a flow's) is always
+ * written; others are aggregated when repeated and capped by the log's rate limit. */
 void gw_log(struct net_gateway *g, const struct gw_event *e);
+/* A proxied flow starts: its "open" line, written before its first byte goes upstream. */
+void gw_flow_open(struct gw_conn *k);
+/* Its id for its closing line, which it marks written (0 if it has none). */
+uint64_t gw_flow_take(struct gw_conn *k);
+/* The connection is done: a flow opened and not closed gets its closing line, reason
+ * "refused" (verdict deny: a refusal of it was logged, e.g. a cut body or a refused request
+ * inside terminated TLS), "ended" (it ended early: a failed send) or
+ * "policy_changed" (cut). */
+void gw_flow_end(struct gw_conn *k);
+/* Milliseconds until a window closes or a rate-limit count is due (-1: none), and the
+ * call that writes what is due then (the DNS thread waits on it). */
+int gw_log_wake_ms(struct net_gateway *g);
+void gw_log_tick(struct net_gateway *g);
+/* Write every pending count (aggregated repeats, the rate limit's): at stop. */
+void gw_log_flush(struct net_gateway *g);
+void gw_log_adopt(struct net_gateway *g, int fd);
+double gw_mono_s(void);
+/* Take one token (caller holds g->mu). */
+bool gw_bucket_take(struct gw_bucket *b);
 /* One DNS query's worth of the sandbox's DNS budget; false when it is exhausted. */
 bool gw_dns_admit(struct net_gateway *g);
 

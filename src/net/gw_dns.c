@@ -174,6 +174,58 @@ static int resolve_upstream(struct net_gateway *g, const char *canon, struct net
 	return got;
 }
 
+/*
+ * The question's name of a query that did not parse, as far as it can be read, in DNS
+ * presentation form: label bytes other than printable ASCII, '.' and '\\' as \DDD, so
+ * the text is plain ASCII whatever the sandbox sent (and JSON-safe once escaped by the
+ * log). Reading stops at the root label, a compression pointer, the message's end or
+ * NET_NAME_MAX bytes of text ("..." then ends it). "" when there is no question at all.
+ */
+static void malformed_name(const uint8_t *msg, size_t len, char *out, size_t cap)
+{
+	size_t pos = NET_DNS_HEADER, o = 0;
+
+	out[0] = '\0';
+	while (pos < len && msg[pos] != 0 && (msg[pos] & 0xc0) == 0) {
+		size_t l = msg[pos++];
+
+		if (o) {
+			if (o + 5 >= cap) {
+				snprintf(out + o, cap - o, "...");
+				return;
+			}
+			out[o++] = '.';
+			out[o] = '\0';
+		}
+		for (size_t i = 0; i < l && pos < len; i++, pos++) {
+			uint8_t c = msg[pos];
+			int w = c > 0x20 && c < 0x7f && c != '.' && c != '\\'
+				    ? snprintf(out + o, cap - o, "%c", c)
+				    : snprintf(out + o, cap - o, "\\%03u", c);
+
+			if (w < 0 || o + (size_t)w + 4 >= cap) {
+				snprintf(out + o, cap - o, "...");
+				return;
+			}
+			o += (size_t)w;
+		}
+	}
+}
+
+/* A query that did not parse: logged (aggregated when repeated), answered if it can be. */
+static ssize_t refuse_malformed(struct net_gateway *g, const uint8_t *msg, size_t len,
+				const struct net_dns_query *q, uint8_t *out, size_t cap)
+{
+	char name[NET_NAME_MAX + 1];
+
+	malformed_name(msg, len, name, sizeof(name));
+	gw_log(g, &(struct gw_event){.layer = "dns",
+				     .reason = "malformed",
+				     .name = name[0] ? name : NULL,
+				     .detail = q->why ? q->why : "unreadable"});
+	return q->answerable ? net_dns_build_reply(q, q->rcode, out, cap) : 0;
+}
+
 /* Judge and answer one query; returns the reply length (0: no reply). */
 static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, bool tcp,
 		      uint8_t *out, size_t cap)
@@ -188,14 +240,18 @@ static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, boo
 
 	memset(&q, 0, sizeof(q));
 	if (net_dns_parse_query(msg, len, &q) < 0)
-		return q.answerable ? net_dns_build_reply(&q, q.rcode, out, cap) : 0;
+		return refuse_malformed(g, msg, len, &q, out, cap);
 	if (!gw_dns_admit(g)) {
 		/* A flood: answered locally, never forwarded, counted by the log's limit. */
 		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "rate_limited"});
 		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
 	}
 	if (net_name_canon(q.qname, q.qname_len, canon, NULL) < 0) {
-		gw_log(g, &(struct gw_event){.layer = "dns", .reason = "bad_name"});
+		char name[NET_NAME_MAX + 1];
+
+		malformed_name(msg, len, name, sizeof(name));
+		gw_log(g, &(struct gw_event){
+			      .layer = "dns", .reason = "bad_name", .name = name[0] ? name : NULL});
 		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
 	}
 	if (gw_decide_name(g, canon, &reason) != NET_ALLOW) {
@@ -226,19 +282,41 @@ static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, boo
 	return net_dns_build_answer(&q, rec, (size_t)n, net_dns_reply_limit(&q, tcp), out, cap);
 }
 
+/* 1: a query is waiting, 0: wake_ms passed (the log has counts due), -1: stop. */
+static int wait_query(struct net_gateway *g, int wake_ms)
+{
+	struct pollfd p[2] = {{.fd = g->fd_udp, .events = POLLIN},
+			      {.fd = g->stop_pipe[0], .events = POLLIN}};
+	int r;
+
+	do
+		r = poll(p, 2, wake_ms);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 || p[1].revents)
+		return -1;
+	return r > 0;
+}
+
 void *gw_dns_udp_main(void *arg)
 {
 	struct net_gateway *g = arg;
 	uint8_t in[4096], out[4096];
+	int w;
 
 	gw_enter_upstream(g);
-	while (gw_wait(g, g->fd_udp, POLLIN, -1) == 0) {
+	/* This thread also closes the log's aggregation windows on time (a flood's counts
+	 * are written when its window ends, not only with the next line). */
+	while ((w = wait_query(g, gw_log_wake_ms(g))) >= 0) {
 		struct sockaddr_storage from;
 		socklen_t fl = sizeof(from);
-		ssize_t n = recvfrom(g->fd_udp, in, sizeof(in), MSG_DONTWAIT,
-				     (struct sockaddr *)&from, &fl);
-		ssize_t r;
+		ssize_t n, r;
 
+		if (w == 0) {
+			gw_log_tick(g);
+			continue;
+		}
+		n = recvfrom(g->fd_udp, in, sizeof(in), MSG_DONTWAIT, (struct sockaddr *)&from,
+			     &fl);
 		if (n <= 0)
 			continue;
 		r = answer(g, in, (size_t)n, false, out, sizeof(out));
@@ -246,6 +324,22 @@ void *gw_dns_udp_main(void *arg)
 			sendto(g->fd_udp, out, (size_t)r, 0, (struct sockaddr *)&from, fl);
 	}
 	return NULL;
+}
+
+/* A TCP connection whose bytes never made one whole frame (short, cut, oversized): one
+ * "malformed" line, with what of the name could be read (nothing for a silent one). */
+static void refuse_tcp_frame(struct net_gateway *g, const uint8_t *in, size_t got)
+{
+	char name[NET_NAME_MAX + 1] = "";
+
+	if (!got)
+		return;
+	if (got > 2)
+		malformed_name(in + 2, got - 2, name, sizeof(name));
+	gw_log(g, &(struct gw_event){.layer = "dns",
+				     .reason = "malformed",
+				     .name = name[0] ? name : NULL,
+				     .detail = "no whole TCP frame"});
 }
 
 /* DNS over TCP: one query per connection, answered in line (bounded by the timeout). */
@@ -257,7 +351,7 @@ void *gw_dns_tcp_main(void *arg)
 	gw_enter_upstream(g);
 	while (gw_wait(g, g->fd_tcp_dns, POLLIN, -1) == 0) {
 		_cleanup_close_ int c = accept4(g->fd_tcp_dns, NULL, NULL, SOCK_CLOEXEC);
-		size_t have = 0, frame = 0, mlen = 0;
+		size_t have = 0, frame = 0, mlen = 0, got = 0;
 		const uint8_t *m = NULL;
 		ssize_t r;
 
@@ -274,9 +368,12 @@ void *gw_dns_tcp_main(void *arg)
 				break;
 			}
 			have += (size_t)r;
+			got = have;
 		}
-		if (!m || net_dns_tcp_frame(in, have, &m, &mlen, &frame) != 0)
+		if (!m || net_dns_tcp_frame(in, have, &m, &mlen, &frame) != 0) {
+			refuse_tcp_frame(g, in, got);
 			continue;
+		}
 		r = answer(g, m, mlen, true, out + 2, sizeof(out) - 2);
 		if (r > 0) {
 			out[0] = (uint8_t)(r >> 8), out[1] = (uint8_t)r;

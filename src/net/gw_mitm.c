@@ -237,6 +237,7 @@ static void answer(struct mitm *m, int status, const char *reason, const char *t
 
 	(void)ssl_write_all(m->cs, resp, (size_t)n);
 	m->k->in += (uint64_t)n;
+	m->k->refused = true;
 	gw_log(m->k->g, &(struct gw_event){.layer = "tls", .reason = reason, .name = m->k->name,
 					   .addr = &m->k->addr, .port = m->k->port,
 					   .bytes_out = m->k->out, .bytes_in = m->k->in});
@@ -597,6 +598,8 @@ struct scan {
 
 static void log_reflected(struct mitm *m, const char *reason)
 {
+	if (strcmp(reason, "secret_reflected_redacted") != 0) /* a cut, not a redaction */
+		m->k->refused = true;
 	gw_log(m->k->g, &(struct gw_event){.layer = "tls",
 					   .reason = reason,
 					   .name = m->k->name,

@@ -51,6 +51,7 @@ static void respond(struct gw_conn *k, const char *reason, int status)
 /* Log a refusal and answer it. */
 static void deny(struct gw_conn *k, const char *reason, const char *name, int status)
 {
+	k->refused = true;
 	gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = reason, .name = name,
 					.port = k->port});
 	respond(k, reason, status);
@@ -204,6 +205,7 @@ static int first_send(struct gw_conn *k, const void *p, size_t n)
 		return -2;
 	}
 	k->gen = k->g->policy->generation;
+	gw_flow_open(k); /* its "open" line, before the first byte (under this generation) */
 	if (n)
 		sent = send(k->u, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
 	pthread_rwlock_unlock(&k->g->policy_lock);
@@ -625,7 +627,8 @@ static void log_allow(struct gw_conn *k, const char *reason)
 	if (__atomic_load_n(&k->cut, __ATOMIC_SEQ_CST)) {
 		gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = "policy_changed",
 						.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
-						.port = k->port, .bytes_out = k->out, .bytes_in = k->in});
+						.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
+						.flow = gw_flow_take(k), .event = "close"});
 		return;
 	}
 	/* Under the generation it was let through by (a policy change after that, which did
@@ -633,7 +636,7 @@ static void log_allow(struct gw_conn *k, const char *reason)
 	gw_log(k->g, &(struct gw_event){.layer = k->layer, .allow = true, .reason = reason,
 					.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
 					.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
-					.generation = k->gen});
+					.generation = k->gen, .flow = gw_flow_take(k), .event = "close"});
 }
 
 /* A tunnel's first bytes (the ClientHello read from the sandbox), through first_send. */
@@ -667,6 +670,7 @@ static bool maybe_terminate(struct gw_conn *k)
 		__atomic_store_n(&k->terminated, false, __ATOMIC_SEQ_CST);
 		return false;
 	}
+	gw_flow_open(k); /* its first byte goes upstream next, terminated */
 	gw_mitm_serve(k, r);
 	net_policy_free(held);
 	return true;
@@ -800,6 +804,7 @@ static void *conn_main(void *arg)
 		else
 			serve_explicit(k);
 	}
+	gw_flow_end(k);
 	unregister_conn(k);
 	close(k->c);
 	if (k->u >= 0)

@@ -628,10 +628,12 @@ def test_widen_live_from_deny_all(api, box, world, canary):
                                         or b""), timeout=8)
     late = api.read_file(sid, "/workspace/w.out").data.decode()
     assert "HTTPCODE=200" in late, late
+    # the three flows, by their end lines (each also has an "open" line)
     assert wait_for(lambda: len(find(api.egress(sid), verdict="allow", name="allowed.test",
-                                     generation=g)) >= 3, timeout=3)
+                                     generation=g, event="close")) >= 3, timeout=3)
     log = api.egress(sid)
-    assert len(find(log, verdict="allow", name="allowed.test", generation=g)) >= 3, log
+    assert len(find(log, verdict="allow", name="allowed.test", generation=g,
+                    event="close")) >= 3, log
     assert find(log, verdict="deny", name="denied.test", generation=g), log
     assert_no_canary(world, canary)
 

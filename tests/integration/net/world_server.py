@@ -207,6 +207,22 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/reflect-"):
             self._reflect(self.path.split("?")[0][len("/reflect-"):])
             return
+        if "/slow" in self.path:
+            # a slow download (the gateway is killed under it): 30 KiB now, the rest
+            # after 8 s
+            half = 30 * 1024
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(2 * half))
+            self.end_headers()
+            try:
+                self.wfile.write(b"s" * half)
+                self.wfile.flush()
+                time.sleep(8)
+                self.wfile.write(b"s" * half)
+            except OSError:
+                pass
+            return
         if self.path.startswith("/goto?"):
             # a redirect to another host (ABUSE-6): ?to=URL
             to = self.path.split("to=", 1)[1] if "to=" in self.path else "/"
