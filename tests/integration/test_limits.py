@@ -2,6 +2,7 @@
 airlock itself, and that nothing is left behind."""
 
 import json
+import os
 import signal
 import subprocess
 import textwrap
