@@ -56,7 +56,7 @@ int main(void)
 	memset(longc, 'x', sizeof(longc) - 1);
 	longc[0] = '/';
 	refused(longc, strlen(longc), "255");
-	for (size_t i = 0; i < sizeof(longp) - 1; i += 2)
+	for (size_t i = 0; i + 2 < sizeof(longp); i += 2) /* the last byte stays NUL */
 		memcpy(longp + i, "/x", 2);
 	refused(longp, strlen(longp), "4095");
 
