@@ -60,7 +60,7 @@ def x32_abi():
 # cgroups
 
 
-def _fs_type(path):
+def fs_type(path):
     """statfs f_type of `path`, or None."""
     class Statfs(ctypes.Structure):
         _fields_ = [("f_type", ctypes.c_long), ("_rest", ctypes.c_byte * 112)]
@@ -75,7 +75,7 @@ def _fs_type(path):
 def cgroup_layout():
     """'v2' when /sys/fs/cgroup itself is a cgroup2 mount (a pure v2 host), 'v1'
     when it holds per-controller v1 hierarchies (a hybrid host like ours)."""
-    return "v2" if _fs_type(CGROUP_FS) == CGROUP2_MAGIC else "v1"
+    return "v2" if fs_type(CGROUP_FS) == CGROUP2_MAGIC else "v1"
 
 
 def cgroup_v2_controllers(root):
@@ -92,7 +92,7 @@ def usable_cgroup2_root():
     airlock can use, or (None, why) when this host has none."""
     need = {"memory", "pids", "cpu"}
     for root in (CGROUP_FS, os.path.join(CGROUP_FS, "unified")):
-        if _fs_type(root) != CGROUP2_MAGIC:
+        if fs_type(root) != CGROUP2_MAGIC:
             continue
         have = cgroup_v2_controllers(root)
         if need <= have:
@@ -116,12 +116,6 @@ def cgroup_dir(ctrl, name):
     if cgroup_layout() == "v2":
         return os.path.join(CGROUP_FS, "airlock", name)
     return os.path.join(CGROUP_FS, ctrl, "airlock", name)
-
-
-def cgroup_file(ctrl, name, v1_file, v2_file=None):
-    """Path of one limit or counter file of airlock's cgroup `name`."""
-    return os.path.join(cgroup_dir(ctrl, name),
-                        v2_file if cgroup_layout() == "v2" and v2_file else v1_file)
 
 
 def proc_cgroups(pid):

@@ -15,7 +15,7 @@ def _cgroup2_mount():
     """A cgroup2 mount of this host: /sys/fs/cgroup itself on a pure v2 host, the
     unified mount beside the v1 hierarchies on a hybrid one."""
     for path in ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"):
-        if hostprobe._fs_type(path) == hostprobe.CGROUP2_MAGIC:
+        if hostprobe.fs_type(path) == hostprobe.CGROUP2_MAGIC:
             return path
     return None
 

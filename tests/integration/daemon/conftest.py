@@ -525,6 +525,18 @@ def _stop_everything(port):
             pass
 
 
+def make_image_root(root):
+    """An image root at `root` (a pathlib.Path): the usual directories, the merged-usr
+    links and an /etc/passwd; the caller bind-mounts the host's /usr on root/usr."""
+    for d in ("usr", "etc", "tmp", "proc", "dev", "workspace"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    for name in ("bin", "lib", "lib64", "sbin"):
+        if not (root / name).is_symlink():
+            (root / name).symlink_to(f"usr/{name}")
+    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n"
+                                         "user:x:1000:1000::/workspace:/bin/sh\n")
+
+
 def private_bindir(work):
     """A private copy of the binaries in work/bin; returns the `airlock` path. A concurrent
     `make build` rewriting build/ must not break a daemon half-way, and `airlock serve`

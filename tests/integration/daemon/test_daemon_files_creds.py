@@ -16,6 +16,8 @@ import subprocess
 
 import pytest
 
+from .conftest import make_image_root
+
 PY = "/usr/bin/python3"
 
 
@@ -33,13 +35,7 @@ def secret_image(daemon):
     """DIR/secrets: a root of the host's /usr plus root-only files with unique content."""
     root = daemon.images / "secrets"
     word = "image-secret-" + secrets.token_hex(8)
-    for d in ("usr", "etc", "tmp", "proc", "dev", "workspace"):
-        (root / d).mkdir(parents=True, exist_ok=True)
-    for name in ("bin", "lib", "lib64", "sbin"):
-        if not (root / name).is_symlink():
-            (root / name).symlink_to(f"usr/{name}")
-    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n"
-                                         "user:x:1000:1000::/workspace:/bin/sh\n")
+    make_image_root(root)
     f = root / "secret-file"
     f.write_text(word)
     os.chmod(f, 0o600)
@@ -59,12 +55,6 @@ def secret_image(daemon):
         yield "secrets", word
     finally:
         subprocess.run(["umount", "-l", str(root / "usr")], check=False)
-
-
-def inside(api, sid, src):
-    out = api.run(sid, PY, "-c", src)
-    assert out.exit["exit_code"] == 0, (out.stderr, out.exit)
-    return json.loads(out.stdout)
 
 
 PROBE = r"""

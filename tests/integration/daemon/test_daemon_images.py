@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from .conftest import TOKENS, Api, Daemon, free_port, private_bindir
+from .conftest import TOKENS, Api, Daemon, free_port, make_image_root, private_bindir
 
 
 def _ids(api):
@@ -23,13 +23,7 @@ def image(daemon):
     """DIR/img: a root made of the host's /usr (bind-mounted read-only) and a marker."""
     root = daemon.images / "img"
     usr = root / "usr"
-    for d in ("usr", "etc", "tmp", "proc", "dev", "workspace"):
-        (root / d).mkdir(parents=True, exist_ok=True)
-    for name in ("bin", "lib", "lib64", "sbin"):
-        if not (root / name).is_symlink():
-            (root / name).symlink_to(f"usr/{name}")
-    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\n"
-                                         "user:x:1000:1000::/workspace:/bin/sh\n")
+    make_image_root(root)
     (root / "marker").write_text("from-the-image\n")
     subprocess.run(["mount", "--bind", "-o", "ro", "/usr", str(usr)], check=True)
     try:
