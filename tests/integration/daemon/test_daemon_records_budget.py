@@ -37,6 +37,13 @@ def rss(pid):
         return next(int(x.split()[1]) * 1024 for x in f if x.startswith("VmRSS:"))
 
 
+def sanitized(pid):
+    """The daemon is an ASan build: its quarantine keeps freed memory resident, so its RSS
+    says nothing about what it keeps."""
+    with open(f"/proc/{pid}/maps") as f:
+        return "libasan" in f.read()
+
+
 def listing(api, sid, **q):
     r = api.request("GET", f"/v1/sandboxes/{sid}/commands", query=q or None)
     assert r.status == 200, r
@@ -81,8 +88,11 @@ def test_kept_records_stay_within_the_budget(rapi):
                   "WHERE sandbox_id = ?", sid)[0][0]
     assert stored <= BUDGET + 1024, stored
     assert rapi.cmd_get(sid, ids[0]).status == 404
-    # Roughly bounded: 60 MiB went through (without the budget it grew by about that); the daemon kept at most the budget of it.
-    assert grown < 24 << 20, f"the daemon grew by {grown >> 20} MiB"
+    # Roughly bounded: 60 MiB went through (without the budget it grew by about that);
+    # the daemon kept at most the budget of it. (What it keeps is asserted above either
+    # way.)
+    if not sanitized(d.pid):
+        assert grown < 24 << 20, f"the daemon grew by {grown >> 20} MiB"
     rapi.stop(sid)
 
 
