@@ -77,6 +77,9 @@ struct dm_pending {
 	char msg[256];
 };
 
+/* The pids limit of every daemon sandbox. */
+#define DM_SANDBOX_PIDS 1024
+
 struct dm_sbx {
 	char id[DM_ID_LEN + 1];
 	char *team;
@@ -88,6 +91,8 @@ struct dm_sbx {
 	char *config_json;       /* the creation parameters */
 	char *policy_json;
 	int64_t policy_gen;
+	unsigned gw_conns;       /* connections its gateway serves at once (net_gateway_conn_budget
+				  * of its memory and DM_SANDBOX_PIDS) */
 	int64_t gw_quiet_until; /* the watchdog leaves the gateway alone until then (a start or
 				 * an update is in progress) */
 	char *workdir;
@@ -211,7 +216,7 @@ struct dm_gw_launch {
 	int fd;
 };
 int dm_gateway_launch(struct daemon *d, const char *id, const char *policy, int64_t gen,
-		      struct dm_gw_launch *gl, struct al_error **err);
+		      unsigned conns, struct dm_gw_launch *gl, struct al_error **err);
 int dm_gateway_attach(struct dm_gw_launch *gl, pid_t pid, struct al_error **err);
 void dm_gateway_abort(struct dm_gw_launch *gl);
 void *dm_netwatch_main(void *arg); /* restarts dead gateways (a detached thread) */
@@ -222,10 +227,11 @@ char *dm_ca_dir(struct daemon *d, const char *id);
 void dm_ca_remove(struct daemon *d, const char *id);
 /* Has the sandbox a CA (a policy with per-request rules was applied)? */
 bool dm_sandbox_has_ca(struct daemon *d, const char *id);
-/* Put policy (compact JSON) in force for sandbox id (PID 1 pid): starts its gateway the
- * first time it is not deny-all, else pushes it; returns once in force. */
+/* Put policy (compact JSON) in force for sandbox id (PID 1 pid): starts its gateway (serving
+ * conns connections at once) the first time it is not deny-all, else pushes it; returns
+ * once in force. */
 int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *policy, int64_t gen,
-		    struct al_error **err);
+		    unsigned conns, struct al_error **err);
 
 /* spawner.c */
 /*

@@ -128,6 +128,7 @@ void *dm_netwatch_main(void *arg)
 			pid_t pid;
 			char *policy;
 			int64_t gen;
+			unsigned conns;
 		} *todo = NULL;
 		size_t n = 0;
 
@@ -143,6 +144,7 @@ void *dm_netwatch_main(void *arg)
 			todo[n].pid = s->pid;
 			todo[n].policy = xstrdup(s->policy_json);
 			todo[n].gen = s->policy_gen;
+			todo[n].conns = s->gw_conns;
 			n++;
 		}
 		pthread_mutex_unlock(&d->mu);
@@ -151,7 +153,7 @@ void *dm_netwatch_main(void *arg)
 				struct al_error *err = NULL;
 
 				dm_apply_policy(d, todo[i].id, todo[i].pid, todo[i].policy, todo[i].gen,
-						&err);
+						todo[i].conns, &err);
 				al_error_free(err); /* tried again next second */
 			}
 			free(todo[i].policy);
@@ -168,15 +170,16 @@ void *dm_netwatch_main(void *arg)
  * reads the pid from fd 3 (a create starts it before the sandbox exists). *fd is our end.
  */
 static int launch_gateway(struct daemon *d, const char *id, pid_t pid, const char *policy,
-			  int64_t gen, pid_t *child_out, int *fd, struct al_error **err)
+			  int64_t gen, unsigned conns, pid_t *child_out, int *fd,
+			  struct al_error **err)
 {
 	char *gw = xasprintf("%s", d->agent_path), *slash = strrchr(gw, '/');
 	char *bin = slash ? (*slash = '\0', xasprintf("%s/airlock-gateway", gw))
 			  : xstrdup("airlock-gateway");
 	char *ctl = gw_ctl_path(d, id), *log = dm_egress_log_path(d, id), *egress_dir;
 	char *ca_dir = dm_ca_dir(d, id), *ca_top = xasprintf("%s/ca", d->state_dir);
-	char pidbuf[16], genbuf[24];
-	const char *argv[24];
+	char pidbuf[16], genbuf[24], connbuf[16];
+	const char *argv[26];
 	int sp[2] = {-1, -1}, a = 0, r;
 	pid_t child;
 
@@ -187,12 +190,14 @@ static int launch_gateway(struct daemon *d, const char *id, pid_t pid, const cha
 	free(ca_top);
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)pid);
 	snprintf(genbuf, sizeof(genbuf), "%lld", (long long)gen);
+	snprintf(connbuf, sizeof(connbuf), "%u", conns);
 	argv[a++] = "airlock-gateway";
 	argv[a++] = "--policy", argv[a++] = policy;
 	argv[a++] = "--sandbox", argv[a++] = id;
 	if (pid > 0)
 		argv[a++] = "--attach-pid", argv[a++] = pidbuf;
 	argv[a++] = "--generation", argv[a++] = genbuf;
+	argv[a++] = "--max-conns", argv[a++] = connbuf;
 	argv[a++] = "--control-socket", argv[a++] = ctl;
 	argv[a++] = "--log-file", argv[a++] = log;
 	if (d->opts.upstream_netns)
@@ -234,10 +239,10 @@ static int expect_line(int fd, char want, struct al_error **err)
 
 /* Spawn the gateway for a running sandbox. */
 static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char *policy,
-			 int64_t gen, struct al_error **err)
+			 int64_t gen, unsigned conns, struct al_error **err)
 {
 	pid_t child;
-	int fd, r = launch_gateway(d, id, pid, policy, gen, &child, &fd, err);
+	int fd, r = launch_gateway(d, id, pid, policy, gen, conns, &child, &fd, err);
 
 	if (r == 0)
 		r = expect_line(fd, 'R', err);
@@ -249,11 +254,11 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 }
 
 int dm_gateway_launch(struct daemon *d, const char *id, const char *policy, int64_t gen,
-		      struct dm_gw_launch *gl, struct al_error **err)
+		      unsigned conns, struct dm_gw_launch *gl, struct al_error **err)
 {
 	gl->child = -1;
 	gl->fd = -1;
-	return launch_gateway(d, id, 0, policy, gen, &gl->child, &gl->fd, err);
+	return launch_gateway(d, id, 0, policy, gen, conns, &gl->child, &gl->fd, err);
 }
 
 int dm_gateway_attach(struct dm_gw_launch *gl, pid_t pid, struct al_error **err)
@@ -301,11 +306,11 @@ static int push_policy(struct daemon *d, const char *id, const char *policy, int
 }
 
 int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *policy, int64_t gen,
-		    struct al_error **err)
+		    unsigned conns, struct al_error **err)
 {
 	if (dm_gateway_running(d, id))
 		return push_policy(d, id, policy, gen, err);
 	if (dm_policy_is_deny_all(policy))
 		return 0; /* no link, no gateway: loopback only */
-	return start_gateway(d, id, pid, policy, gen, err);
+	return start_gateway(d, id, pid, policy, gen, conns, err);
 }

@@ -2,6 +2,7 @@
 /* airlockd: the registry of sandboxes, their lifecycle, timers and recovery. */
 #include "daemon/internal.h"
 #include "jail/sandbox.h"
+#include "net/gateway.h"
 #include "net/policy.h"
 #include "common/cleanup.h"
 #include "common/error.h"
@@ -382,6 +383,8 @@ static void assign_create(struct daemon *d, struct dm_sbx *s, const char *team,
 	free(s->policy_json);
 	s->policy_json = pol ? pol : xstrdup("\"deny-all\"");
 	s->policy_gen = 1;
+	s->gw_conns = net_gateway_conn_budget(c->memory_bytes ? c->memory_bytes : 1ull << 30,
+					      DM_SANDBOX_PIDS);
 	s->gw_quiet_until = dm_now_ms() + 15000; /* create starts it itself */
 }
 
@@ -391,7 +394,7 @@ static void create_limits(const struct dm_create *c, struct al_config *cfg)
 	al_config_init(cfg);
 	cfg->cpus = c->vcpus;
 	cfg->timeout_ms = 0; /* the daemon's timer owns the lifetime */
-	cfg->pids = 1024;
+	cfg->pids = DM_SANDBOX_PIDS;
 	if (c->memory_bytes)
 		cfg->memory_bytes = c->memory_bytes;
 	if (c->disk_bytes)
@@ -462,7 +465,7 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 		pthread_mutex_unlock(&d->mu);
 		return -1;
 	}
-	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, err) < 0) {
+	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, s->gw_conns, err) < 0) {
 		pthread_mutex_lock(&d->mu);
 		stop_locked_sbx(d, s, "failed");
 		dm_sbx_put(s);
@@ -573,7 +576,7 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	to_store(s, &row);
 	/* A sandbox asked to have network: its gateway gets ready while the sandbox is made. */
 	if (canon && !dm_policy_is_deny_all(canon) &&
-	    dm_gateway_launch(d, s->id, canon, s->policy_gen, &gl, err) < 0) {
+	    dm_gateway_launch(d, s->id, canon, s->policy_gen, s->gw_conns, &gl, err) < 0) {
 		pthread_mutex_lock(&d->mu);
 		release_host_base(d, s->host_base);
 		pthread_mutex_unlock(&d->mu);
@@ -731,6 +734,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	char sid[DM_ID_LEN + 1];
 	int64_t gen = 0;
 	pid_t pid = 0;
+	unsigned conns = 0;
 	int r = check_policy(policy, &canon, err);
 
 	pthread_mutex_lock(&d->mu);
@@ -742,6 +746,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	} else if (s) {
 		gen = ++s->policy_gen;
 		pid = s->pid;
+		conns = s->gw_conns;
 		strcpy(sid, s->id);
 		s->gw_quiet_until = dm_now_ms() + 15000; /* this update starts or pushes it */
 		dm_sbx_hold(s);
@@ -749,7 +754,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	pthread_mutex_unlock(&d->mu);
 	if (r == 0) {
 		/* Acknowledged only once in force; a failed update leaves deny-all. */
-		r = dm_apply_policy(d, sid, pid, canon, gen, err);
+		r = dm_apply_policy(d, sid, pid, canon, gen, conns, err);
 		pthread_mutex_lock(&d->mu);
 		free(s->policy_json);
 		s->policy_json = r == 0 ? TAKE_PTR(p) : xstrdup("\"deny-all\"");
@@ -1149,6 +1154,8 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	s->config_json = xstrdup(r->config_json ? r->config_json : "{}");
 	s->policy_json = xstrdup(r->policy_json ? r->policy_json : "\"deny-all\"");
 	s->policy_gen = r->policy_gen;
+	s->gw_conns = net_gateway_conn_budget(
+		(uint64_t)json_integer_value(json_object_get(cfg, "memory_bytes")), DM_SANDBOX_PIDS);
 	s->timeout_ms = (uint64_t)(s->expires_ms - s->created_ms);
 	s->workdir = xstrdup(json_string_value(json_object_get(cfg, "workdir"))
 				     ?: "/workspace");

@@ -258,6 +258,7 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	g->upstream_ca = o->upstream_ca ? xstrdup(o->upstream_ca) : NULL;
 	g->ca_constrain = o->ca_constrain;
 	g->ca_ephemeral = o->ca_ephemeral;
+	g->max_conns = (int)(o->max_conns ? o->max_conns : GW_MAX_CONNS);
 	pthread_attr_init(&g->conn_attr);
 	pthread_attr_setstacksize(&g->conn_attr, GW_CONN_STACK);
 	pthread_attr_setdetachstate(&g->conn_attr, PTHREAD_CREATE_DETACHED);
@@ -312,6 +313,8 @@ int net_gateway_configure(struct net_gateway *g, const struct net_gateway_opts *
 		return -1;
 	free(g->sandbox_id);
 	g->sandbox_id = xstrdup(o->sandbox_id ? o->sandbox_id : "");
+	if (o->max_conns)
+		g->max_conns = (int)o->max_conns;
 	gw_log_adopt(g, o->log_fd);
 	return net_gateway_set_policy(g, o->policy, err);
 }

@@ -16,6 +16,7 @@
 
 #include <airlock/airlock.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define NET_GW_ADDR "100.96.0.1"
@@ -41,6 +42,28 @@ char *net_ca_bundle(const char *ca_pem);
 #define NET_CA_ENV_N 5
 const char *const *net_ca_env(bool image_root);
 
+/*
+ * Connections one sandbox's gateway serves at once. Each may hold a thread of the gateway
+ * (host root, outside the sandbox's cgroups) and, at worst, about 256 KiB of its memory: a
+ * request head of up to 64 KiB, the thread's touched stack, two splice pipes. So the
+ * number follows the sandbox's own limits: 4 per process it may have, 1 per MiB of its
+ * memory (the gateway's worst case is then a quarter of the sandbox's own memory), never
+ * under NET_GW_CONNS_MIN, never over NET_GW_CONNS_MAX; a limit of 0 (none) does not bound
+ * it. Beyond it a connection is accepted, closed and logged "too_many_connections".
+ */
+#define NET_GW_CONNS_MIN 64u
+#define NET_GW_CONNS_MAX 16384u
+static inline unsigned net_gateway_conn_budget(uint64_t memory_bytes, uint32_t pids)
+{
+	uint64_t n = NET_GW_CONNS_MAX;
+
+	if (pids && (uint64_t)pids * 4 < n)
+		n = (uint64_t)pids * 4;
+	if (memory_bytes && memory_bytes / (1u << 20) < n)
+		n = memory_bytes / (1u << 20);
+	return n < NET_GW_CONNS_MIN ? NET_GW_CONNS_MIN : (unsigned)n;
+}
+
 struct net_policy;
 struct net_gateway;
 
@@ -57,6 +80,7 @@ struct net_gateway_opts {
 	/* A namespace from the one-shot pool (jail/pool.h): its ruleset and link are made
 	 * (the sandbox joins the other end), so prepare and attach only bind and check. */
 	const char *pooled_netns;
+	unsigned max_conns; /* connections served at once (net_gateway_conn_budget); 0: the most */
 };
 
 /* Single-threaded phase (before the sandbox is cloned): the gateway namespace, the ruleset

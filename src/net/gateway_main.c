@@ -347,6 +347,20 @@ static const char *read_policy_fd(int fd, char **buf)
 	return p;
 }
 
+/* --max-conns: a whole number in [NET_GW_CONNS_MIN, NET_GW_CONNS_MAX]; anything else is
+ * the least, so that a malformed bound never serves more than the one it stood for. */
+static unsigned parse_conns(const char *v)
+{
+	char *end;
+	unsigned long n;
+
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || end == v || *end || v[0] == '-' || n < NET_GW_CONNS_MIN || n > NET_GW_CONNS_MAX)
+		return NET_GW_CONNS_MIN;
+	return (unsigned)n;
+}
+
 /* "--key value" pairs, from argv or from a pooled gateway's claim. */
 static void parse_args(struct gw_args *a, int n, char **kv)
 {
@@ -385,6 +399,8 @@ static void parse_args(struct gw_args *a, int n, char **kv)
 			a->pool_serve = v;
 		else if (strcmp(k, "--generation") == 0)
 			a->generation = strtoull(v, NULL, 10);
+		else if (strcmp(k, "--max-conns") == 0)
+			a->o.max_conns = parse_conns(v);
 	}
 }
 

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#define GW_MAX_CONNS 16384   /* proxied connections at once per sandbox */
+#define GW_MAX_CONNS ((int)NET_GW_CONNS_MAX) /* proxied connections at once, at most */
 /* File descriptors: a spliced connection holds 6 (two sockets, two pipes). */
 #define GW_NOFILE (GW_MAX_CONNS * 6 + 1024)
 #define GW_CONN_STACK (128 * 1024) /* a connection thread's stack (no big buffers on it) */
@@ -115,6 +115,7 @@ struct net_gateway {
 	double agg_next;         /* the earliest window end (0: none open) */
 	uint64_t flows;          /* flow ids handed out */
 	int n_conns;
+	int max_conns; /* this sandbox's budget of n_conns (net_gateway_conn_budget) */
 	pthread_cond_t conns_cv;
 	pthread_attr_t conn_attr; /* small stacks: thousands of idle tunnels stay cheap */
 	pthread_mutex_t cache_mu;

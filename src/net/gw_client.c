@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "net/gw_client.h"
+#include "net/gateway.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/fdpass.h"
@@ -228,9 +229,9 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 		    const char *pooled_netns, struct gw_client **out, struct al_error **err)
 {
 	struct gw_client *c = xzalloc(sizeof(*c));
-	char *path = NULL, logfd[16];
+	char *path = NULL, logfd[16], conns[16];
 	int sp[2];
-	const char *argv[26];
+	const char *argv[28];
 	int a = 0;
 
 	c->pidfd = -1;
@@ -260,6 +261,8 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	argv[a++] = sandbox_id;
 	argv[a++] = "--log-fd";
 	argv[a++] = logfd;
+	snprintf(conns, sizeof(conns), "%u", net_gateway_conn_budget(cfg->memory_bytes, cfg->pids));
+	argv[a++] = "--max-conns", argv[a++] = conns;
 	if (cfg->upstream_netns)
 		argv[a++] = "--upstream-netns", argv[a++] = cfg->upstream_netns;
 	if (cfg->upstream_dns)
@@ -327,7 +330,8 @@ int gw_client_start_pooled(const struct al_config *cfg, const char *sandbox_id, 
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
-	const char *kv[10];
+	const char *kv[12];
+	char conns[16];
 	int n = 0, fd;
 	struct gw_client *c;
 
@@ -345,6 +349,8 @@ int gw_client_start_pooled(const struct al_config *cfg, const char *sandbox_id, 
 	}
 	kv[n++] = "--policy", kv[n++] = cfg->net_policy_json;
 	kv[n++] = "--sandbox", kv[n++] = sandbox_id;
+	snprintf(conns, sizeof(conns), "%u", net_gateway_conn_budget(cfg->memory_bytes, cfg->pids));
+	kv[n++] = "--max-conns", kv[n++] = conns;
 	if (cfg->upstream_netns)
 		kv[n++] = "--upstream-netns", kv[n++] = cfg->upstream_netns;
 	if (cfg->upstream_dns)

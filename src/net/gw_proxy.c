@@ -846,7 +846,7 @@ static void accept_loop(struct net_gateway *g, int lfd, bool transparent)
 		if (fd < 0)
 			continue;
 		pthread_mutex_lock(&g->mu);
-		full = g->n_conns >= GW_MAX_CONNS;
+		full = g->n_conns >= g->max_conns;
 		if (!full)
 			g->n_conns++;
 		pthread_mutex_unlock(&g->mu);

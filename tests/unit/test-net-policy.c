@@ -2,6 +2,7 @@
 /* Unit tests for the network policy: parsing, validation, serialization, decisions. */
 #include "common/error.h"
 #include "common/xalloc.h"
+#include "net/gateway.h"
 #include "net/policy.h"
 #include "tap.h"
 
@@ -394,8 +395,21 @@ static void property(void)
 	      allowed, bad);
 }
 
+/* The gateway's connection budget follows the sandbox's limits (net/gateway.h). */
+static void conn_budget(void)
+{
+	CHECK(net_gateway_conn_budget(64ull << 20, 16) == 64, "64 MiB, 16 pids: 64");
+	CHECK(net_gateway_conn_budget(1ull << 30, 512) == 1024, "1 GiB, 512 pids: 1024 (memory)");
+	CHECK(net_gateway_conn_budget(8ull << 30, 100) == 400, "8 GiB, 100 pids: 400 (pids)");
+	CHECK(net_gateway_conn_budget(1ull << 20, 1) == NET_GW_CONNS_MIN, "tiny limits: the floor");
+	CHECK(net_gateway_conn_budget(0, 0) == NET_GW_CONNS_MAX, "no limits: the ceiling");
+	CHECK(net_gateway_conn_budget(0, 4194304) == NET_GW_CONNS_MAX, "huge pids: the ceiling");
+	CHECK(net_gateway_conn_budget(UINT64_MAX, 0) == NET_GW_CONNS_MAX, "huge memory: the ceiling");
+}
+
 int main(void)
 {
+	conn_budget();
 	round_trips();
 	validation();
 	limits();

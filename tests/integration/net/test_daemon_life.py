@@ -1084,3 +1084,80 @@ def test_dead_gateway_is_replaced_with_the_same_policy(api, box, world, canary):
     assert gen_of(api, sid) == g
     assert wait_egress(api, sid, verdict="allow", name="allowed.test", generation=g)
     assert_no_canary(world, canary)
+
+
+# --------------------------------------------------------------------------
+# the gateway's budget follows the sandbox's limits (test_gw_budget.py for one-shots)
+
+HOLD = """
+import json, socket, time
+socks = []
+for i in range(300):
+    s = socket.create_connection(("100.96.0.1", 3128), timeout=10)
+    s.sendall(b"GET http://allowed.test/ HTTP/1.1\\r\\nX-Slow: 1\\r\\n")  # never ends
+    socks.append(s)
+time.sleep(1.0)
+closed = 0
+for s in socks:
+    s.setblocking(False)
+    try:
+        closed += s.recv(1) == b""
+    except BlockingIOError:
+        pass
+    except OSError:
+        closed += 1
+open("/workspace/held.json", "w").write(json.dumps({"open": 300 - closed, "closed": closed}))
+time.sleep(3.0)
+for s in socks:
+    s.close()
+time.sleep(0.5)
+c = socket.create_connection(("100.96.0.1", 3128), timeout=10)
+c.sendall(b"GET http://allowed.test/ HTTP/1.1\\r\\nHost: allowed.test\\r\\nConnection: close\\r\\n\\r\\n")
+c.settimeout(10)
+open("/workspace/done.json", "w").write(json.dumps({"after": c.recv(12).decode(errors="replace")}))
+"""
+
+
+def _threads(pid):
+    for line in (_read(f"/proc/{pid}/status") or b"").decode().splitlines():
+        if line.startswith("Threads:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_a_sandbox_cannot_make_its_gateway_hold_more_than_its_budget(api, ldaemon, world):
+    """A daemon sandbox of 64 MiB (1,024 pids) gets a gateway that serves 64 connections
+    at once: 300 slow request heads leave 64 served, the rest closed and logged, and the
+    gateway's threads within the budget."""
+    r = api.request("POST", "/v1/sandboxes",
+                    body={"network_policy": ALLOW, "resources": {"memory": "64M"}})
+    assert r.status == 201, r
+    sid = r.json["sandbox"]["id"]
+    ldaemon.sids.add(sid)
+    try:
+        gw = gateway_pids(sid)
+        assert len(gw) == 1, gw
+        argv = (_read(f"/proc/{gw[0]}/cmdline") or b"").split(b"\0")
+        assert argv[argv.index(b"--max-conns") + 1] == b"64", argv
+        assert api.put_files(sid, {"hold.py": HOLD.encode()}).status in (200, 201, 204)
+        api.start(sid, ["/usr/bin/python3", "/workspace/hold.py"])
+        assert wait_for(lambda: api.read_file(sid, "/workspace/held.json").status == 200,
+                        timeout=30)
+        held = json.loads(api.read_file(sid, "/workspace/held.json").data)
+        threads = _threads(gw[0])
+        assert 32 <= held["open"] <= 64, held
+        assert held["closed"] >= 300 - 64, held
+        assert threads <= 64 + 16, threads
+        assert wait_for(lambda: api.read_file(sid, "/workspace/done.json").status == 200,
+                        timeout=30)
+        done = json.loads(api.read_file(sid, "/workspace/done.json").data)
+        assert done["after"].startswith("HTTP/1.1"), done
+
+        def refused():
+            lines = [e for e in api.egress(sid) if e.get("reason") == "too_many_connections"]
+            return sum(e.get("suppressed", 0) if e.get("event") == "repeated" else 1
+                       for e in lines)
+        assert wait_for(lambda: refused() >= held["closed"], timeout=10), \
+            (refused(), held)
+    finally:
+        api.stop(sid)
