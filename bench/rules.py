@@ -10,7 +10,7 @@ Figures, all in one run:
      requests/s with 4 client threads, for: splice (allow ["bench.test"]) and
      terminated (a transform rule on bench.test), through the transparent path;
   2. the cost of minting a leaf certificate and of making a sandbox CA
-     (the C functions in src/net/ca.c, timed in-process);
+     (the C functions in src/gateway/ca.c, timed in-process);
   3. host memory per sandbox CA: RSS growth of a process holding 200 CAs,
      each with 0 and with 16 cached leaves.
 """
@@ -125,7 +125,7 @@ print(json.dumps({"lat_ms": lat, "rps": done[0] / (time.monotonic() - t0)}))
 '''
 
 CA_BENCH = r'''
-#include "net/ca.h"
+#include "gateway/ca.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,7 +241,7 @@ def bench_ca():
     src.write_text(CA_BENCH)
     exe = work / "ca_bench"
     sh(["cc", "-O2", "-D_GNU_SOURCE", "-I", ROOT / "include", "-I", ROOT / "src", src,
-        ROOT / "src/net/ca.c", ROOT / "src/common/error.c", ROOT / "src/common/xalloc.c",
+        ROOT / "src/gateway/ca.c", ROOT / "src/common/error.c", ROOT / "src/common/xalloc.c",
         "-lcrypto", "-lpthread", "-o", exe])
     (work / "cas").mkdir()
     r = sh([exe, work / "cas", 2000])

@@ -21,7 +21,7 @@ BWRAP = "/usr/bin/bwrap"
 BINARIES = ["airlock", "airlockd", "airlock-agent", "airlock-gateway", "airlock-gateway-lite",
             "airlock-remote"]
 SECTIONS = ["oneshot", "throughput", "daemon", "density", "egress"]
-BASELINE_FLOOR_MS = 2.26          # baseline.md: floor-static (own C) /bin/true median, for scale
+BASELINE_FLOOR_MS = 2.26          # the peer baseline (docs/performance.md): floor-static /bin/true median, for scale
 WORKLOADS = {"true": ["/bin/true"], "python": [PY, "-c", "pass"]}
 WL_LABEL = {"true": "/bin/true", "python": "/usr/bin/python3 -c pass"}
 
@@ -317,7 +317,7 @@ STD_TOP = {"bin", "boot", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc
 
 
 def firejail_argv(cmd):
-    # baseline.md: firejail as root, --noprofile, every data dir blacklisted
+    # the peer baseline (docs/performance.md): firejail as root, --noprofile, every data dir blacklisted
     bl = ["/home", "/opt", "/srv", "/mnt", "/media"]
     for e in sorted(os.listdir("/")):
         p = "/" + e
@@ -329,7 +329,7 @@ def firejail_argv(cmd):
 
 
 def runsc_bundle(w, cmd):
-    """baseline.md's gVisor bundle: read-only skeleton root, /usr rbind ro, tmpfs /tmp."""
+    """The peer baseline's gVisor bundle (docs/performance.md): read-only skeleton root, /usr rbind ro, tmpfs /tmp."""
     gv = tmp / "gvisor"
     root = gv / "rootfs"
     if not root.exists():
@@ -392,7 +392,7 @@ def contenders(w):
 
 CWD = tmp / "cwd"
 CWD.mkdir()
-# The one-shot pool of this run only (src/jail/pool.h), drained at the end.
+# The one-shot pool of this run only (src/jail/ahead/pool.h), drained at the end.
 POOL_ROOT = f"/run/airlock/bench-pool-{os.getpid()}"
 POOL_SIZE = 8
 WARM_PAUSE_MS = 20
@@ -890,7 +890,7 @@ def report():
         print(f"  {t['text']:<62} {t['shown']:<34} {m}")
     if a := val("oneshot.true.bwrap"):
         fl = val("oneshot.true.floor")
-        print(f"  (for scale: bwrap here {a:.2f} ms vs 3.49 ms in baseline.md, so this machine "
+        print(f"  (for scale: bwrap here {a:.2f} ms vs 3.49 ms in the peer baseline, so this machine "
               f"runs at {a / 3.49:.2f}x the baseline's time; the floor jail (bench/floor.c, "
               f"{FLOOR_LIBC or 'not built'}) here "
               + (f"{fl:.2f} ms" if fl else "-") + f" vs {BASELINE_FLOOR_MS} ms there)")

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Build-time compiler of the gateway's own seccomp filter (src/net/gw_seccomp.c,
+ * Build-time compiler of the gateway's own seccomp filter (src/gateway/gw_seccomp.c,
  * docs/security-model.md R2): the policy below becomes raw BPF in a C header, so the
  * gateway installs bytes at start instead of running libseccomp (~0.27 ms of CPU on
  * every gateway start here, on the sandbox's start-up path).

@@ -105,10 +105,10 @@ struct al_config {
 	const char *upstream_dns;   /* "IP[:PORT]" the gateway asks (NULL: host resolv.conf) */
 	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
 	const char *sandbox_id;     /* names the sandbox in the egress log */
-	/* The one-shot pool to draw a network namespace from (src/jail/pool.h: its
+	/* The one-shot pool to draw a network namespace from (src/jail/ahead/pool.h: its
 	 * version directory), or NULL to make them. An empty or absent pool is no error. */
 	const char *pool_dir;
-	/* Where read-only root templates are kept (src/jail/template.h), or NULL to build
+	/* Where read-only root templates are kept (src/jail/ahead/template.h), or NULL to build
 	 * every root. A run whose settings a template does not suit builds its own. */
 	const char *template_dir;
 };

@@ -14,6 +14,7 @@
  * background processes keep running, below PID 1.
  */
 #include "agent/agent.h"
+#include "common/proc.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/fdpass.h"
@@ -197,7 +198,7 @@ static int run_command(struct agent *a, const struct proto_msg *m, pid_t self, u
 
 	sigfillset(&all);
 	command_build(&c, a, m);
-	cmd = jail_clone_vfork(child_entry, &c);
+	cmd = al_clone_vfork(child_entry, &c);
 	command_free(&c); /* it has exec'd (or exited) by now */
 	/* The command's stdio must reach EOF with the command. */
 	sys_close_range(0, SHIM_FD_REPORT - 1, 0);

@@ -9,7 +9,7 @@
  * to its limit (413 beyond) -> handler -> the response it built is queued.
  */
 #include "api/api_internal.h"
-#include "api/routes_vercel.h"
+#include "api/vercel/routes_vercel.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"

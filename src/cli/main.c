@@ -2,7 +2,7 @@
 /* airlock: the command-line front end. One file per subcommand. */
 #include "cli/cli.h"
 #include "common/selfpath.h"
-#include "jail/spawner.h"
+#include "jail/ahead/spawner.h"
 
 #include <errno.h>
 #include <fcntl.h>

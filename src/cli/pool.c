@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * airlock pool fill [N] | status | drain: the one-shot pool of sandbox parts made
- * ahead (src/jail/pool.h). `airlock run` draws from it while it has entries, and each
+ * ahead (src/jail/ahead/pool.h). `airlock run` draws from it while it has entries, and each
  * run that drew one tops it up again in a detached process.
  */
 #include "cli/cli.h"
 #include "common/error.h"
-#include "jail/pool.h"
+#include "jail/ahead/pool.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,8 +6,8 @@
 #include "common/parse.h"
 #include "common/path.h"
 #include "common/xalloc.h"
-#include "jail/pool.h"
-#include "jail/template.h"
+#include "jail/ahead/pool.h"
+#include "jail/ahead/template.h"
 
 #include <errno.h>
 #include <getopt.h>

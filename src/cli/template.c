@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * airlock template status | drop: the read-only root templates `airlock run` keeps for
- * runs with default settings (src/jail/template.h). Made by the first run that needs one,
+ * runs with default settings (src/jail/ahead/template.h). Made by the first run that needs one,
  * remade when the host files they bind change; `drop` removes them (the next run makes
  * one again, unless it runs with --no-template).
  */
 #include "cli/cli.h"
 #include "common/error.h"
-#include "jail/template.h"
+#include "jail/ahead/template.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* airlockd: commands in a sandbox -- start, inspect, wait, stdin, kill, logs. */
+#include "host/ca_bundle.h"
 #include "daemon/internal.h"
-#include "net/gateway.h"
+#include "net/contract.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/path.h"

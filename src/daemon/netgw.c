@@ -10,7 +10,8 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
-#include "net/gw_client.h"
+#include "host/gw_client.h"
+#include "net/gwctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,7 +74,10 @@ char *dm_egress_log_path(struct daemon *d, const char *id)
 }
 
 /* Read one reply line ("R", "A ...", "E<errno> msg"); 0 or -errno with err. */
-static int read_line(int fd, int timeout_ms, char *line, size_t cap, struct al_error **err)
+/* The gateway's next line (net/gwctl.h) into line[cap], parsed into m (pointing into it);
+ * an error line is the gateway's error. */
+static int read_line(int fd, int timeout_ms, char *line, size_t cap, struct net_gwctl *m,
+		     struct al_error **err)
 {
 	size_t n = 0;
 
@@ -88,11 +92,10 @@ static int read_line(int fd, int timeout_ms, char *line, size_t cap, struct al_e
 		n++;
 	}
 	line[n] = '\0';
-	if (line[0] == 'E') {
-		char *sp = strchr(line, ' ');
-		int code = atoi(line + 1);
-		return al_error_from(err, code > 0 ? code : EIO, sp ? sp + 1 : line);
-	}
+	if (net_gwctl_parse(line, m) < 0)
+		return al_error_msg(err, EPROTO, "the network gateway said '%.100s'", line);
+	if (m->kind == NET_GWCTL_ERROR)
+		return al_error_from(err, m->code, m->text);
 	return 0;
 }
 
@@ -225,14 +228,15 @@ static int launch_gateway(struct daemon *d, const char *id, pid_t pid, const cha
 	return r;
 }
 
-/* Read the gateway's next line; anything but `want` (or an E line) is an error. */
-static int expect_line(int fd, char want, struct al_error **err)
+/* Read the gateway's next line; anything but `want` (or an error line) is an error. */
+static int expect_line(int fd, enum net_gwctl_kind want, struct al_error **err)
 {
 	char line[1024];
+	struct net_gwctl m;
 
-	if (read_line(fd, 10000, line, sizeof(line), err) < 0)
+	if (read_line(fd, 10000, line, sizeof(line), &m, err) < 0)
 		return -1;
-	if (line[0] != want)
+	if (m.kind != want)
 		return al_error_msg(err, EIO, "the network gateway said '%.100s'", line);
 	return 0;
 }
@@ -245,7 +249,7 @@ static int start_gateway(struct daemon *d, const char *id, pid_t pid, const char
 	int fd, r = launch_gateway(d, id, pid, policy, gen, conns, &child, &fd, err);
 
 	if (r == 0)
-		r = expect_line(fd, 'R', err);
+		r = expect_line(fd, NET_GWCTL_READY, err);
 	if (child > 0 && r < 0)
 		kill(child, SIGKILL);
 	if (fd >= 0)
@@ -263,14 +267,13 @@ int dm_gateway_launch(struct daemon *d, const char *id, const char *policy, int6
 
 int dm_gateway_attach(struct dm_gw_launch *gl, pid_t pid, struct al_error **err)
 {
-	char line[24];
-	int n = snprintf(line, sizeof(line), "%d\n", (int)pid), r;
+	int r = expect_line(gl->fd, NET_GWCTL_READY, err); /* its namespace, ruleset, listeners */
 
-	r = expect_line(gl->fd, 'R', err); /* ready: its namespace, ruleset and listeners */
-	if (r == 0 && send(gl->fd, line, (size_t)n, MSG_NOSIGNAL) != n)
+	if (r == 0 && net_gwctl_send(gl->fd, &(struct net_gwctl){.kind = NET_GWCTL_PID,
+								 .gen = (unsigned long long)pid}) < 0)
 		r = al_error_set(err, errno, "talk to the network gateway");
-	if (r == 0)
-		r = expect_line(gl->fd, 'A', err); /* linked, serving, its control socket up */
+	if (r == 0) /* linked, serving, its control socket up */
+		r = expect_line(gl->fd, NET_GWCTL_ATTACHED, err);
 	if (r < 0)
 		dm_gateway_abort(gl);
 	al_closep(&gl->fd);
@@ -293,16 +296,20 @@ static int push_policy(struct daemon *d, const char *id, const char *policy, int
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	char *path = gw_ctl_path(d, id), line[1024];
 	_cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int r;
+	struct net_gwctl m;
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	free(path);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return al_error_set(err, errno, "connect to the network gateway");
-	if (dprintf(fd, "POLICY %lld %s\n", (long long)gen, policy) < 0)
+	if (net_gwctl_send(fd, &(struct net_gwctl){.kind = NET_GWCTL_POLICY,
+						   .gen = (unsigned long long)gen, .text = policy}) < 0)
 		return al_error_set(err, errno, "send the policy to the network gateway");
-	r = read_line(fd, 10000, line, sizeof(line), err);
-	return r;
+	if (read_line(fd, 10000, line, sizeof(line), &m, err) < 0)
+		return -1;
+	if (m.kind != NET_GWCTL_ATTACHED || m.gen != (unsigned long long)gen)
+		return al_error_msg(err, EIO, "the network gateway said '%.100s'", line);
+	return 0;
 }
 
 int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *policy, int64_t gen,

@@ -2,7 +2,7 @@
 /* airlockd: the registry of sandboxes, their lifecycle, timers and recovery. */
 #include "daemon/internal.h"
 #include "jail/sandbox.h"
-#include "net/gateway.h"
+#include "net/contract.h"
 #include "net/policy.h"
 #include "common/cleanup.h"
 #include "common/error.h"

@@ -8,7 +8,7 @@
  * with 1,000 sandboxes, 1,000 threads and thousands of mappings, most of a
  * create's time (bench/density). So one spawner process is forked when the
  * daemon opens, before its threads and store, and execs the static `airlock`
- * binary next to airlockd (`airlock __spawner`, src/jail/spawner.c): its
+ * binary next to airlockd (`airlock __spawner`, src/jail/ahead/spawner.c): its
  * clone3 per sandbox then copies 13 mappings, not the ~170 of airlockd's
  * libraries (~0.5 ms a create). If that binary cannot be run or is of another
  * build (its hello says), the forked child serves itself. It serves every create over a SOCK_SEQPACKET pair: one
@@ -18,7 +18,7 @@
  * If the spawner dies it is forked again on the next create.
  */
 #include "daemon/internal.h"
-#include "jail/spawner.h"
+#include "jail/ahead/spawner.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/selfpath.h"

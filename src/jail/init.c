@@ -9,6 +9,7 @@
  * never outlives the airlock process that owns it.
  */
 #include "jail/jail.h"
+#include "common/proc.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 
@@ -205,15 +206,6 @@ void jail_reset_signals(void)
 			syscall(SYS_rt_sigaction, i, &dfl, NULL, sizeof(dfl.mask));
 }
 
-pid_t jail_clone_vfork(int (*fn)(void *), void *arg)
-{
-	/* On our own stack: a heap block this size would be an mmap, and its munmap a TLB
-	 * shootdown on every CPU. We are suspended until the child execs or exits. */
-	char stack[64 * 1024] __attribute__((aligned(16)));
-
-	return clone(fn, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, arg);
-}
-
 struct workload_args {
 	const struct jail_ctx *ctx;
 	int slave;
@@ -261,7 +253,7 @@ void jail_init_main(struct jail_ctx *ctx)
 	 * while we were set up: the workload starts once it is there. */
 	if (jail_wait_link(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
-	wl = jail_clone_vfork(workload_entry, &(struct workload_args){ctx, slave, pipefd});
+	wl = al_clone_vfork(workload_entry, &(struct workload_args){ctx, slave, pipefd});
 	if (wl < 0) {
 		al_error_set(&err, errno, "start the workload");
 		jail_child_fail(ctx->sync_fd, err);

@@ -98,9 +98,6 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int
  * number as many as the CPUs: the others are busy then, and the move only costs. */
 void jail_note_cpus(struct jail_ctx *ctx, int crowd_fd);
 void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid);
-/* The same for another process of ours (a one-shot's gateway), which takes back its
- * parent's CPUs itself once started. */
-void jail_move_elsewhere(pid_t pid);
 /* crowd.c: the one-shot launches under way on this host. Join: hold a slot of `path`
  * (a POSIX lock the kernel drops when this process ends; none if 16 tries find theirs
  * taken) and return its fd, or -1 if the file cannot be opened (then none are counted).
@@ -203,10 +200,6 @@ void jail_execvp(char *const argv[]);
  * internal 32 and 33 included. */
 void jail_reset_signals(void);
 
-/* init.c: start fn(arg) in a child that shares our memory until it execs or exits
- * (CLONE_VM | CLONE_VFORK, as posix_spawn does: no copy of the address space to make and
- * tear down); we wait meanwhile. What the child allocates stays allocated here. */
-pid_t jail_clone_vfork(int (*fn)(void *), void *arg);
 
 /* init.c: PID 1 of the sandbox: start the workload, wait, report; never returns. */
 __attribute__((noreturn)) void jail_init_main(struct jail_ctx *ctx);

@@ -4,7 +4,7 @@
 #define AL_JAIL_RELAY_H
 
 #include "jail/jail.h"
-#include "net/gw_client.h"
+#include "host/gw_client.h"
 
 struct relay {
 	const struct al_config *cfg;

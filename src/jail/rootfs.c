@@ -14,9 +14,10 @@
  * a uid the sandbox's user namespace does not map: no uid or capability
  * inside can write them, and Landlock (security.c) refuses writes elsewhere too.
  */
+#include "host/ca_bundle.h"
 #include "jail/jail.h"
 #include "common/cleanup.h"
-#include "net/gateway.h"
+#include "net/contract.h"
 #include "common/xalloc.h"
 #include "common/error.h"
 #include "common/path.h"

@@ -5,12 +5,13 @@
  * stdout and stderr, enforces the timeout, and turns what happened into an
  * al_result. Every resource is released on every path.
  */
+#include "host/ca_bundle.h"
 #include "jail/jail.h"
 #include "jail/relay.h"
-#include "net/gateway.h"
-#include "net/gw_client.h"
-#include "jail/pool.h"
-#include "jail/template.h"
+#include "net/contract.h"
+#include "host/gw_client.h"
+#include "jail/ahead/pool.h"
+#include "jail/ahead/template.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/path.h"

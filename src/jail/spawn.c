@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Parent-side primitives shared by one-shot runs (run.c) and daemon sandboxes (sandbox.c). */
 #include "jail/jail.h"
+#include "common/proc.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/syscalls.h"
@@ -114,31 +115,10 @@ void jail_note_cpus(struct jail_ctx *ctx, int crowd_fd)
 	ctx->cpus_moved = n > 1 && !jail_crowd_full(crowd_fd, n, true);
 }
 
-/* pid to the CPUs of `cpus` but this thread's (a hint: failing changes nothing). */
-static void move_off_this_cpu(const cpu_set_t *cpus, pid_t pid)
-{
-	cpu_set_t other = *cpus;
-	int here = sched_getcpu();
-
-	if (here < 0)
-		return;
-	CPU_CLR(here, &other);
-	if (CPU_COUNT(&other) > 0)
-		sched_setaffinity(pid, sizeof(other), &other);
-}
-
 void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid)
 {
 	if (ctx->cpus_moved)
-		move_off_this_cpu(&ctx->cpus, pid);
-}
-
-void jail_move_elsewhere(pid_t pid)
-{
-	cpu_set_t mine;
-
-	if (sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_COUNT(&mine) > 1)
-		move_off_this_cpu(&mine, pid);
+		al_cpu_move_off_here(&ctx->cpus, pid);
 }
 
 int jail_release_child(struct jail_cgroup *cg, pid_t pid, int sync_fd, int pass_fd,

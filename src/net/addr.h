@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * IP literals, CIDR ranges and the address vetting of the egress boundary
- * (research/egress.md §1.A4, §1.B1, §1.B3, §1.F).
+ * (docs/network.md, docs/security-model.md).
  *
  * Parsing is strict: inet_pton() only. Every legacy numeric spelling that
  * inet_aton() or getaddrinfo() would turn into an address ("2130706433",

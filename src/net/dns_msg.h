@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * DNS messages at the sandbox boundary (docs/design/parsers.md, egress.md §1.A).
+ * DNS messages at the sandbox boundary (docs/design/parsers.md).
  *
  * Three jobs:
  *

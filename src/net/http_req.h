@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * HTTP/1.1 request heads from a sandbox, strictly per RFC 9112, and a strict
- * chunked-body decoder (docs/design/parsers.md, egress.md §1.D).
+ * chunked-body decoder (docs/design/parsers.md).
  *
  * net_http_parse_request() reads a request head:
  *

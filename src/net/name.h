@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The one name canonicalizer of the egress boundary (research/egress.md §1.E).
+ * The one name canonicalizer of the egress boundary (docs/network.md, docs/design/parsers.md).
  *
  * Every name the sandbox can state -- DNS QNAME, CONNECT authority host,
  * absolute-URI host, Host header, TLS SNI -- goes through net_name_canon()

@@ -95,7 +95,7 @@ static const char *const policy_forbidden_names[] = {
     "metadata",	 "instance-data", "instance-data.ec2.internal",
 };
 
-/* Public DNS-over-HTTPS resolvers: allowed only when listed exactly (egress.md §1.A3). */
+/* Public DNS-over-HTTPS resolvers: allowed only when listed exactly (docs/network-policy.md). */
 static const char *const policy_doh_names[] = {
     "dns.google",
     "dns.google.com",

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The TLS ClientHello at the start of a sandbox's connection
- * (docs/design/parsers.md, egress.md §1.C). The gateway reads it to learn the
+ * (docs/design/parsers.md). The gateway reads it to learn the
  * SNI and to refuse what it cannot judge, then splices or terminates.
  *
  * Accepted: one or more TLS records of type handshake (22), record version

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """HTTP-layer tests of airlockd's API against the in-memory fake daemon.
 
-The binary is built from src/api/*.c + tests/api/fake_daemon.c + api_test_main.c
+The binary is built from src/api/{,native/,vercel/}*.c + tests/api/fake_daemon.c + api_test_main.c
 with gcc in a session fixture, or taken from $API_TEST_BIN.
 Only the standard library is used (http.client, socket).
 """
@@ -31,8 +31,9 @@ def build(tmp):
     if os.environ.get("API_TEST_BIN"):
         return os.environ["API_TEST_BIN"]
     out = os.path.join(tmp, "api_test")
-    srcs = sorted(os.path.join(ROOT, "src/api", f) for f in os.listdir(os.path.join(ROOT, "src/api"))
-                  if f.endswith(".c"))
+    srcs = sorted(os.path.join(d, f) for d in (os.path.join(ROOT, "src/api", sub)
+                                                for sub in ("", "native", "vercel"))
+                  for f in os.listdir(d) if f.endswith(".c"))
     srcs += [os.path.join(ROOT, p) for p in (
         "tests/api/fake_daemon.c", "tests/api/api_test_main.c", "src/common/error.c",
         "src/common/xalloc.c", "src/common/utf8.c", "src/common/parse.c")]
@@ -629,7 +630,7 @@ def test_openapi_matches_the_served_routes():
     doc = yaml.safe_load(open(os.path.join(ROOT, "docs/api.yaml")))
     assert doc["openapi"].startswith("3.0")
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
-    src = open(os.path.join(ROOT, "src/api/routes_native.c")).read()
+    src = open(os.path.join(ROOT, "src/api/native/routes_native.c")).read()
     src = src.replace('SBX "', '"/v1/sandboxes/{id}').replace("SBX,", '"/v1/sandboxes/{id}",')
     routes = re.findall(r'\{ "([A-Z]+)", "(/v1[^"]*)"', src)
     assert len(routes) == 19

@@ -4,7 +4,7 @@
  * (api_body_object / api_body_value: UTF-8, duplicate keys, one object), the
  * field readers of src/api/json_in.c, the policy shape check
  * (src/api/policy_shape.c) and the Vercel policy translation
- * (src/api/routes_vercel_policy.c), and the query-argument readers.
+ * (src/api/vercel/routes_vercel_policy.c), and the query-argument readers.
  *
  * The first input byte picks a route's body; the rest is the body. Each body is
  * read the way its route reads it (the same fields, kinds, limits, in order).
@@ -22,7 +22,7 @@
  *   scripts/fuzz 60 api      (sources and libraries: the "api" entry in scripts/fuzz)
  */
 #include "api/api_internal.h"
-#include "api/routes_vercel.h"
+#include "api/vercel/routes_vercel.h"
 #include "common/error.h"
 
 #include <stdint.h>

@@ -182,9 +182,41 @@ def _note_cgroups(before):
     _CG_CANDIDATES.update(cgroup_children() - before)
 
 
+def _descends_from_us(pid):
+    """Whether process `pid` is this pytest process or one of its descendants."""
+    me = os.getpid()
+    for _ in range(64):
+        if pid == me:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid <= 1:
+            return False
+    return False
+
+
+def _made_ahead_by_another(path):
+    """A cgroup a daemon's spawner made ahead ("ahead-PID-N") while that spawner lives and
+    is not ours: another run's daemon on this host (its next sandbox's cgroups)."""
+    name = os.path.basename(path)
+    if not name.startswith("ahead-"):
+        return False
+    try:
+        pid = int(name.split("-")[1])
+    except (IndexError, ValueError):
+        return False
+    return os.path.exists(f"/proc/{pid}") and not _descends_from_us(pid)
+
+
 def _cgroup_is_ours(path):
     """A leaked cgroup of ours is empty or holds marked processes; one that
-    holds only unmarked processes belongs to someone else's live sandbox."""
+    holds only unmarked processes belongs to someone else's live sandbox, and one
+    made ahead by another run's live daemon is that daemon's."""
+    if _made_ahead_by_another(path):
+        return False
     pids = []
     for fname in ("cgroup.procs",):
         try:

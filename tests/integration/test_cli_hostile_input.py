@@ -575,7 +575,7 @@ def _host_state():
         except OSError:
             return set()
     links = {n for n in os.listdir("/sys/class/net") if not n.startswith("alh")}
-    # The root templates are kept on purpose (src/jail/template.h), and made by the
+    # The root templates are kept on purpose (src/jail/ahead/template.h), and made by the
     # first run that needs one: not a leak.
     with open("/proc/self/mountinfo") as f:
         mounts = {line.split()[4] for line in f

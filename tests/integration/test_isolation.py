@@ -554,7 +554,7 @@ def test_clean_slate_between_runs(run, sh):
     assert r.out == "", f"files carried over: {r.out}"
 
 
-TEMPLATES = "/run/airlock/template"  # kept on purpose (src/jail/template.h): not a trace
+TEMPLATES = "/run/airlock/template"  # kept on purpose (src/jail/ahead/template.h): not a trace
 
 
 def _host_traces():

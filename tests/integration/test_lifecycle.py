@@ -169,7 +169,7 @@ LAUNCHES = "/run/airlock/launches"
 
 
 def _slot_holders():
-    """pids holding a POSIX write lock on the launches file (src/jail/crowd.c)."""
+    """pids holding a POSIX write lock on the launches file (src/jail/ahead/crowd.c)."""
     st = os.stat(LAUNCHES)
     dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     held = []

@@ -1,4 +1,4 @@
-"""Root templates (src/jail/template.h): a default one-shot's child copies a read-only
+"""Root templates (src/jail/ahead/template.h): a default one-shot's child copies a read-only
 root made once, and adds its own writable tmpfs, devpts and /proc.
 
 Each test keeps its templates in a directory of its own ($AIRLOCK_TEMPLATE) and drops

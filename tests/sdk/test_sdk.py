@@ -2,7 +2,7 @@
 
 test_sdk_flow drives the daemon with the real, unmodified @vercel/sandbox SDK
 (pinned in package.json; flow.mjs). The other tests check details of the HTTP
-contract (research/vercel-api.md) with http.client.
+contract with http.client.
 
 Run: /usr/bin/python3 -m pytest tests/sdk -v   (needs build/airlock; node and npm
 for the SDK flow, which installs node_modules with `npm ci` when missing).

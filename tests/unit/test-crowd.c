@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests of the count of one-shot launches under way (src/jail/crowd.c): each
+ * Unit tests of the count of one-shot launches under way (src/jail/ahead/crowd.c): each
  * process that joins holds a slot until it ends, however it ends; a process never
  * counts itself; the count stops at `enough`; a file that cannot be made means
  * "no others", never a failure. Other launches are forked children that join the

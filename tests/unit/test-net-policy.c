@@ -2,7 +2,7 @@
 /* Unit tests for the network policy: parsing, validation, serialization, decisions. */
 #include "common/error.h"
 #include "common/xalloc.h"
-#include "net/gateway.h"
+#include "net/contract.h"
 #include "net/policy.h"
 #include "tap.h"
 
@@ -65,7 +65,7 @@ static void round_trips(void)
 	round_trip(
 	    "{}", "{\"allow\":[],\"subnets\":{\"allow\":[],\"deny\":[]}}",
 	    "{\"allowedCIDRs\":[],\"allowedDomains\":[],\"deniedCIDRs\":[],\"mode\":\"custom\"}");
-	/* P1 of egress.md §3.4 */
+	/* P1: names, wildcards and an allowed subnet together */
 	round_trip(
 	    "{\"allow\":[\"allowed.test\",\"api.allowed.test\",\"relay.allowed.test\","
 	    "\"doh.allowed.test\",\"*.npmjs.test\"],\"subnets\":{\"allow\":[\"198.51.100.128/"
@@ -395,7 +395,7 @@ static void property(void)
 	      allowed, bad);
 }
 
-/* The gateway's connection budget follows the sandbox's limits (net/gateway.h). */
+/* The gateway's connection budget follows the sandbox's limits (gateway/gateway.h). */
 static void conn_budget(void)
 {
 	CHECK(net_gateway_conn_budget(64ull << 20, 16) == 64, "64 MiB, 16 pids: 64");

@@ -1,4 +1,4 @@
-"""airlockd's spawner (src/daemon/spawner.c, src/jail/spawner.c): forked once when the
+"""airlockd's spawner (src/daemon/spawner.c, src/jail/ahead/spawner.c): forked once when the
 daemon opens, it execs the static `airlock` binary next to airlockd (`airlock __spawner`),
 so that each sandbox's clone3 copies a dozen mappings rather than the daemon's ~165. These
 tests check that the spawner is that small process and holds nothing of the daemon's; that

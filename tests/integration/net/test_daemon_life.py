@@ -5,7 +5,7 @@ this module; sandboxes get their policies at create or through
 PUT /v1/sandboxes/{id}/network-policy (and the Vercel session route), and
 their decisions are read back through GET /v1/sandboxes/{id}/egress.
 
-Cases (egress.md §3.6 LIFE and issue 4, Enforcement / Audit log):
+Cases (the LIFE attacks of docs/security-model.md):
   create with an allow list; tighten cuts live flows (LIFE-1: a CONNECT
   tunnel and a transparent TLS flow, each in active use); a leftover
   process after tightening (LIFE-7); acknowledgement before apply (LIFE-3,

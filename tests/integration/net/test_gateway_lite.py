@@ -1,5 +1,5 @@
 """airlock-gateway-lite: the gateway built without TLS termination (no OpenSSL), which
-`airlock run` starts when its policy has no per-request rules (src/net/gw_notls.c).
+`airlock run` starts when its policy has no per-request rules (src/gateway/gw_notls.c).
 
 What must hold: a rules-free one-shot runs the lite gateway and a policy with rules the
 full one; the lite gateway refuses a policy with rules with a clear error rather than

@@ -1,4 +1,4 @@
-"""The one-shot pool: network namespaces made ahead (`airlock pool`, src/jail/pool.h).
+"""The one-shot pool: network namespaces made ahead (`airlock pool`, src/jail/ahead/pool.h).
 
 What must hold: a run joins a pooled namespace only when the pool has one, and each
 namespace serves one sandbox, once -- never reused, never shared by two runs at once,
@@ -347,7 +347,7 @@ def test_the_links_two_ends_have_different_indexes(pool, pooled):
     """Made in two fresh namespaces, both ends would get index 2; a veth whose peer has
     its own index is not urgent to the kernel's link watcher, and gw0 then counted as
     running only at the watcher's next round, up to a second later: a pooled link claimed
-    right after it was made stalled a run that long. Different indexes (src/net/link.c)."""
+    right after it was made stalled a run that long. Different indexes (src/host/link.c)."""
     if pooled:
         pool.fill(1)
         (entry,) = pool.ready("link").values()
@@ -486,7 +486,7 @@ def test_a_smaller_size_releases_the_extra_entries(pool):
 
 
 def _launch_slots():
-    """pids holding a slot of /run/airlock/launches (src/jail/crowd.c)."""
+    """pids holding a slot of /run/airlock/launches (src/jail/ahead/crowd.c)."""
     try:
         st = os.stat("/run/airlock/launches")
     except FileNotFoundError:

@@ -1,6 +1,6 @@
 """Per-request rules (issue 5): TLS termination with the sandbox's own CA,
 credential injection that keeps the secret out of the sandbox, synthetic
-responses, forwardURL -- and the attacks of egress.md §3.6 against them
+responses, forwardURL -- and the attacks of docs/security-model.md against them
 (ABUSE-1..6, TLS-4, TLS-5, TLS-10, TLS-11, DNS-11)."""
 import hashlib
 import json

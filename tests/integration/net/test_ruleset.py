@@ -1,8 +1,8 @@
 """The nftables ruleset in a gateway's namespace is exactly the documented one.
 
 Gateways no longer build it: tools/gen_nft_batch.c builds the transaction once at build
-time (src/net/nft_build.c, with libnftnl) and every gateway sends those bytes
-(src/net/nft.c). These read back what the kernel holds, with `nft list ruleset` inside
+time (tools/nft_build.c, with libnftnl) and every gateway sends those bytes
+(src/host/nft.c). These read back what the kernel holds, with `nft list ruleset` inside
 a live gateway's namespace, for both gateways (lite for a one-shot without rules, full
 for a policy with rules), so a wrong or stale generated header cannot go unnoticed.
 """

@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Vercel-compatible API: the route table, errors, the Session / Sandbox /
+ * Command views, and the sandbox and session routes. Commands are in
+ * routes_vercel_cmd.c, files in routes_vercel_files.c, network policies in
+ * routes_vercel_policy.c. tests/sdk/ pins the contract with the real SDK.
+ *
+ * Optional fields are left out, never null: only Command.exitCode and
+ * pagination.next may be null. Query parameters the SDK adds to every request
+ * (teamId, projectId, project) are ignored: the team comes from the token.
+ */
+#include "api/vercel/routes_vercel.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+#include "daemon/daemon.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define VC_DEFAULT_TIMEOUT_MS 300000 /* Vercel's default session lifetime: 5 min */
+#define VC_MB_PER_VCPU 2048
+#define VC_MAX_VCPUS 1024
+#define VC_LIST_MAX 1000
+
+/* --- errors ---------------------------------------------------------------- */
+
+static unsigned vc_status_of_errno(int code, const char **name)
+{
+	switch (code) {
+	case ESRCH:
+		*name = "sandbox_stopped";
+		return 410;
+	case EACCES:
+	case EPERM:
+		*name = "forbidden";
+		return 403;
+	case ENOSPC:
+	case EDQUOT:
+		*name = "insufficient_storage";
+		return 507;
+	default:
+		return api_status_of_errno(code, name);
+	}
+}
+
+void vc_reply_error_code(struct api_req *r, unsigned status, const char *code, const char *msg)
+{
+	/* The SDK retries any 5xx, POSTs included: a POST must never get one. */
+	if (status >= 500 && strcmp(r->method, "POST") == 0)
+		status = 422;
+	api_reply_error_code(r, status, code, msg);
+}
+
+void vc_reply_error(struct api_req *r, const struct al_error *err)
+{
+	const char *name;
+	unsigned status = vc_status_of_errno(err ? err->code : EIO, &name);
+
+	vc_reply_error_code(r, status, name, err && err->msg ? err->msg : "internal error");
+}
+
+/* --- views ----------------------------------------------------------------- */
+
+char *vc_join(const char *base, const char *path)
+{
+	size_t n;
+
+	if (path[0] == '/' || !base || !base[0])
+		return xstrdup(path);
+	while (path[0] == '.' && path[1] == '/') /* "./x" is x; "." is base itself */
+		path += 2 + strspn(path + 2, "/");
+	if (!path[0] || strcmp(path, ".") == 0)
+		return xstrdup(base);
+	n = strlen(base);
+	return xasprintf("%s%s%s", base, n && base[n - 1] == '/' ? "" : "/", path);
+}
+
+static json_int_t vc_int(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_number(v) ? (json_int_t)json_number_value(v) : 0;
+}
+
+/* A CPU count: the configured limit, or the host's CPUs when there is none. */
+static double vc_vcpus(json_t *res)
+{
+	double v = json_number_value(json_object_get(res, "vcpus"));
+	long n;
+
+	if (v > 0)
+		return v;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (double)n : 1;
+}
+
+static json_int_t vc_memory_mb(json_t *res)
+{
+	json_int_t b = vc_int(res, "memory_bytes");
+
+	return (b > 0 ? b : (json_int_t)1 << 30) >> 20;
+}
+
+static const char *vc_status(json_t *view)
+{
+	const char *s = json_string_value(json_object_get(view, "status"));
+	static const char *const known[] = { "running", "stopping", "stopped", "failed" };
+
+	for (size_t i = 0; s && i < ARRAY_SIZE(known); i++)
+		if (strcmp(s, known[i]) == 0)
+			return known[i];
+	return "failed";
+}
+
+static json_t *vc_number(double v)
+{
+	return v == floor(v) ? json_integer((json_int_t)v) : json_real(v);
+}
+
+json_t *vc_session_of(json_t *view)
+{
+	json_t *res = json_object_get(view, "resources"), *o;
+	json_int_t created = vc_int(view, "created_at"), stopped = vc_int(view, "stopped_at");
+	const char *wd = json_string_value(json_object_get(view, "workdir"));
+
+	o = json_pack("{s:s?,s:I,s:o,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:s}", "id",
+		      json_string_value(json_object_get(view, "id")), "memory", vc_memory_mb(res),
+		      "vcpus", vc_number(vc_vcpus(res)), "region", VC_REGION, "timeout",
+		      vc_int(view, "timeout_ms"), "status", vc_status(view), "requestedAt",
+		      created, "startedAt", created, "createdAt", created, "updatedAt",
+		      stopped ? stopped : created, "cwd", wd ? wd : VC_WORKDIR);
+	if (!o)
+		al_oom();
+	if (stopped) {
+		json_object_set_new(o, "requestedStopAt", json_integer(stopped));
+		json_object_set_new(o, "stoppedAt", json_integer(stopped));
+		json_object_set_new(o, "duration", json_integer(stopped - created));
+	}
+	json_object_set_new(o, "networkPolicy",
+			    vc_policy_out(json_object_get(view, "network_policy")));
+	return o;
+}
+
+json_t *vc_sandbox_of(json_t *view)
+{
+	json_t *res = json_object_get(view, "resources"), *o;
+	json_int_t created = vc_int(view, "created_at"), stopped = vc_int(view, "stopped_at");
+	const char *id = json_string_value(json_object_get(view, "id"));
+	const char *wd = json_string_value(json_object_get(view, "workdir"));
+	const char *status = vc_status(view);
+
+	o = json_pack("{s:s?,s:b,s:s,s:o,s:I,s:I,s:I,s:I,s:s?,s:s,s:I,s:s}", "name", id,
+		      "persistent", 0, "region", VC_REGION, "vcpus", vc_number(vc_vcpus(res)),
+		      "memory", vc_memory_mb(res), "timeout", vc_int(view, "timeout_ms"),
+		      "createdAt", created, "updatedAt", stopped ? stopped : created,
+		      "currentSessionId", id, "status", status, "statusUpdatedAt",
+		      stopped ? stopped : created, "cwd", wd ? wd : VC_WORKDIR);
+	if (!o)
+		al_oom();
+	if (strcmp(status, "running") == 0)
+		json_object_set_new(o, "expiresAt", json_integer(vc_int(view, "expires_at")));
+	else
+		json_object_set_new(o, "totalDurationMs", json_integer(stopped - created));
+	json_object_set_new(o, "networkPolicy",
+			    vc_policy_out(json_object_get(view, "network_policy")));
+	return o;
+}
+
+/* A numeric exit code for every way a command can end (CommandFinished needs one). */
+static json_int_t vc_exit_code(json_t *view)
+{
+	const char *reason = json_string_value(json_object_get(view, "reason"));
+	json_t *code = json_object_get(view, "exit_code"), *sig = json_object_get(view, "signal");
+
+	if (reason && strcmp(reason, "timeout") == 0)
+		return 124;
+	if (reason && strcmp(reason, "oom") == 0)
+		return 137;
+	if (json_is_integer(code) && json_integer_value(code) >= 0)
+		return json_integer_value(code);
+	if (json_is_integer(sig) && json_integer_value(sig) > 0)
+		return 128 + json_integer_value(sig);
+	if (reason && strcmp(reason, "setup_failed") == 0)
+		return 125;
+	return 1;
+}
+
+json_t *vc_command_of(json_t *view)
+{
+	json_t *args = json_object_get(view, "args"), *o;
+	json_int_t started = vc_int(view, "started_at");
+	bool done = json_is_integer(json_object_get(view, "finished_at"));
+
+	o = json_pack("{s:s?,s:s?,s:o,s:s?,s:s?,s:I}", "id",
+		      json_string_value(json_object_get(view, "id")), "name",
+		      json_string_value(json_object_get(view, "cmd")), "args",
+		      json_is_array(args) ? json_incref(args) : json_array(), "cwd",
+		      json_string_value(json_object_get(view, "cwd")), "sessionId",
+		      json_string_value(json_object_get(view, "sandbox_id")), "startedAt",
+		      started);
+	if (!o)
+		al_oom();
+	if (!json_object_get(o, "cwd"))
+		json_object_set_new(o, "cwd", json_string(VC_WORKDIR));
+	if (done) {
+		json_object_set_new(o, "exitCode", json_integer(vc_exit_code(view)));
+		json_object_set_new(o, "durationMs",
+				    json_integer(vc_int(view, "finished_at") - started));
+	} else {
+		json_object_set_new(o, "exitCode", json_null());
+	}
+	return o;
+}
+
+char *vc_workdir(struct api_req *r, const char *id, struct al_error **err)
+{
+	json_t *view = NULL;
+	char *wd;
+
+	if (dm_sandbox_get(r->api->d, r->team, id, &view, err) < 0)
+		return NULL;
+	wd = xstrdup(json_string_value(json_object_get(view, "workdir")) ?: VC_WORKDIR);
+	json_decref(view);
+	return wd;
+}
+
+/* --- replies --------------------------------------------------------------- */
+
+/* keys: "sandbox", "session", "routes" in any combination; extra is merged in (taken). */
+static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool session,
+			  bool routes, json_t *extra)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	json_t *view = NULL, *o;
+
+	if (dm_sandbox_get(r->api->d, r->team, id, &view, &err) < 0) {
+		json_decref(extra);
+		return vc_reply_error(r, err);
+	}
+	o = extra ? extra : json_object();
+	if (sandbox)
+		json_object_set_new(o, "sandbox", vc_sandbox_of(view));
+	if (session)
+		json_object_set_new(o, "session", vc_session_of(view));
+	if (routes)
+		json_object_set_new(o, "routes", json_array());
+	json_decref(view);
+	api_reply_json(r, 200, o);
+}
+
+/* --- create ---------------------------------------------------------------- */
+
+/* Fields the SDK may send that have no meaning here and are accepted as they are. */
+static bool vc_create_ignored(const char *key)
+{
+	static const char *const ignored[] = { "projectId", "runtime",	 "tags",
+					       "region",    "failoverRegions", "networkId",
+					       "snapshotExpiration", "keepLastSnapshots", NULL };
+
+	if (strncmp(key, "__", 2) == 0)
+		return true;
+	for (size_t i = 0; ignored[i]; i++)
+		if (strcmp(key, ignored[i]) == 0)
+			return true;
+	return false;
+}
+
+static int vc_parse_resources(json_t *body, struct dm_create *c, struct al_error **err)
+{
+	static const char *const fields[] = { "vcpus", "memory", NULL };
+	json_t *res = json_object_get(body, "resources"), *v;
+	uint64_t mb = 0;
+
+	if (!res)
+		return 0;
+	if (api_json_fields(res, "resources", fields, err) < 0)
+		return -EINVAL;
+	v = json_object_get(res, "vcpus");
+	if (v) {
+		if (!json_is_number(v))
+			return api_bad(err, "field 'resources.vcpus' must be a number");
+		c->vcpus = json_number_value(v);
+		if (!isfinite(c->vcpus) || c->vcpus <= 0 || c->vcpus > VC_MAX_VCPUS)
+			return api_bad(err, "field 'resources.vcpus' must be > 0 and <= %d",
+				       VC_MAX_VCPUS);
+		c->memory_bytes = (uint64_t)(c->vcpus * VC_MB_PER_VCPU) << 20;
+	}
+	if (api_json_u64(res, "memory", false, 1u << 30, &mb, err) < 0)
+		return -EINVAL;
+	if (mb)
+		c->memory_bytes = mb << 20;
+	return 0;
+}
+
+static int vc_check_unsupported(json_t *body, struct al_error **err)
+{
+	json_t *v;
+
+	if (json_object_get(body, "source"))
+		return api_bad(err, "'source' (git, tarball, snapshot) is not supported");
+	if (json_object_get(body, "image"))
+		return api_bad(err, "'image' is not supported: sandboxes use the host runtime");
+	if (json_object_get(body, "name"))
+		return api_bad(err, "'name' is not supported: the server names sandboxes");
+	v = json_object_get(body, "persistent");
+	if (v && !json_is_boolean(v))
+		return api_bad(err, "field 'persistent' must be a boolean");
+	if (json_is_true(v))
+		return api_bad(err, "persistent sandboxes are not supported");
+	v = json_object_get(body, "ports");
+	if (v && !json_is_array(v))
+		return api_bad(err, "field 'ports' must be an array of numbers");
+	if (json_array_size(v) > 0)
+		return api_bad(err, "'ports' (public routes) are not supported");
+	v = json_object_get(body, "mounts");
+	if (v && (!json_is_object(v) || json_object_size(v) > 0))
+		return api_bad(err, "'mounts' are not supported");
+	return 0;
+}
+
+static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
+			   struct al_error **err)
+{
+	static const char *const known[] = { "ports", "timeout", "resources", "source", "image",
+					     "name", "persistent", "networkPolicy", "env", "mounts",
+					     NULL };
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(body, key, v) {
+		size_t i;
+
+		for (i = 0; known[i] && strcmp(key, known[i]) != 0; i++)
+			;
+		if (!known[i] && !vc_create_ignored(key))
+			return api_bad(err, "unknown field '%.64s' in the body", key);
+	}
+	c->timeout_ms = VC_DEFAULT_TIMEOUT_MS;
+	c->workdir = VC_WORKDIR;
+	if (vc_check_unsupported(body, err) < 0 ||
+	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
+	    vc_parse_resources(body, c, err) < 0 ||
+	    api_json_env(body, "env", env, &c->n_env, err) < 0)
+		return -EINVAL;
+	c->env = (const char *const *)*env;
+	if (c->timeout_ms == 0)
+		return api_bad(err, "field 'timeout' must be > 0");
+	v = json_object_get(body, "networkPolicy");
+	if (v && !json_is_null(v)) {
+		if (vc_policy_in(v, policy, err) < 0)
+			return -EINVAL;
+		c->network_policy = *policy;
+	}
+	return 0;
+}
+
+static void vc_create(struct api_req *r)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	_cleanup_json_ json_t *body = NULL, *policy = NULL;
+	_cleanup_free_ char *id = NULL;
+	struct dm_create c = { 0 };
+	char **env = NULL;
+	int ret;
+
+	if (api_body_object(r, &body, &err) < 0)
+		return vc_reply_error(r, err);
+	ret = vc_parse_create(body, &c, &env, &policy, &err);
+	if (ret == 0)
+		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
+	api_strv_free(env, c.n_env);
+	if (ret < 0)
+		return vc_reply_error(r, err);
+	vc_reply_view(r, id, true, true, true, NULL);
+}
+
+/* --- sandboxes by name ----------------------------------------------------- */
+
+static void vc_get(struct api_req *r)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	const char *id = api_param(r, "name");
+	json_t *view = NULL;
+	bool resume = false;
+
+	if (api_query_bool(r, "resume", &resume, &err) < 0)
+		return vc_reply_error(r, err);
+	if (resume) {
+		if (dm_sandbox_get(r->api->d, r->team, id, &view, &err) < 0)
+			return vc_reply_error(r, err);
+		bool running = strcmp(vc_status(view), "running") == 0;
+
+		json_decref(view);
+		if (!running)
+			return vc_reply_error_code(r, 410, "sandbox_stopped",
+						   "the sandbox is stopped and cannot be resumed");
+	}
+	vc_reply_view(r, id, true, true, true, json_pack("{s:b}", "resumed", 0));
+}
+
+static void vc_delete(struct api_req *r)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	const char *id = api_param(r, "name");
+
+	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0)
+		return vc_reply_error(r, err);
+	vc_reply_view(r, id, true, false, true, NULL);
+}
+
+/* PATCH: only the network policy can change; timeout is applied by the SDK's own
+ * extend-timeout call that follows. */
+static void vc_update(struct api_req *r)
+{
+	static const char *const fields[] = { "timeout", "networkPolicy", "persistent", "ports",
+					      "tags", NULL };
+	_cleanup_error_ struct al_error *err = NULL;
+	_cleanup_json_ json_t *body = NULL, *policy = NULL;
+	const char *id = api_param(r, "name");
+	json_t *v;
+
+	if (api_body_object(r, &body, &err) < 0 ||
+	    api_json_fields(body, "the body", fields, &err) < 0 ||
+	    vc_check_unsupported(body, &err) < 0)
+		return vc_reply_error(r, err);
+	v = json_object_get(body, "networkPolicy");
+	if (v && (vc_policy_in(v, &policy, &err) < 0 ||
+		  dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0))
+		return vc_reply_error(r, err);
+	vc_reply_view(r, id, true, false, true, NULL);
+}
+
+/* --- lists ----------------------------------------------------------------- */
+
+static int vc_by_created_desc(const void *a, const void *b)
+{
+	json_int_t x = vc_int(*(json_t *const *)a, "created_at");
+	json_int_t y = vc_int(*(json_t *const *)b, "created_at");
+
+	if (x != y)
+		return x < y ? 1 : -1;
+	return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "id")),
+		      json_string_value(json_object_get(*(json_t *const *)b, "id")));
+}
+
+/*
+ * The team's sandboxes, newest first, filtered by name (exact) or prefix, one page
+ * after the cursor (the name of the last item of the previous page).
+ */
+static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(json_t *),
+			   const char *name, const char *prefix)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	_cleanup_json_ json_t *list = NULL;
+	_cleanup_free_ json_t **v = NULL;
+	const char *cursor = api_query(r, "cursor");
+	uint64_t limit = VC_LIST_MAX;
+	json_t *out, *item, *next = json_null();
+	size_t i, n = 0, start = 0;
+
+	if (api_query_u64(r, "limit", VC_LIST_MAX, &limit, &err) < 0 ||
+	    dm_sandbox_list(r->api->d, r->team, &list, &err) < 0)
+		return vc_reply_error(r, err);
+	v = xzalloc((json_array_size(list) + 1) * sizeof(*v));
+	json_array_foreach(list, i, item) {
+		const char *id = json_string_value(json_object_get(item, "id"));
+
+		if (!id || (name && strcmp(id, name) != 0) ||
+		    (prefix && strncmp(id, prefix, strlen(prefix)) != 0))
+			continue;
+		v[n++] = item;
+	}
+	qsort(v, n, sizeof(*v), vc_by_created_desc);
+	for (i = 0; cursor && i < n; i++)
+		if (strcmp(json_string_value(json_object_get(v[i], "id")), cursor) == 0) {
+			start = i + 1;
+			break;
+		}
+	out = json_array();
+	for (i = start; i < n && json_array_size(out) < limit; i++)
+		json_array_append_new(out, conv(v[i]));
+	if (i < n && json_array_size(out) > 0)
+		next = json_string(json_string_value(json_object_get(v[i - 1], "id")));
+	api_reply_json(r, 200, json_pack("{s:o,s:{s:I,s:o}}", key, out, "pagination", "count",
+					 (json_int_t)json_array_size(out), "next", next));
+}
+
+static void vc_list(struct api_req *r)
+{
+	vc_list_common(r, "sandboxes", vc_sandbox_of, NULL, api_query(r, "namePrefix"));
+}
+
+static void vc_sessions_list(struct api_req *r)
+{
+	vc_list_common(r, "sessions", vc_session_of, api_query(r, "name"), NULL);
+}
+
+/* --- sessions -------------------------------------------------------------- */
+
+static void vc_session_get(struct api_req *r)
+{
+	vc_reply_view(r, api_param(r, "id"), false, true, true, NULL);
+}
+
+static void vc_stop(struct api_req *r)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	const char *id = api_param(r, "id");
+
+	/* Stopping a stopped sandbox is a no-op: the SDK may repeat a stop. */
+	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0)
+		return vc_reply_error(r, err);
+	vc_reply_view(r, id, true, true, false, NULL);
+}
+
+static void vc_extend(struct api_req *r)
+{
+	static const char *const fields[] = { "duration", NULL };
+	_cleanup_error_ struct al_error *err = NULL;
+	_cleanup_json_ json_t *body = NULL;
+	const char *id = api_param(r, "id");
+	uint64_t add = 0;
+
+	if (api_body_object(r, &body, &err) < 0 ||
+	    api_json_fields(body, "the body", fields, &err) < 0 ||
+	    api_json_u64(body, "duration", true, INT64_MAX, &add, &err) < 0)
+		return vc_reply_error(r, err);
+	if (add == 0)
+		return vc_reply_error_code(r, 400, "bad_request", "field 'duration' must be > 0");
+	if (dm_sandbox_extend(r->api->d, r->team, id, add, &err) < 0)
+		return vc_reply_error(r, err);
+	vc_reply_view(r, id, false, true, false, NULL);
+}
+
+static void vc_policy(struct api_req *r)
+{
+	_cleanup_error_ struct al_error *err = NULL;
+	_cleanup_json_ json_t *body = NULL, *policy = NULL;
+	const char *id = api_param(r, "id");
+
+	if (api_body_value(r, &body, &err) < 0 || vc_policy_in(body, &policy, &err) < 0 ||
+	    dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0)
+		return vc_reply_error(r, err);
+	vc_reply_view(r, id, false, true, false, NULL);
+}
+
+#define SES "/v2/sandboxes/sessions/{id}"
+
+/* Literal paths before /v2/sandboxes/{name}: the first match wins. */
+const struct api_route api_vercel_routes[] = {
+	{ "POST", "/v3/sandboxes", vc_create, 0 },
+	{ "POST", "/v2/sandboxes", vc_create, 0 },
+	{ "GET", "/v2/sandboxes", vc_list, 0 },
+	{ "GET", "/v2/sandboxes/sessions", vc_sessions_list, 0 },
+	{ "GET", SES, vc_session_get, 0 },
+	{ "POST", SES "/cmd", vc_cmd_run, 0 },
+	{ "GET", SES "/cmd/{cid}", vc_cmd_get, 0 },
+	{ "GET", SES "/cmd/{cid}/logs", vc_cmd_logs, 0 },
+	{ "POST", SES "/cmd/{cid}/kill", vc_cmd_kill, 0 },
+	{ "POST", SES "/fs/write", vc_fs_write, API_ROUTE_RAW | API_ROUTE_UPLOAD },
+	{ "POST", SES "/fs/read", vc_fs_read, 0 },
+	{ "POST", SES "/fs/mkdir", vc_fs_mkdir, 0 },
+	{ "POST", SES "/network-policy", vc_policy, 0 },
+	{ "POST", SES "/extend-timeout", vc_extend, 0 },
+	{ "POST", SES "/stop", vc_stop, 0 },
+	{ "GET", "/v2/sandboxes/{name}", vc_get, 0 },
+	{ "PATCH", "/v2/sandboxes/{name}", vc_update, 0 },
+	{ "DELETE", "/v2/sandboxes/{name}", vc_delete, 0 },
+};
+const size_t api_vercel_routes_n = ARRAY_SIZE(api_vercel_routes);

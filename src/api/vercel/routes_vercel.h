@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Vercel-compatible API (what the @vercel/sandbox 3.5.0 SDK expects; the
+ * contract: tests/sdk/ drives these routes with the real SDK), shared between routes_vercel*.c.
+ *
+ * Mapping (ephemeral): one airlock sandbox = one Vercel sandbox with exactly
+ * one session. The sandbox's name, its session id and currentSessionId are all
+ * the airlock sandbox id; persistent is false, region "iad1", times are epoch
+ * ms and durations ms. Sandboxes made here have the workdir /vercel/sandbox.
+ */
+#ifndef AL_API_ROUTES_VERCEL_H
+#define AL_API_ROUTES_VERCEL_H
+
+#include "api/api_internal.h"
+
+#define VC_WORKDIR "/vercel/sandbox"
+#define VC_REGION "iad1"
+
+extern const struct api_route api_vercel_routes[];
+extern const size_t api_vercel_routes_n;
+
+/* routes_vercel.c: errors and views */
+
+/*
+ * Replies {"error": {code, message}} for err. ESRCH (the sandbox is stopped)
+ * is 410 "sandbox_stopped". A POST never gets a 5xx (the SDK retries those,
+ * and a POST may already have done something): 422 instead.
+ */
+void vc_reply_error(struct api_req *r, const struct al_error *err);
+void vc_reply_error_code(struct api_req *r, unsigned status, const char *code, const char *msg);
+/* The daemon's sandbox view (dm_sandbox_get) -> Vercel Session / Sandbox (new references). */
+json_t *vc_session_of(json_t *view);
+json_t *vc_sandbox_of(json_t *view);
+/* The daemon's command view (dm_cmd_get) -> Vercel Command; exitCode null while running. */
+json_t *vc_command_of(json_t *view);
+/* path joined to base when path is relative (heap); a copy of path when absolute. */
+char *vc_join(const char *base, const char *path);
+/* The workdir of a sandbox of the caller's team (heap), or NULL with err. */
+char *vc_workdir(struct api_req *r, const char *id, struct al_error **err);
+
+/* routes_vercel_policy.c */
+
+/* A request policy (mode form, allow/subnets form) -> the native policy (new reference). */
+int vc_policy_in(json_t *p, json_t **out, struct al_error **err);
+/* A native policy -> the response form {mode: ...} (new reference). */
+json_t *vc_policy_out(json_t *native);
+
+/* routes_vercel_cmd.c */
+void vc_cmd_run(struct api_req *r);
+void vc_cmd_get(struct api_req *r);
+void vc_cmd_logs(struct api_req *r);
+void vc_cmd_kill(struct api_req *r);
+
+/* routes_vercel_files.c */
+void vc_fs_write(struct api_req *r);
+void vc_fs_read(struct api_req *r);
+void vc_fs_mkdir(struct api_req *r);
+
+#endif

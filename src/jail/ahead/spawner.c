@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The sandbox spawner's serve loop (spawner.h). It runs the jail's spawn sequence, which
+ * must run in a single-threaded process (its clone3 child goes on to malloc; glibc only
+ * makes that safe across fork()), and is built into the static `airlock` binary, which
+ * airlockd execs as its spawner: a clone3 from a process with airlockd's ~170 mappings
+ * (libmicrohttpd, SQLite, libarchive, ICU...) copies them, and the agent's exec tears
+ * them down again, ~0.5 ms of every create (docs/performance.md, "Spawner").
+ */
+#include "jail/ahead/spawner.h"
+#include "jail/jail.h"
+#include "jail/sandbox.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/*
+ * What the next sandbox needs and no request changes, made while the spawner waits for a
+ * create (together ~1.2 ms of a create's path here), each used by one sandbox only and
+ * never entered before:
+ *  - its network namespace: loopback up and nothing else;
+ *  - its root (jail_rootfs_ahead), for the settings of the last create (the size of its
+ *    disk; only the host runtime and the default workdir): a create that asks for others
+ *    builds its own, and the next root is made for those;
+ *  - on cgroup v1, its cgroups (jail_cgroup_ahead), with the last create's limits: the
+ *    create renames them (and writes the limits that differ).
+ * If one cannot be made, the sandbox makes its own as before; if the spawner could not
+ * come back to the host's namespaces, it ends (the daemon forks another): the agents'
+ * sockets must be made in the host's network namespace, and every host path lies in the
+ * host's mount namespace.
+ */
+struct ahead {
+	int netns_fd;
+	int mntns_fd;
+	uint64_t disk_bytes; /* the settings mntns_fd was made for (or is to be) */
+	struct jail_cgroup *cg;
+	struct al_config limits; /* the last create's memory, pids and CPU */
+	bool no_cg;              /* cgroups cannot be made ahead here (v2) */
+};
+
+static void make_ahead(struct ahead *a)
+{
+	struct al_error *e = NULL;
+
+	if (a->netns_fd < 0 && jail_netns_make(&a->netns_fd, &e) == JAIL_NS_STRANDED)
+		_exit(1);
+	al_error_free(e);
+	e = NULL;
+	if (!a->cg && !a->no_cg && jail_cgroup_ahead(&a->limits, &a->cg, &e) < 0)
+		a->no_cg = e && e->code == ENOTSUP;
+	al_error_free(e);
+	e = NULL;
+	if (a->mntns_fd < 0) {
+		struct al_config cfg;
+		struct jail_ctx ctx = {.cfg = &cfg, .uid = JAIL_USER_UID};
+
+		al_config_init(&cfg);
+		cfg.workdir = "/workspace";
+		cfg.disk_bytes = a->disk_bytes;
+		if (jail_rootfs_ahead(&ctx, &a->mntns_fd, &e) == JAIL_NS_STRANDED)
+			_exit(1);
+		al_error_free(e);
+	}
+}
+
+/* The root made ahead fits this create? Else it stays for one that it fits, and the next
+ * one is made for these settings. */
+static bool ahead_fits(struct ahead *a, const struct al_config *cfg)
+{
+	uint64_t want = cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT;
+
+	if (!jail_rootfs_can_ahead(cfg))
+		return false;
+	if (a->mntns_fd >= 0 && want == a->disk_bytes)
+		return true;
+	al_closep(&a->mntns_fd);
+	a->disk_bytes = want;
+	return false;
+}
+
+void jail_spawn_abi(char out[64])
+{
+	snprintf(out, 64, "airlock %s spawn %zu/%zu", AIRLOCK_VERSION,
+		 sizeof(struct jail_spawn_req), sizeof(struct jail_spawn_report));
+}
+
+void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
+{
+	/* Copies: the arguments may lie in our argv area, which each sandbox's PID 1 wipes in
+	 * its copy of our memory before it execs the agent (child.c), and the agent's path
+	 * is in the message of an exec that fails after that. */
+	const char *agent_path = xstrdup(agent_arg), *sock_dir = xstrdup(sock_arg);
+	struct jail_spawn_report hello = {.pid = (int32_t)getpid()};
+	struct jail_spawn_req q;
+	ssize_t n;
+	struct ahead ahead = {.netns_fd = -1, .mntns_fd = -1, .disk_bytes = JAIL_DISK_DEFAULT};
+
+	al_config_init(&ahead.limits);
+	fcntl(fd, F_SETFD, FD_CLOEXEC); /* no sandbox's PID 1 keeps the channel */
+
+	/* No PR_SET_PDEATHSIG: it fires when the forking *thread* ends. The channel's EOF
+	 * (the daemon closed it, or died) is what ends the spawner. */
+	prctl(PR_SET_NAME, "airlockd-spawn");
+	signal(SIGPIPE, SIG_IGN);
+	_Static_assert(sizeof(hello.msg) >= 64, "the hello fits a report");
+	jail_spawn_abi(hello.msg);
+	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
+		_exit(0);
+	jail_cgroup_sweep(true); /* all leftovers: once, not per create (cgroup.c) */
+	make_ahead(&ahead);
+	while ((n = recv(fd, &q, sizeof(q), 0)) == (ssize_t)sizeof(q)) {
+		struct jail_spawn_report rep = {0};
+		struct al_config cfg;
+		struct jail_sandbox_info info = {0};
+		struct al_error *e = NULL;
+		char sock[4096];
+		int r;
+		struct jail_sandbox_spec spec = {
+			.cfg = &cfg,
+			.agent_path = agent_path,
+			.agent_sock = sock,
+			.cgroup_name = q.id,
+			.host_base = q.host_base,
+			.parent_is_ours = true,
+			.netns_ahead = ahead.netns_fd >= 0,
+			.netns_fd = ahead.netns_fd,
+			.cgroup_ahead = ahead.cg,
+		};
+
+		q.id[sizeof(q.id) - 1] = q.image[sizeof(q.image) - 1] = '\0';
+		q.workdir[sizeof(q.workdir) - 1] = '\0';
+		al_config_init(&cfg);
+		cfg.image = q.image[0] ? q.image : NULL;
+		cfg.workdir = q.workdir;
+		cfg.cpus = q.cpus;
+		cfg.timeout_ms = 0; /* the daemon's timer owns the lifetime */
+		cfg.pids = q.pids;
+		if (q.memory_bytes)
+			cfg.memory_bytes = q.memory_bytes;
+		if (q.disk_bytes)
+			cfg.disk_bytes = q.disk_bytes;
+		snprintf(sock, sizeof(sock), "%s/%s.sock", sock_dir, q.id);
+		spec.mntns_ahead = ahead_fits(&ahead, &cfg);
+		spec.mntns_fd = ahead.mntns_fd;
+		r = jail_sandbox_spawn(&spec, &info, &e);
+		/* PID 1 joined them (or died): never given to another. */
+		ahead.cg = NULL; /* the sandbox's now, or removed */
+		ahead.limits.memory_bytes = cfg.memory_bytes;
+		ahead.limits.pids = cfg.pids;
+		ahead.limits.cpus = cfg.cpus;
+		al_closep(&ahead.netns_fd);
+		if (spec.mntns_ahead)
+			al_closep(&ahead.mntns_fd);
+		if (r < 0) {
+			rep.code = e ? e->code : EIO;
+			snprintf(rep.msg, sizeof(rep.msg), "%s", e && e->msg ? e->msg : "spawn");
+		} else {
+			rep.pid = info.pid;
+			rep.start_time = info.start_time;
+		}
+		al_error_free(e);
+		if (send(fd, &rep, sizeof(rep), MSG_NOSIGNAL) != (ssize_t)sizeof(rep))
+			break;
+		make_ahead(&ahead); /* while the daemon finishes this create */
+		/* A failed set-up's PID 1 was our parent's child: nothing of it to reap here. */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+	}
+	jail_cgroup_destroy_now(ahead.cg);
+	_exit(0);
+}
+
