@@ -157,10 +157,6 @@ struct daemon {
 /* registry.c */
 int64_t dm_now_ms(void);
 void dm_new_id(const char *prefix, char out[DM_ID_LEN + 1]);
-
-/* statelock.c: one daemon per state directory; EBUSY (naming the other's pid) if taken */
-int dm_state_lock(struct daemon *d, struct al_error **err);
-void dm_state_unlock(struct daemon *d);
 /* With d->mu held: the team's sandbox, or NULL (sets err ENOENT). */
 struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
 			   struct al_error **err);
@@ -193,18 +189,23 @@ struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
 void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status);
 json_t *dm_cmd_json(const struct dm_cmd *c);
 
+/* statelock.c: one daemon per state directory; EBUSY (naming the other's pid) if taken */
+int dm_state_lock(struct daemon *d, struct al_error **err);
+void dm_state_unlock(struct daemon *d);
+
 /* agent_conn.c */
 int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err);
 /* Send a request and wait for its OK/ERROR (d->mu NOT held). Returns 0, or -errno with
  * the agent's message in err. */
-/* commands.c: dm_cmd_end_copy with d->mu held; dm_cmd_end_store without it. */
-void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out);
-void dm_cmd_end_store(struct daemon *d, const struct dm_cmd_end *e);
 int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, uint32_t *pid,
 		     struct al_error **err);
 uint32_t dm_agent_next_id(struct dm_sbx *s);
 /* Fire-and-forget frame (d->mu NOT held). */
 int dm_agent_send(struct dm_sbx *s, struct proto_buf *b);
+
+/* commands.c: dm_cmd_end_copy with d->mu held; dm_cmd_end_store without it. */
+void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out);
+void dm_cmd_end_store(struct daemon *d, const struct dm_cmd_end *e);
 
 /* netgw.c: the sandbox's network gateway */
 bool dm_policy_is_deny_all(const char *json);
@@ -233,9 +234,8 @@ bool dm_sandbox_has_ca(struct daemon *d, const char *id);
 int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *policy, int64_t gen,
 		    unsigned conns, struct al_error **err);
 
-/* spawner.c */
 /*
- * The warm pool (pool.c): with opts.pool > 0, that many fresh sandboxes are kept
+ * pool.c. The warm pool: with opts.pool > 0, that many fresh sandboxes are kept
  * running under the team "" (no token has it: the API cannot see them), for each of
  * the native and the Vercel workdir. A create that fits them (host runtime,
  * default disk, one of those workdirs) takes one: its team,
@@ -253,7 +253,7 @@ bool dm_pool_fits(const struct dm_create *c);
 /* The pooled sandboxes ready now (under d->mu). */
 size_t dm_pool_ready(struct daemon *d, const char *workdir);
 
-/* The spawner process (spawner.c): forked while the daemon is small. */
+/* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);
 void dm_spawner_stop(struct daemon *d);
 int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
