@@ -408,7 +408,7 @@ bad:
 	pthread_mutex_unlock(&s->send_mu);
 	/* The agent is PID 1: its socket closing means the sandbox is gone (or it broke the
 	 * protocol, and then it is killed: we cannot trust it any more). */
-	if (strcmp(s->status, "running") == 0) {
+	if (s->state == DM_SBX_RUNNING) {
 		pid_t pid = s->pid;
 		uint64_t start = s->start_time;
 		char id[DM_ID_LEN + 1];
@@ -422,7 +422,7 @@ bad:
 		left = jail_sandbox_kill(same ? pid : 0, start, id) < 0;
 		pthread_mutex_lock(&d->mu);
 		s->cgroup_left |= left;
-		dm_sbx_ended(d, s, "failed");
+		dm_sbx_ended(d, s, DM_SBX_FAILED);
 	}
 	s->gen++;
 	pthread_cond_broadcast(&s->cv);

@@ -19,8 +19,8 @@ static struct dm_sbx *running_sbx(struct daemon *d, const char *team, const char
 {
 	struct dm_sbx *s = dm_find_sbx(d, team, id, err);
 
-	if (s && strcmp(s->status, "running") != 0) {
-		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	if (s && s->state != DM_SBX_RUNNING) {
+		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, dm_sbx_state_name(s->state));
 		return NULL;
 	}
 	return s;

@@ -71,8 +71,9 @@ static int open_root(struct daemon *d, const char *team, const char *sbx, char *
 
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, sbx, err);
-	if (s && strcmp(s->status, "running") != 0)
-		al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status), s = NULL;
+	if (s && s->state != DM_SBX_RUNNING)
+		al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, dm_sbx_state_name(s->state)),
+			s = NULL;
 	if (s) {
 		json_t *cfg = json_loads(s->config_json, 0, NULL);
 

@@ -80,10 +80,18 @@ struct dm_pending {
 /* The pids limit of every daemon sandbox. */
 #define DM_SANDBOX_PIDS 1024
 
+/* A sandbox's lifecycle. The store and the API's JSON spell it dm_sbx_state_name(). */
+enum dm_sbx_state {
+	DM_SBX_RUNNING,
+	DM_SBX_STOPPING, /* its processes are being killed (stored by older versions only) */
+	DM_SBX_STOPPED,
+	DM_SBX_FAILED,
+};
+
 struct dm_sbx {
 	char id[DM_ID_LEN + 1];
 	char *team;
-	char *status;            /* running, stopping, stopped, failed */
+	enum dm_sbx_state state;
 	int64_t created_ms, expires_ms, stopped_ms;
 	pid_t pid;
 	uint64_t start_time;
@@ -156,6 +164,9 @@ struct daemon {
 
 /* registry.c */
 int64_t dm_now_ms(void);
+const char *dm_sbx_state_name(enum dm_sbx_state st);
+/* A state as the store spells it; -EINVAL for anything else. */
+int dm_sbx_state_parse(const char *name, enum dm_sbx_state *out);
 void dm_new_id(const char *prefix, char out[DM_ID_LEN + 1]);
 /* With d->mu held: the team's sandbox, or NULL (sets err ENOENT). */
 struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
@@ -186,7 +197,7 @@ void dm_ids_delete(struct daemon *d, struct dm_ids *ids);
 struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
 /* The sandbox ended (agent gone): finish its running commands, persist, wake waiters.
  * Called with d->mu held. */
-void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status);
+void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final);
 json_t *dm_cmd_json(const struct dm_cmd *c);
 
 /* statelock.c: one daemon per state directory; EBUSY (naming the other's pid) if taken */
@@ -247,7 +258,7 @@ void *dm_pool_main(void *arg);
 /* A running sandbox of the pool, not yet handed out (under d->mu). */
 static inline bool dm_sbx_pooled(const struct dm_sbx *s)
 {
-	return s->team[0] == '\0' && strcmp(s->status, "running") == 0;
+	return s->team[0] == '\0' && s->state == DM_SBX_RUNNING;
 }
 bool dm_pool_fits(const struct dm_create *c);
 /* The pooled sandboxes ready now (under d->mu). */

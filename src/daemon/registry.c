@@ -32,6 +32,32 @@ int64_t dm_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The store's and the API's spelling: both keep these strings. */
+const char *dm_sbx_state_name(enum dm_sbx_state st)
+{
+	switch (st) {
+	case DM_SBX_RUNNING:
+		return "running";
+	case DM_SBX_STOPPING:
+		return "stopping";
+	case DM_SBX_STOPPED:
+		return "stopped";
+	case DM_SBX_FAILED:
+		return "failed";
+	}
+	return "failed"; /* not a state: nothing runs in it */
+}
+
+int dm_sbx_state_parse(const char *name, enum dm_sbx_state *out)
+{
+	for (enum dm_sbx_state st = DM_SBX_RUNNING; name && st <= DM_SBX_FAILED; st++)
+		if (strcmp(name, dm_sbx_state_name(st)) == 0) {
+			*out = st;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 void dm_new_id(const char *prefix, char out[DM_ID_LEN + 1])
 {
 	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
@@ -100,7 +126,8 @@ static json_t *sbx_json(const struct dm_sbx *s)
 	json_t *c = config_of(s), *o, *pol;
 
 	pol = json_loads(s->policy_json ? s->policy_json : "\"deny-all\"", JSON_DECODE_ANY, NULL);
-	o = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I}", "id", s->id, "status", s->status,
+	o = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I}", "id", s->id, "status",
+		      dm_sbx_state_name(s->state),
 		      "created_at", (json_int_t)s->created_ms, "expires_at",
 		      (json_int_t)s->expires_ms, "stopped_at",
 		      s->stopped_ms ? json_integer(s->stopped_ms) : json_null(), "timeout_ms",
@@ -127,7 +154,7 @@ static void to_store(const struct dm_sbx *s, struct store_sandbox *r)
 	memset(r, 0, sizeof(*r));
 	r->id = (char *)s->id;
 	r->team = s->team;
-	r->status = s->status;
+	r->status = (char *)dm_sbx_state_name(s->state);
 	r->created_ms = s->created_ms;
 	r->expires_ms = s->expires_ms;
 	r->stopped_ms = s->stopped_ms;
@@ -158,18 +185,11 @@ static void sbx_free(struct dm_sbx *s)
 		free(*e);
 	free(s->env);
 	free(s->team);
-	free(s->status);
 	free(s->config_json);
 	free(s->policy_json);
 	free(s->workdir);
 	pthread_mutex_destroy(&s->send_mu);
 	free(s);
-}
-
-static void set_status(struct dm_sbx *s, const char *status)
-{
-	free(s->status);
-	s->status = xstrdup(status);
 }
 
 json_t *dm_cmd_json(const struct dm_cmd *c)
@@ -198,7 +218,15 @@ json_t *dm_cmd_json(const struct dm_cmd *c)
 /* Stopped or failed: nothing of it runs any more, nothing will. */
 static bool has_ended(const struct dm_sbx *s)
 {
-	return strcmp(s->status, "stopped") == 0 || strcmp(s->status, "failed") == 0;
+	switch (s->state) {
+	case DM_SBX_RUNNING:
+	case DM_SBX_STOPPING:
+		return false;
+	case DM_SBX_STOPPED:
+	case DM_SBX_FAILED:
+		return true;
+	}
+	return true;
 }
 
 /* *v -= x, not below 0 (output counts are kept apart and may disagree by a chunk). */
@@ -207,7 +235,7 @@ static void sub_floor0(uint64_t *v, uint64_t x)
 	*v -= x < *v ? x : *v;
 }
 
-void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status)
+void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
 	int64_t now = dm_now_ms();
 
@@ -225,9 +253,9 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status)
 		store_command_finish(d->store, c->id, now, -1, SIGKILL, c->reason, NULL);
 	}
 	if (!has_ended(s)) {
-		set_status(s, status);
+		s->state = final;
 		s->stopped_ms = now;
-		store_sandbox_set_status(d->store, s->id, status, now, NULL);
+		store_sandbox_set_status(d->store, s->id, dm_sbx_state_name(final), now, NULL);
 	}
 	s->gen++;
 	pthread_cond_broadcast(&s->cv);
@@ -407,7 +435,7 @@ static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct d
 
 	pthread_cond_init(&s->cv, NULL);
 	dm_new_id("sbx_", s->id);
-	s->status = xstrdup("running");
+	s->state = DM_SBX_RUNNING;
 	s->workdir = xstrdup(c->workdir ? c->workdir : "/workspace");
 	s->image = c->image != NULL;
 	assign_create(d, s, team, c);
@@ -423,7 +451,7 @@ static void add_sbx(struct daemon *d, struct dm_sbx *s)
 	d->sbxs[d->n_sbxs++] = s;
 }
 
-static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final);
+static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final);
 static int check_policy(json_t *policy, char **canon, struct al_error **err);
 
 /*
@@ -460,14 +488,14 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	if (jail_sandbox_set_limits(s->id, &cfg, err) < 0 ||
 	    store_sandbox_put(d->store, &row, err) < 0) {
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, "failed");
+		stop_locked_sbx(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return -1;
 	}
 	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, s->gw_conns, err) < 0) {
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, "failed");
+		stop_locked_sbx(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
@@ -489,8 +517,7 @@ static size_t team_load(const struct daemon *d, const char *team)
 
 	for (size_t i = 0; i < d->n_sbxs; i++)
 		n += strcmp(d->sbxs[i]->team, team) == 0 &&
-		     (strcmp(d->sbxs[i]->status, "running") == 0 ||
-		      strcmp(d->sbxs[i]->status, "stopping") == 0);
+		     (d->sbxs[i]->state == DM_SBX_RUNNING || d->sbxs[i]->state == DM_SBX_STOPPING);
 	for (size_t i = 0; i < d->n_creating; i++)
 		n += strcmp(d->creating[i], team) == 0;
 	return n;
@@ -606,7 +633,7 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	if (gl.fd >= 0 && dm_gateway_attach(&gl, s->pid, err) < 0) {
 		free(canon);
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, "failed");
+		stop_locked_sbx(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
@@ -646,19 +673,19 @@ int dm_sandbox_list(struct daemon *d, const char *team, json_t **out, struct al_
 	return 0;
 }
 
-static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final)
+static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
 	pid_t pid = s->pid;
 	uint64_t st = s->start_time;
 	char sock[4096];
 	int root;
 
-	if (strcmp(s->status, "running") != 0)
+	if (s->state != DM_SBX_RUNNING)
 		return 0;
 	/* "stopping" only in memory (other threads must not start anything meanwhile): the
 	 * store keeps "running" until "stopped", so a daemon that dies in between finds a
 	 * live agent running again, or a dead one and ends it, after a restart. */
-	set_status(s, "stopping");
+	s->state = DM_SBX_STOPPING;
 	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, s->id);
 	pthread_mutex_unlock(&d->mu);
 	/* Every process of the sandbox is gone when this returns; its mounts are not torn
@@ -682,7 +709,7 @@ int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct a
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, id, err);
 	if (s)
-		stop_locked_sbx(d, s, "stopped");
+		stop_locked_sbx(d, s, DM_SBX_STOPPED);
 	pthread_mutex_unlock(&d->mu);
 	return s ? 0 : -ENOENT;
 }
@@ -697,8 +724,9 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	s = dm_find_sbx(d, team, id, err);
 	if (!s) {
 		r = -ENOENT;
-	} else if (strcmp(s->status, "running") != 0) {
-		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	} else if (s->state != DM_SBX_RUNNING) {
+		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id,
+				 dm_sbx_state_name(s->state));
 	} else if (add_ms == 0 || (uint64_t)(s->expires_ms - s->created_ms) + add_ms >
 					  DM_MAX_LIFETIME_MS) {
 		r = al_error_msg(err, EINVAL, "a sandbox lives at most 24 h (and extend needs > 0)");
@@ -741,8 +769,9 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	s = r < 0 ? NULL : dm_find_sbx(d, team, id, err);
 	if (r == 0 && !s) {
 		r = -ENOENT;
-	} else if (s && strcmp(s->status, "running") != 0) {
-		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	} else if (s && s->state != DM_SBX_RUNNING) {
+		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id,
+				 dm_sbx_state_name(s->state));
 	} else if (s) {
 		gen = ++s->policy_gen;
 		pid = s->pid;
@@ -1054,13 +1083,13 @@ static void *timer_main(void *arg)
 		for (size_t i = 0; i < d->n_sbxs; i++) {
 			struct dm_sbx *s = d->sbxs[i];
 
-			if (strcmp(s->status, "running") != 0)
+			if (s->state != DM_SBX_RUNNING)
 				continue;
 			if (s->expires_ms <= now) {
 				for (size_t j = 0; j < s->n_cmds; j++)
 					if (!s->cmds[j]->reason)
 						s->cmds[j]->timed_out = true;
-				stop_locked_sbx(d, s, "stopped");
+				stop_locked_sbx(d, s, DM_SBX_STOPPED);
 				break; /* the list may have changed while unlocked */
 			}
 			for (size_t j = 0; j < s->n_cmds; j++) {
@@ -1142,10 +1171,15 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	json_t *cfg = json_loads(r->config_json ? r->config_json : "{}", 0, NULL), *env;
 	uint64_t st = 0;
 	size_t i;
+	/* Only live rows are loaded: running, or stopping (written by earlier versions
+	 * before the kill). A row the store's CHECK should have refused ends as failed. */
+	bool known = dm_sbx_state_parse(r->status, &s->state) == 0;
+	bool stopping = known && s->state == DM_SBX_STOPPING;
 
+	if (!known)
+		s->state = DM_SBX_RUNNING;
 	snprintf(s->id, sizeof(s->id), "%s", r->id);
 	s->team = xstrdup(r->team);
-	s->status = xstrdup(r->status);
 	s->created_ms = r->created_ms;
 	s->expires_ms = r->expires_ms;
 	s->pid = r->init_pid;
@@ -1178,14 +1212,14 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	add_sbx(d, s);
 	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed.
 	 * A pooled sandbox of an earlier run is not reused: it is stopped. So is one whose
-	 * stop was under way ("stopping", written by earlier versions before the kill). */
-	if (strcmp(r->status, "stopping") != 0 && s->team[0] &&
+	 * stop was under way. */
+	if (known && !stopping && s->team[0] &&
 	    jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
 	    dm_agent_connect(d, s, NULL) == 0)
 		return 0;
 	jail_sandbox_kill(s->pid, s->start_time, s->id);
 	pthread_mutex_lock(&d->mu);
-	dm_sbx_ended(d, s, strcmp(r->status, "stopping") == 0 ? "stopped" : "failed");
+	dm_sbx_ended(d, s, stopping ? DM_SBX_STOPPED : DM_SBX_FAILED);
 	pthread_mutex_unlock(&d->mu);
 	return 0;
 }
@@ -1313,7 +1347,7 @@ void daemon_close(struct daemon *d)
 	pthread_mutex_lock(&d->mu);
 	for (size_t i = 0; i < d->n_sbxs; i++)
 		if (dm_sbx_pooled(d->sbxs[i]))
-			stop_locked_sbx(d, d->sbxs[i], "stopped");
+			stop_locked_sbx(d, d->sbxs[i], DM_SBX_STOPPED);
 	/* What the timer had still to remove: a last try of up to 5 s, not to leave it. */
 	for (int t = 0; t < 100 && reclaim_cgroups(d) > 0; t++) {
 		pthread_mutex_unlock(&d->mu);
