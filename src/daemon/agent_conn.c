@@ -125,28 +125,28 @@ static void finish_cmd(struct daemon *d, struct dm_cmd *c, const struct proto_ms
 {
 	int st = m->status, e = (m->present & (1u << PT_ERRNO)) ? m->err : 0;
 	uint64_t peak = 0, ooms = 0;
-	const char *reason;
+	enum al_reason reason;
 
 	c->exit_code = -1;
 	c->signal = 0;
 	if (e > 0) {
-		reason = "exec_failed";
+		reason = AL_REASON_EXEC_FAILED;
 		c->exit_code = e == ENOENT ? AL_EXIT_NOTFOUND : AL_EXIT_NOEXEC;
 	} else if (e < 0) {
-		reason = "setup_failed";
+		reason = AL_REASON_SETUP_FAILED;
 	} else if (WIFEXITED(st)) {
-		reason = "exited";
+		reason = AL_REASON_EXITED;
 		c->exit_code = WEXITSTATUS(st);
 	} else {
 		c->signal = WIFSIGNALED(st) ? WTERMSIG(st) : SIGKILL;
 		jail_sandbox_stats(c->sbx->id, &peak, &ooms);
-		reason = c->timed_out			       ? "timeout"
-			 : c->signal == SIGSYS		       ? "seccomp"
-			 : (c->signal == SIGKILL && ooms > 0) ? "oom"
-							       : "signaled";
+		reason = c->timed_out			       ? AL_REASON_TIMEOUT
+			 : c->signal == SIGSYS		       ? AL_REASON_SECCOMP
+			 : (c->signal == SIGKILL && ooms > 0) ? AL_REASON_OOM
+							       : AL_REASON_SIGNALED;
 	}
-	free(c->reason);
-	c->reason = xstrdup(reason);
+	c->finished = true;
+	c->reason = reason;
 	c->finished_ms = dm_now_ms();
 	if (!c->row_stored)
 		return; /* the start path writes the end right after the row */
@@ -194,7 +194,7 @@ static void replay_missing(struct daemon *d, struct dm_sbx *s)
 		char id[DM_ID_LEN + 1];
 		uint64_t off[2];
 
-		if (c->reason)
+		if (c->finished)
 			continue;
 		strcpy(id, c->id);
 		off[0] = c->stored[0];
@@ -328,7 +328,7 @@ static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m
 		store_output(d, s, c, m);
 		break;
 	case PROTO_EXIT:
-		if (c && !c->reason)
+		if (c && !c->finished)
 			finish_cmd(d, c, m, fb);
 		break;
 	default:

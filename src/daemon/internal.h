@@ -45,7 +45,9 @@ struct dm_cmd {
 	bool sudo;
 	int64_t started_ms, finished_ms;
 	int32_t exit_code, signal;
-	char *reason;            /* NULL while running */
+	bool finished;
+	enum al_reason reason;   /* why it finished (al_reason_name: the store's and the
+				  * API's spelling); nothing while running */
 	uint64_t stored[2];      /* bytes persisted of stdout, stderr */
 	uint64_t out_gen;        /* bumped (d->mu held) once each output chunk is in the store;
 				  * 1 for a command loaded at start, whose output may be there */
@@ -66,7 +68,7 @@ struct dm_cmd_end {
 	char id[DM_ID_LEN + 1];
 	int64_t finished_ms;
 	int32_t exit_code, signal;
-	char reason[32];
+	enum al_reason reason;
 };
 
 struct dm_pending {

@@ -170,7 +170,6 @@ static void cmd_free(struct dm_cmd *c)
 {
 	free(c->argv_json);
 	free(c->cwd);
-	free(c->reason);
 	free(c);
 }
 
@@ -192,12 +191,40 @@ static void sbx_free(struct dm_sbx *s)
 	free(s);
 }
 
+/* Does a command that ended so have an exit code to show? */
+static bool reason_has_code(enum al_reason r)
+{
+	switch (r) {
+	case AL_REASON_EXITED:
+	case AL_REASON_EXEC_FAILED:
+		return true;
+	case AL_REASON_SIGNALED:
+	case AL_REASON_TIMEOUT:
+	case AL_REASON_OOM:
+	case AL_REASON_SECCOMP:
+	case AL_REASON_SETUP_FAILED:
+	case AL_REASON_INTERRUPTED:
+		return false;
+	}
+	return false;
+}
+
+/* A command's end as the store spells it (al_reason_name); -EINVAL for anything else. */
+static int reason_parse(const char *name, enum al_reason *out)
+{
+	for (enum al_reason r = AL_REASON_EXITED; r <= AL_REASON_INTERRUPTED; r++)
+		if (strcmp(name, al_reason_name(r)) == 0) {
+			*out = r;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 json_t *dm_cmd_json(const struct dm_cmd *c)
 {
 	json_t *argv = json_loads(c->argv_json, 0, NULL), *o;
-	bool done = c->reason != NULL;
-	bool has_code = done && (strcmp(c->reason, "exited") == 0 ||
-				 strcmp(c->reason, "exec_failed") == 0);
+	bool done = c->finished;
+	bool has_code = done && reason_has_code(c->reason);
 
 	o = json_pack("{s:s, s:s, s:O?, s:s, s:b, s:I, s:o, s:s}", "id", c->id, "sandbox_id",
 		      c->sbx->id, "cmd", argv ? json_array_get(argv, 0) : NULL, "cwd",
@@ -210,7 +237,8 @@ json_t *dm_cmd_json(const struct dm_cmd *c)
 	json_object_set_new(o, "args", argv ? argv : json_array());
 	json_object_set_new(o, "exit_code", has_code ? json_integer(c->exit_code) : json_null());
 	json_object_set_new(o, "signal", done && c->signal ? json_integer(c->signal) : json_null());
-	json_object_set_new(o, "reason", done ? json_string(c->reason) : json_null());
+	json_object_set_new(o, "reason",
+			    done ? json_string(al_reason_name(c->reason)) : json_null());
 	json_object_set_new(o, "output_truncated", json_boolean(c->truncated));
 	return o;
 }
@@ -244,13 +272,15 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 	for (size_t i = 0; i < s->n_cmds; i++) {
 		struct dm_cmd *c = s->cmds[i];
 
-		if (c->reason)
+		if (c->finished)
 			continue;
 		/* The pid namespace died with PID 1: every process got SIGKILL. */
-		c->reason = xstrdup(c->timed_out ? "timeout" : "signaled");
+		c->finished = true;
+		c->reason = c->timed_out ? AL_REASON_TIMEOUT : AL_REASON_SIGNALED;
 		c->signal = SIGKILL;
 		c->finished_ms = now;
-		store_command_finish(d->store, c->id, now, -1, SIGKILL, c->reason, NULL);
+		store_command_finish(d->store, c->id, now, -1, SIGKILL, al_reason_name(c->reason),
+				     NULL);
 	}
 	if (!has_ended(s)) {
 		s->state = final;
@@ -1031,13 +1061,13 @@ bool dm_cmds_trim(struct daemon *d, struct dm_sbx *s, uint64_t extra, struct dm_
 	if (s->n_cmds <= max && s->rec_total + extra <= budget)
 		return true;
 	for (size_t k = 0; k < s->n_cmds; k++)
-		due += s->cmds[k]->reason != NULL;
+		due += s->cmds[k]->finished;
 	due = due > max ? due - max : 0;
 	for (size_t k = 0; k < s->n_cmds; k++) {
 		struct dm_cmd *c = s->cmds[k];
 		bool over = s->rec_total + extra > budget;
 
-		if (c->reason && (due || over)) {
+		if (c->finished && (due || over)) {
 			due -= due > 0;
 			if (c->row_stored && !__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
 				ids_add(ids, c->id);
@@ -1087,7 +1117,7 @@ static void *timer_main(void *arg)
 				continue;
 			if (s->expires_ms <= now) {
 				for (size_t j = 0; j < s->n_cmds; j++)
-					if (!s->cmds[j]->reason)
+					if (!s->cmds[j]->finished)
 						s->cmds[j]->timed_out = true;
 				stop_locked_sbx(d, s, DM_SBX_STOPPED);
 				break; /* the list may have changed while unlocked */
@@ -1096,8 +1126,8 @@ static void *timer_main(void *arg)
 				struct dm_cmd *c = s->cmds[j];
 				char cid[DM_ID_LEN + 1];
 
-				if (c->reason || !c->deadline_ms || (int64_t)c->deadline_ms > now ||
-				    c->timed_out)
+				if (c->finished || !c->deadline_ms ||
+				    (int64_t)c->deadline_ms > now || c->timed_out)
 					continue;
 				c->timed_out = true;
 				strcpy(cid, c->id);
@@ -1152,7 +1182,12 @@ static int load_cmd(void *ctx, const struct store_command *r)
 	c->finished_ms = r->finished_ms;
 	c->exit_code = r->exit_code;
 	c->signal = r->signal;
-	c->reason = r->reason ? xstrdup(r->reason) : NULL;
+	if (r->reason) {
+		c->finished = true;
+		/* Only this vocabulary is ever stored; anything else reads as a kill. */
+		if (reason_parse(r->reason, &c->reason) < 0)
+			c->reason = AL_REASON_SIGNALED;
+	}
 	c->deadline_ms = (uint64_t)r->deadline_ms;
 	c->out_gen = 1; /* an earlier run may have stored output: readers must look */
 	s->rec_total += dm_cmd_rec_bytes(c);
