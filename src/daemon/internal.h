@@ -165,6 +165,12 @@ struct daemon {
 };
 
 /* registry.c */
+/* The daemon's one log sink: a line "airlockd: ..." on stderr. For what fails with no
+ * caller to tell (a timer, the reaper, a best-effort store write): logged, not dropped. */
+void dm_log(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* dm_log of "<fmt>: <the error's message>"; frees *err (and sets it NULL). */
+void dm_log_err(struct daemon *d, struct al_error **err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 int64_t dm_now_ms(void);
 const char *dm_sbx_state_name(enum dm_sbx_state st);
 /* A state as the store spells it; -EINVAL for anything else. */

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,39 @@
 #include <time.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+/* One fprintf a line: stdio's lock keeps lines of different threads apart. */
+static void log_line(const char *line)
+{
+	fprintf(stderr, "airlockd: %s\n", line);
+}
+
+void dm_log(struct daemon *d, const char *fmt, ...)
+{
+	_cleanup_free_ char *line = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&line, fmt, ap) < 0)
+		line = NULL;
+	va_end(ap);
+	log_line(line ? line : fmt);
+}
+
+void dm_log_err(struct daemon *d, struct al_error **err, const char *fmt, ...)
+{
+	_cleanup_free_ char *what = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&what, fmt, ap) < 0)
+		what = NULL;
+	va_end(ap);
+	dm_log(d, "%s: %s", what ? what : fmt,
+	       *err && (*err)->msg ? (*err)->msg : "unknown error");
+	al_error_free(*err);
+	*err = NULL;
+}
 
 int64_t dm_now_ms(void)
 {
