@@ -256,6 +256,7 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 			 const struct proto_msg *m)
 {
 	size_t len = m->data_len;
+	struct al_error *err = NULL;
 	uint64_t budget;
 	int64_t t0;
 	int r;
@@ -284,8 +285,11 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	dm_cmd_hold(c); /* not forgotten while we store for it */
 	pthread_mutex_unlock(&d->mu);
 	t0 = mono_ns();
-	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, NULL);
+	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, &err);
 	pace_output(s, mono_ns() - t0);
+	if (r < 0) /* the reader has nobody to tell: the chunk is missing from the logs */
+		dm_log_err(d, &err, "command %s: %zu bytes of output at offset %llu", c->id, len,
+			   (unsigned long long)m->offset);
 	pthread_mutex_lock(&d->mu);
 	dm_cmd_put(c);
 	if (r >= 0)

@@ -199,10 +199,15 @@ void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out)
 	out->reason = c->reason;
 }
 
+/* Best effort: the end is in memory already, and a restarted daemon learns it again from
+ * the agent (or ends the command with its sandbox). */
 void dm_cmd_end_store(struct daemon *d, const struct dm_cmd_end *e)
 {
-	store_command_finish(d->store, e->id, e->finished_ms, e->exit_code, e->signal,
-			     al_reason_name(e->reason), NULL);
+	struct al_error *err = NULL;
+
+	if (store_command_finish(d->store, e->id, e->finished_ms, e->exit_code, e->signal,
+				 al_reason_name(e->reason), &err) < 0)
+		dm_log_err(d, &err, "command %s ended", e->id);
 }
 
 /*
@@ -276,6 +281,7 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	bool stdin_sent, with_net;
 	_cleanup_free_ char *cwd = NULL;
 	struct dm_ids gone = {0};
+	struct al_error *late = NULL;
 
 	if (validate_exec(e, err) < 0 ||
 	    (e->cwd && al_path_normalize(e->cwd, "cwd", &cwd, err) < 0))
@@ -334,8 +340,10 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 			c->finished = true;
 			c->reason = AL_REASON_SETUP_FAILED;
 			c->finished_ms = dm_now_ms();
-			store_command_finish(d->store, c->id, c->finished_ms, -1, 0,
-					     al_reason_name(c->reason), NULL);
+			/* The caller gets the agent's error; the store's is logged. */
+			if (store_command_finish(d->store, c->id, c->finished_ms, -1, 0,
+						 al_reason_name(c->reason), &late) < 0)
+				dm_log_err(d, &late, "command %s ended", c->id);
 		}
 		s->gen++;
 		pthread_cond_broadcast(&s->cv);
@@ -586,9 +594,18 @@ int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *
 		out_gen = l->c->out_gen;
 		pthread_mutex_unlock(&d->mu);
 		if (out_gen != l->out_gen) {
-			store_output_each(d->store, l->id, 0, l->seq, take_chunk, l, NULL);
-			if (l->pend)
+			struct al_error *err = NULL;
+			int r = store_output_each(d->store, l->id, 0, l->seq, take_chunk, l, &err);
+
+			if (l->pend) { /* take_chunk stopped the walk at a chunk */
+				al_error_free(err);
 				continue;
+			}
+			/* Not the end of the output: the stream ends with an error. */
+			if (r < 0) {
+				dm_log_err(d, &err, "command %s: reading its output", l->id);
+				return -EIO;
+			}
 			l->out_gen = out_gen; /* everything stored up to out_gen is delivered */
 		}
 		if (done)

@@ -300,6 +300,7 @@ static void sub_floor0(uint64_t *v, uint64_t x)
 void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
 	int64_t now = dm_now_ms();
+	struct al_error *err = NULL;
 
 	dm_ca_remove(d, s->id); /* the sandbox's CA key does not outlive it */
 
@@ -313,13 +314,17 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 		c->reason = c->timed_out ? AL_REASON_TIMEOUT : AL_REASON_SIGNALED;
 		c->signal = SIGKILL;
 		c->finished_ms = now;
-		store_command_finish(d->store, c->id, now, -1, SIGKILL, al_reason_name(c->reason),
-				     NULL);
+		/* It ended all the same; a restart finds the sandbox dead and ends it again. */
+		if (store_command_finish(d->store, c->id, now, -1, SIGKILL,
+					 al_reason_name(c->reason), &err) < 0)
+			dm_log_err(d, &err, "sandbox %s ended", s->id);
 	}
 	if (!has_ended(s)) {
 		s->state = final;
 		s->stopped_ms = now;
-		store_sandbox_set_status(d->store, s->id, dm_sbx_state_name(final), now, NULL);
+		if (store_sandbox_set_status(d->store, s->id, dm_sbx_state_name(final), now,
+					     &err) < 0)
+			dm_log_err(d, &err, "sandbox %s ended", s->id);
 	}
 	s->gen++;
 	pthread_cond_broadcast(&s->cv);
@@ -778,6 +783,17 @@ int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct a
 	return s ? 0 : -ENOENT;
 }
 
+/*
+ * A request's store write failed: EIO, an error of the server (5xx), whatever errno
+ * SQLite's failure maps to (EBUSY, EROFS, EINVAL... would read as the client's fault).
+ */
+static int server_error(struct al_error **err)
+{
+	if (err && *err)
+		(*err)->code = EIO;
+	return -EIO;
+}
+
 int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64_t add_ms,
 		      struct al_error **err)
 {
@@ -794,10 +810,14 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	} else if (add_ms == 0 || (uint64_t)(s->expires_ms - s->created_ms) + add_ms >
 					  DM_MAX_LIFETIME_MS) {
 		r = al_error_msg(err, EINVAL, "a sandbox lives at most 24 h (and extend needs > 0)");
+	} else if (store_sandbox_set_expiry(d->store, s->id, s->expires_ms + (int64_t)add_ms,
+					    err) < 0) {
+		/* Not extended: an expiry the store lacks would be lost at a restart. */
+		al_error_wrap(err, "extending sandbox '%s'", s->id);
+		r = server_error(err);
 	} else {
 		s->expires_ms += (int64_t)add_ms;
 		s->timeout_ms += add_ms;
-		store_sandbox_set_expiry(d->store, s->id, s->expires_ms, NULL);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return r;
@@ -846,13 +866,25 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (r == 0) {
+		struct al_error *late = NULL;
+
 		/* Acknowledged only once in force; a failed update leaves deny-all. */
 		r = dm_apply_policy(d, sid, pid, canon, gen, conns, err);
 		pthread_mutex_lock(&d->mu);
 		free(s->policy_json);
 		s->policy_json = r == 0 ? TAKE_PTR(p) : xstrdup("\"deny-all\"");
 		s->gw_quiet_until = 0;
-		store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, NULL);
+		/* Memory follows the gateway, which enforces the policy already; a store that
+		 * did not take it makes the update fail, so the caller knows and can retry. */
+		if (r == 0 &&
+		    store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, err) < 0) {
+			al_error_wrap(err, "the network policy of sandbox '%s' is in force but was "
+				      "not stored", s->id);
+			r = server_error(err);
+		} else if (r < 0 &&
+			 store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, &late) < 0)
+			dm_log_err(d, &late, "sandbox %s: storing deny-all after a failed update",
+				   s->id);
 		pthread_mutex_unlock(&d->mu);
 		dm_sbx_put(s);
 	}
@@ -966,6 +998,7 @@ static void prune_egress_logs(struct daemon *d)
 	free(path);
 	while (dir && (de = readdir(dir))) {
 		struct store_sandbox row;
+		struct al_error *err = NULL;
 		char id[DM_ID_LEN + 1];
 		int r;
 
@@ -974,11 +1007,13 @@ static void prune_egress_logs(struct daemon *d)
 			continue;
 		memcpy(id, de->d_name, DM_ID_LEN);
 		id[DM_ID_LEN] = '\0';
-		r = store_sandbox_get(d->store, id, &row, NULL);
+		r = store_sandbox_get(d->store, id, &row, &err);
 		if (r == 1)
 			store_sandbox_release(&row);
-		else if (r == 0) /* on an error it stays */
+		else if (r == 0)
 			unlinkat(dirfd(dir), de->d_name, 0);
+		else /* it stays: the next start looks again */
+			dm_log_err(d, &err, "keeping egress log %s", de->d_name);
 	}
 	if (dir)
 		closedir(dir);
@@ -993,9 +1028,11 @@ static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_
 	pthread_mutex_unlock(&d->mu);
 	for (size_t k = 0; k < n; k++) {
 		char *log = dm_egress_log_path(d, ids[k]);
+		struct al_error *err = NULL;
 
-		/* A failure leaves a row (deleted with its sandbox, or at a later start). */
-		store_sandbox_delete(d->store, ids[k], NULL);
+		/* A failure leaves a row, pruned at a later start (store_prune). */
+		if (store_sandbox_delete(d->store, ids[k], &err) < 0)
+			dm_log_err(d, &err, "forgetting sandbox %s", ids[k]);
 		unlink(log);
 		free(log);
 	}
@@ -1069,8 +1106,12 @@ static void ids_add(struct dm_ids *ids, const char *id)
 
 void dm_ids_delete(struct daemon *d, struct dm_ids *ids)
 {
+	struct al_error *err = NULL;
+
+	/* A failure leaves the row until its sandbox's rows go. */
 	for (size_t k = 0; k < ids->n; k++)
-		store_command_delete(d->store, ids->id[k], NULL); /* a failure: deleted later */
+		if (store_command_delete(d->store, ids->id[k], &err) < 0)
+			dm_log_err(d, &err, "forgetting command %s", ids->id[k]);
 	free(ids->id);
 	*ids = (struct dm_ids){0};
 }
@@ -1244,9 +1285,13 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	 * before the kill). A row the store's CHECK should have refused ends as failed. */
 	bool known = dm_sbx_state_parse(r->status, &s->state) == 0;
 	bool stopping = known && s->state == DM_SBX_STOPPING;
+	struct al_error *err = NULL;
 
-	if (!known)
-		s->state = DM_SBX_RUNNING;
+	if (!known) {
+		dm_log(d, "sandbox %s: unknown state '%.32s' in the store: ended as failed", r->id,
+		       r->status ? r->status : "");
+		s->state = DM_SBX_RUNNING; /* so that dm_sbx_ended stores "failed" */
+	}
 	snprintf(s->id, sizeof(s->id), "%s", r->id);
 	s->team = xstrdup(r->team);
 	s->created_ms = r->created_ms;
@@ -1271,12 +1316,18 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	s->agent_fd = -1;
 	s->root_held = -1;
 	pthread_mutex_init(&s->send_mu, NULL);
-	store_command_each(d->store, s->id, load_cmd, s, NULL);
+	/* Either failure leaves the sandbox less to show (commands, or their output counts),
+	 * not a reason to leave it unmanaged. */
+	if (store_command_each(d->store, s->id, load_cmd, s, &err) < 0)
+		dm_log_err(d, &err, "sandbox %s: loading its commands", s->id);
 	for (i = 0; i < s->n_cmds; i++) {
-		store_output_size(d->store, s->cmds[i]->id, 1, &s->cmds[i]->stored[0], NULL);
-		store_output_size(d->store, s->cmds[i]->id, 2, &s->cmds[i]->stored[1], NULL);
+		struct dm_cmd *c = s->cmds[i];
+
+		if (store_output_size(d->store, c->id, 1, &c->stored[0], &err) < 0 ||
+		    store_output_size(d->store, c->id, 2, &c->stored[1], &err) < 0)
+			dm_log_err(d, &err, "command %s: the size of its stored output", c->id);
 		/* What it stored in earlier runs counts against its budget in this one. */
-		s->out_total += s->cmds[i]->stored[0] + s->cmds[i]->stored[1];
+		s->out_total += c->stored[0] + c->stored[1];
 	}
 	add_sbx(d, s);
 	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed.
@@ -1310,10 +1361,45 @@ static int check_agent(const char *path, struct al_error **err)
 	return 0;
 }
 
+/*
+ * The daemon's threads, each one required: without the reaper sandbox PID 1s stay zombies,
+ * without the timer nothing expires, without the watchdog a dead gateway stays dead, and
+ * --pool asked for a pool. A thread not started fails the start (daemon_close undoes it).
+ */
+static int start_threads(struct daemon *d, struct al_error **err)
+{
+	pthread_t w;
+	int e;
+
+	e = pthread_create(&d->reaper, NULL, reaper_main, d);
+	if (e)
+		return al_error_set(err, e, "start the reaper thread");
+	pthread_detach(d->reaper);
+	e = pthread_create(&d->timer, NULL, timer_main, d);
+	if (e) {
+		d->timer = 0; /* nothing to join */
+		return al_error_set(err, e, "start the timer thread");
+	}
+	if (d->opts.pool) {
+		if (d->opts.pool > DM_POOL_MAX)
+			d->opts.pool = DM_POOL_MAX;
+		e = pthread_create(&d->pool_thread, NULL, dm_pool_main, d);
+		if (e)
+			return al_error_set(err, e, "start the warm pool's thread");
+		d->pool_running = true;
+	}
+	e = pthread_create(&w, NULL, dm_netwatch_main, d);
+	if (e)
+		return al_error_set(err, e, "start the gateways' watchdog thread");
+	pthread_detach(w);
+	return 0;
+}
+
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err)
 {
 	struct daemon *d = xzalloc(sizeof(*d));
 	const size_t sock_max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	struct al_error *why = NULL;
 	char *db;
 	int r;
 
@@ -1357,10 +1443,8 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 		return -1;
 	}
 	/* Before the store and every thread: the spawner's fork copies little. */
-	if (dm_spawner_start(d, err) < 0) {
-		al_error_free(*err); /* not fatal: the first create forks it again */
-		*err = NULL;
-	}
+	if (dm_spawner_start(d, &why) < 0) /* not fatal: the first create forks it again */
+		dm_log_err(d, &why, "the sandbox spawner");
 	db = xasprintf("%s/airlock.db", d->state_dir);
 	r = store_open(db, &d->store, err);
 	free(db);
@@ -1370,26 +1454,25 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	}
 	/* Sandbox PID 1s become our children when their spawner exits. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	store_sandbox_each(d->store, NULL, true, recover_one, d, NULL);
+	/* A daemon that does not know its live sandboxes would give their uid ranges out
+	 * again and leave them unmanaged: it does not start. */
+	if (store_sandbox_each(d->store, NULL, true, recover_one, d, err) < 0) {
+		al_error_wrap(err, "recovering the sandboxes of '%s'", d->state_dir);
+		daemon_close(d);
+		return -1;
+	}
 	/* Ended sandboxes of earlier runs are not loaded (nothing serves them): their rows go
 	 * once past the retention, and with them their egress logs. */
-	store_prune(d->store,
-		    dm_now_ms() - (int64_t)(d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS),
-		    NULL);
+	if (store_prune(d->store,
+			dm_now_ms() - (int64_t)(d->opts.retain_ms ? d->opts.retain_ms
+								 : DM_RETAIN_DEFAULT_MS),
+			&why) < 0)
+		dm_log_err(d, &why, "pruning ended sandboxes (again at the next start)");
 	prune_egress_logs(d);
-	pthread_create(&d->reaper, NULL, reaper_main, d);
-	pthread_detach(d->reaper);
-	pthread_create(&d->timer, NULL, timer_main, d);
 	pthread_cond_init(&d->pool_cv, NULL);
-	if (d->opts.pool) {
-		if (d->opts.pool > DM_POOL_MAX)
-			d->opts.pool = DM_POOL_MAX;
-		d->pool_running = pthread_create(&d->pool_thread, NULL, dm_pool_main, d) == 0;
-	}
-	{
-		pthread_t w;
-		if (pthread_create(&w, NULL, dm_netwatch_main, d) == 0)
-			pthread_detach(w);
+	if (start_threads(d, err) < 0) {
+		daemon_close(d);
+		return -1;
 	}
 	*out = d;
 	return 0;
