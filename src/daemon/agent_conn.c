@@ -442,14 +442,14 @@ int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct reader_arg *ra;
 	pthread_t t;
-	int fd;
+	int fd, e;
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s.sock", d->sock_dir, s->id);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return al_error_set(err, errno, "socket");
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
+		e = errno;
 		close(fd);
 		return al_error_set(err, e, "connect to the agent at '%s'", sa.sun_path);
 	}
@@ -458,12 +458,13 @@ int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 	ra = xzalloc(sizeof(*ra));
 	ra->d = d;
 	ra->s = s;
-	if (pthread_create(&t, NULL, reader_main, ra) != 0) {
+	e = pthread_create(&t, NULL, reader_main, ra);
+	if (e) {
 		free(ra);
 		close(fd);
 		s->agent_fd = -1;
 		s->reader_running = false;
-		return al_error_set(err, EAGAIN, "pthread_create");
+		return al_error_set(err, e, "start the agent's reader thread");
 	}
 	pthread_detach(t);
 	return 0;

@@ -173,7 +173,7 @@ int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
 	}
 	pthread_mutex_unlock(&d->spawn_mu);
 	if (r < 0)
-		return *err ? -1 : al_error_set(err, EIO, "the sandbox spawner died");
+		return *err ? -1 : al_error_msg(err, EIO, "the sandbox spawner died");
 	rep.msg[sizeof(rep.msg) - 1] = '\0';
 	if (rep.code)
 		return al_error_from(err, rep.code, rep.msg);
