@@ -49,7 +49,8 @@ static int as_sandbox_user(uid_t id, struct fs_creds *saved, struct al_error **e
 		setfsuid(saved->fsuid);
 		setfsgid(saved->fsgid);
 		syscall(SYS_setgroups, (size_t)saved->n_groups, saved->groups);
-		return al_error_msg(err, EPERM, "could not take the sandbox user's file credentials");
+		return al_error_msg(err, EPERM,
+				    "could not take the sandbox user's file credentials");
 	}
 	return 0;
 }

@@ -25,12 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* One fprintf a line: stdio's lock keeps lines of different threads apart. */
-static void log_line(const char *line)
-{
-	fprintf(stderr, "airlockd: %s\n", line);
-}
-
+/* Formatted first, then one fprintf: stdio's lock keeps lines of threads apart. */
 void dm_log(struct daemon *d, const char *fmt, ...)
 {
 	_cleanup_free_ char *line = NULL;
@@ -38,9 +33,9 @@ void dm_log(struct daemon *d, const char *fmt, ...)
 
 	va_start(ap, fmt);
 	if (vasprintf(&line, fmt, ap) < 0)
-		line = NULL;
+		al_oom();
 	va_end(ap);
-	log_line(line ? line : fmt);
+	fprintf(stderr, "airlockd: %s\n", line);
 }
 
 void dm_log_err(struct daemon *d, struct al_error **err, const char *fmt, ...)
@@ -50,10 +45,9 @@ void dm_log_err(struct daemon *d, struct al_error **err, const char *fmt, ...)
 
 	va_start(ap, fmt);
 	if (vasprintf(&what, fmt, ap) < 0)
-		what = NULL;
+		al_oom();
 	va_end(ap);
-	dm_log(d, "%s: %s", what ? what : fmt,
-	       *err && (*err)->msg ? (*err)->msg : "unknown error");
+	dm_log(d, "%s: %s", what, *err && (*err)->msg ? (*err)->msg : "unknown error");
 	al_error_free(*err);
 	*err = NULL;
 }
@@ -881,10 +875,11 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 			al_error_wrap(err, "the network policy of sandbox '%s' is in force but was "
 				      "not stored", s->id);
 			r = server_error(err);
-		} else if (r < 0 &&
-			 store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, &late) < 0)
+		} else if (r < 0 && store_sandbox_set_policy(d->store, s->id, s->policy_json, gen,
+							     &late) < 0) {
 			dm_log_err(d, &late, "sandbox %s: storing deny-all after a failed update",
 				   s->id);
+		}
 		pthread_mutex_unlock(&d->mu);
 		dm_sbx_put(s);
 	}
