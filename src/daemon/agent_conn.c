@@ -125,28 +125,28 @@ static void finish_cmd(struct daemon *d, struct dm_cmd *c, const struct proto_ms
 {
 	int st = m->status, e = (m->present & (1u << PT_ERRNO)) ? m->err : 0;
 	uint64_t peak = 0, ooms = 0;
-	const char *reason;
+	enum al_reason reason;
 
 	c->exit_code = -1;
 	c->signal = 0;
 	if (e > 0) {
-		reason = "exec_failed";
+		reason = AL_REASON_EXEC_FAILED;
 		c->exit_code = e == ENOENT ? AL_EXIT_NOTFOUND : AL_EXIT_NOEXEC;
 	} else if (e < 0) {
-		reason = "setup_failed";
+		reason = AL_REASON_SETUP_FAILED;
 	} else if (WIFEXITED(st)) {
-		reason = "exited";
+		reason = AL_REASON_EXITED;
 		c->exit_code = WEXITSTATUS(st);
 	} else {
 		c->signal = WIFSIGNALED(st) ? WTERMSIG(st) : SIGKILL;
 		jail_sandbox_stats(c->sbx->id, &peak, &ooms);
-		reason = c->timed_out			       ? "timeout"
-			 : c->signal == SIGSYS		       ? "seccomp"
-			 : (c->signal == SIGKILL && ooms > 0) ? "oom"
-							       : "signaled";
+		reason = c->timed_out			       ? AL_REASON_TIMEOUT
+			 : c->signal == SIGSYS		       ? AL_REASON_SECCOMP
+			 : (c->signal == SIGKILL && ooms > 0) ? AL_REASON_OOM
+							       : AL_REASON_SIGNALED;
 	}
-	free(c->reason);
-	c->reason = xstrdup(reason);
+	c->finished = true;
+	c->reason = reason;
 	c->finished_ms = dm_now_ms();
 	if (!c->row_stored)
 		return; /* the start path writes the end right after the row */
@@ -194,7 +194,7 @@ static void replay_missing(struct daemon *d, struct dm_sbx *s)
 		char id[DM_ID_LEN + 1];
 		uint64_t off[2];
 
-		if (c->reason)
+		if (c->finished)
 			continue;
 		strcpy(id, c->id);
 		off[0] = c->stored[0];
@@ -256,6 +256,7 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 			 const struct proto_msg *m)
 {
 	size_t len = m->data_len;
+	struct al_error *err = NULL;
 	uint64_t budget;
 	int64_t t0;
 	int r;
@@ -284,8 +285,11 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	dm_cmd_hold(c); /* not forgotten while we store for it */
 	pthread_mutex_unlock(&d->mu);
 	t0 = mono_ns();
-	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, NULL);
+	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, &err);
 	pace_output(s, mono_ns() - t0);
+	if (r < 0) /* the reader has nobody to tell: the chunk is missing from the logs */
+		dm_log_err(d, &err, "command %s: %zu bytes of output at offset %llu", c->id, len,
+			   (unsigned long long)m->offset);
 	pthread_mutex_lock(&d->mu);
 	dm_cmd_put(c);
 	if (r >= 0)
@@ -328,7 +332,7 @@ static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m
 		store_output(d, s, c, m);
 		break;
 	case PROTO_EXIT:
-		if (c && !c->reason)
+		if (c && !c->finished)
 			finish_cmd(d, c, m, fb);
 		break;
 	default:
@@ -408,7 +412,7 @@ bad:
 	pthread_mutex_unlock(&s->send_mu);
 	/* The agent is PID 1: its socket closing means the sandbox is gone (or it broke the
 	 * protocol, and then it is killed: we cannot trust it any more). */
-	if (strcmp(s->status, "running") == 0) {
+	if (s->state == DM_SBX_RUNNING) {
 		pid_t pid = s->pid;
 		uint64_t start = s->start_time;
 		char id[DM_ID_LEN + 1];
@@ -422,7 +426,7 @@ bad:
 		left = jail_sandbox_kill(same ? pid : 0, start, id) < 0;
 		pthread_mutex_lock(&d->mu);
 		s->cgroup_left |= left;
-		dm_sbx_ended(d, s, "failed");
+		dm_sbx_ended(d, s, DM_SBX_FAILED);
 	}
 	s->gen++;
 	pthread_cond_broadcast(&s->cv);
@@ -438,14 +442,14 @@ int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct reader_arg *ra;
 	pthread_t t;
-	int fd;
+	int fd, e;
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s.sock", d->sock_dir, s->id);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return al_error_set(err, errno, "socket");
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
+		e = errno;
 		close(fd);
 		return al_error_set(err, e, "connect to the agent at '%s'", sa.sun_path);
 	}
@@ -454,12 +458,13 @@ int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 	ra = xzalloc(sizeof(*ra));
 	ra->d = d;
 	ra->s = s;
-	if (pthread_create(&t, NULL, reader_main, ra) != 0) {
+	e = pthread_create(&t, NULL, reader_main, ra);
+	if (e) {
 		free(ra);
 		close(fd);
 		s->agent_fd = -1;
 		s->reader_running = false;
-		return al_error_set(err, EAGAIN, "pthread_create");
+		return al_error_set(err, e, "start the agent's reader thread");
 	}
 	pthread_detach(t);
 	return 0;

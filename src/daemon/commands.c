@@ -20,8 +20,8 @@ static struct dm_sbx *running_sbx(struct daemon *d, const char *team, const char
 {
 	struct dm_sbx *s = dm_find_sbx(d, team, id, err);
 
-	if (s && strcmp(s->status, "running") != 0) {
-		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	if (s && s->state != DM_SBX_RUNNING) {
+		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, dm_sbx_state_name(s->state));
 		return NULL;
 	}
 	return s;
@@ -197,13 +197,18 @@ void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out)
 	out->finished_ms = c->finished_ms;
 	out->exit_code = c->exit_code;
 	out->signal = c->signal;
-	snprintf(out->reason, sizeof(out->reason), "%s", c->reason ? c->reason : "");
+	out->reason = c->reason;
 }
 
+/* Best effort: the end is in memory already, and a restarted daemon learns it again from
+ * the agent (or ends the command with its sandbox). */
 void dm_cmd_end_store(struct daemon *d, const struct dm_cmd_end *e)
 {
-	store_command_finish(d->store, e->id, e->finished_ms, e->exit_code, e->signal, e->reason,
-			     NULL);
+	struct al_error *err = NULL;
+
+	if (store_command_finish(d->store, e->id, e->finished_ms, e->exit_code, e->signal,
+				 al_reason_name(e->reason), &err) < 0)
+		dm_log_err(d, &err, "command %s ended", e->id);
 }
 
 /*
@@ -226,7 +231,7 @@ static int store_new_cmd(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 		return -1;
 	pthread_mutex_lock(&d->mu);
 	c->row_stored = true;
-	ended = c->reason != NULL;
+	ended = c->finished;
 	if (ended)
 		dm_cmd_end_copy(c, &end);
 	pthread_mutex_unlock(&d->mu);
@@ -277,6 +282,7 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	bool stdin_sent, with_net;
 	_cleanup_free_ char *cwd = NULL;
 	struct dm_ids gone = {0};
+	struct al_error *late = NULL;
 
 	if (validate_exec(e, err) < 0 ||
 	    (e->cwd && al_path_normalize(e->cwd, "cwd", &cwd, err) < 0))
@@ -331,11 +337,14 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	}
 	if (dm_agent_request(d, s, &b, NULL, err) < 0) {
 		pthread_mutex_lock(&d->mu);
-		if (!c->reason) {
-			c->reason = xstrdup("setup_failed");
+		if (!c->finished) {
+			c->finished = true;
+			c->reason = AL_REASON_SETUP_FAILED;
 			c->finished_ms = dm_now_ms();
-			store_command_finish(d->store, c->id, c->finished_ms, -1, 0, c->reason,
-					     NULL);
+			/* The caller gets the agent's error; the store's is logged. */
+			if (store_command_finish(d->store, c->id, c->finished_ms, -1, 0,
+						 al_reason_name(c->reason), &late) < 0)
+				dm_log_err(d, &late, "command %s ended", c->id);
 		}
 		s->gen++;
 		pthread_cond_broadcast(&s->cv);
@@ -404,11 +413,11 @@ int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char 
 	c = find(d, team, sbx, cmd, err);
 	if (c) /* its sandbox's cv is waited on */
 		dm_sbx_hold(c->sbx), dm_cmd_hold(c);
-	while (c && timeout_ms && !c->reason && r == 0)
+	while (c && timeout_ms && !c->finished && r == 0)
 		r = pthread_cond_timedwait(&c->sbx->cv, &d->mu, &ts);
 	if (c) /* d->mu is held: neither can be forgotten before we are done below */
 		dm_sbx_put(c->sbx), dm_cmd_put(c);
-	if (c && timeout_ms && !c->reason)
+	if (c && timeout_ms && !c->finished)
 		r = al_error_msg(err, ETIMEDOUT, "command '%s' still running", c->id);
 	else if (c)
 		*out = dm_cmd_json(c), r = 0;
@@ -458,7 +467,7 @@ int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, cons
 
 	pthread_mutex_lock(&d->mu);
 	c = find(d, team, sbx, cmd, err);
-	if (c && c->reason)
+	if (c && c->finished)
 		al_error_msg(err, ESRCH, "command '%s' has finished", c->id), c = NULL;
 	else if (c)
 		s = c->sbx, strcpy(id, c->id), dm_sbx_hold(s);
@@ -488,7 +497,7 @@ int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char 
 		pthread_mutex_unlock(&d->mu);
 		return -1;
 	}
-	if (c->reason) {
+	if (c->finished) {
 		pthread_mutex_unlock(&d->mu);
 		return 0; /* already finished: killing it is a no-op */
 	}
@@ -581,20 +590,29 @@ int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *
 		 * The store is only read when a chunk was stored since it last had nothing
 		 * more for us (out_gen): most commands' streams never need a query at all. */
 		pthread_mutex_lock(&d->mu);
-		done = l->c->reason != NULL;
+		done = l->c->finished;
 		gen = l->c->sbx->gen;
 		out_gen = l->c->out_gen;
 		pthread_mutex_unlock(&d->mu);
 		if (out_gen != l->out_gen) {
-			store_output_each(d->store, l->id, 0, l->seq, take_chunk, l, NULL);
-			if (l->pend)
+			struct al_error *err = NULL;
+			int r = store_output_each(d->store, l->id, 0, l->seq, take_chunk, l, &err);
+
+			if (l->pend) { /* take_chunk stopped the walk at a chunk */
+				al_error_free(err);
 				continue;
+			}
+			/* Not the end of the output: the stream ends with an error. */
+			if (r < 0) {
+				dm_log_err(d, &err, "command %s: reading its output", l->id);
+				return -EIO;
+			}
 			l->out_gen = out_gen; /* everything stored up to out_gen is delivered */
 		}
 		if (done)
 			return 0;
 		pthread_mutex_lock(&d->mu);
-		while (l->c->sbx->gen == gen && !l->c->reason) {
+		while (l->c->sbx->gen == gen && !l->c->finished) {
 			if (pthread_cond_timedwait(&l->c->sbx->cv, &d->mu, &ts) == ETIMEDOUT) {
 				pthread_mutex_unlock(&d->mu);
 				return -ETIMEDOUT;

@@ -356,7 +356,7 @@ int files_read(int root_fd, const char *workdir, const char *path, size_t max, c
 	if (fstat(pfd, &st) < 0)
 		return al_error_set(err, errno, "stat '%s'", sh.s);
 	if (S_ISDIR(st.st_mode))
-		return al_error_set(err, EISDIR, "read '%s'", sh.s);
+		return al_error_msg(err, EISDIR, "'%s' is a directory", sh.s);
 	if (!S_ISREG(st.st_mode))
 		return al_error_msg(err, EINVAL, "'%s' is not a regular file", sh.s);
 	if (files_check_fs(pfd, sh.s, err) < 0)
@@ -943,13 +943,13 @@ static int files_open_reg(int parent, const char *name, const char *show, struct
 	struct stat st;
 
 	if (fd < 0 && errno == ELOOP)
-		return al_error_set(err, ELOOP, "'%s' is a symlink (not followed)", show);
+		return al_error_msg(err, ELOOP, "'%s' is a symlink (not followed)", show);
 	if (fd < 0)
 		return al_error_set(err, errno, "create '%s'", show);
 	if (fstat(fd, &st) < 0)
 		return al_error_set(err, errno, "stat '%s'", show);
 	if (!S_ISREG(st.st_mode))
-		return al_error_set(err, EEXIST, "'%s' exists and is not a regular file", show);
+		return al_error_msg(err, EEXIST, "'%s' exists and is not a regular file", show);
 	if (files_check_fs(fd, show, err) < 0)
 		return -EACCES;
 	if (st.st_size > 0 && ftruncate(fd, 0) < 0)

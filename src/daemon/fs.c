@@ -49,7 +49,8 @@ static int as_sandbox_user(uid_t id, struct fs_creds *saved, struct al_error **e
 		setfsuid(saved->fsuid);
 		setfsgid(saved->fsgid);
 		syscall(SYS_setgroups, (size_t)saved->n_groups, saved->groups);
-		return al_error_set(err, EPERM, "taking the sandbox user's file credentials");
+		return al_error_msg(err, EPERM,
+				    "could not take the sandbox user's file credentials");
 	}
 	return 0;
 }
@@ -71,8 +72,9 @@ static int open_root(struct daemon *d, const char *team, const char *sbx, char *
 
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, sbx, err);
-	if (s && strcmp(s->status, "running") != 0)
-		al_error_set(err, ESRCH, "sandbox '%s' is %s", s->id, s->status), s = NULL;
+	if (s && s->state != DM_SBX_RUNNING)
+		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, dm_sbx_state_name(s->state)),
+			s = NULL;
 	if (s) {
 		json_t *cfg = json_loads(s->config_json, 0, NULL);
 

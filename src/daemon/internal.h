@@ -45,7 +45,9 @@ struct dm_cmd {
 	bool sudo;
 	int64_t started_ms, finished_ms;
 	int32_t exit_code, signal;
-	char *reason;            /* NULL while running */
+	bool finished;
+	enum al_reason reason;   /* why it finished (al_reason_name: the store's and the
+				  * API's spelling); nothing while running */
 	uint64_t stored[2];      /* bytes persisted of stdout, stderr */
 	uint64_t out_gen;        /* bumped (d->mu held) once each output chunk is in the store;
 				  * 1 for a command loaded at start, whose output may be there */
@@ -66,7 +68,7 @@ struct dm_cmd_end {
 	char id[DM_ID_LEN + 1];
 	int64_t finished_ms;
 	int32_t exit_code, signal;
-	char reason[32];
+	enum al_reason reason;
 };
 
 struct dm_pending {
@@ -80,10 +82,18 @@ struct dm_pending {
 /* The pids limit of every daemon sandbox. */
 #define DM_SANDBOX_PIDS 1024
 
+/* A sandbox's lifecycle. The store and the API's JSON spell it dm_sbx_state_name(). */
+enum dm_sbx_state {
+	DM_SBX_RUNNING,
+	DM_SBX_STOPPING, /* its processes are being killed (stored by older versions only) */
+	DM_SBX_STOPPED,
+	DM_SBX_FAILED,
+};
+
 struct dm_sbx {
 	char id[DM_ID_LEN + 1];
 	char *team;
-	char *status;            /* running, stopping, stopped, failed */
+	enum dm_sbx_state state;
 	int64_t created_ms, expires_ms, stopped_ms;
 	pid_t pid;
 	uint64_t start_time;
@@ -155,12 +165,17 @@ struct daemon {
 };
 
 /* registry.c */
+/* The daemon's one log sink: a line "airlockd: ..." on stderr. For what fails with no
+ * caller to tell (a timer, the reaper, a best-effort store write): logged, not dropped. */
+void dm_log(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* dm_log of "<fmt>: <the error's message>"; frees *err (and sets it NULL). */
+void dm_log_err(struct daemon *d, struct al_error **err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 int64_t dm_now_ms(void);
+const char *dm_sbx_state_name(enum dm_sbx_state st);
+/* A state as the store spells it; -EINVAL for anything else. */
+int dm_sbx_state_parse(const char *name, enum dm_sbx_state *out);
 void dm_new_id(const char *prefix, char out[DM_ID_LEN + 1]);
-
-/* statelock.c: one daemon per state directory; EBUSY (naming the other's pid) if taken */
-int dm_state_lock(struct daemon *d, struct al_error **err);
-void dm_state_unlock(struct daemon *d);
 /* With d->mu held: the team's sandbox, or NULL (sets err ENOENT). */
 struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
 			   struct al_error **err);
@@ -190,21 +205,26 @@ void dm_ids_delete(struct daemon *d, struct dm_ids *ids);
 struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
 /* The sandbox ended (agent gone): finish its running commands, persist, wake waiters.
  * Called with d->mu held. */
-void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status);
+void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final);
 json_t *dm_cmd_json(const struct dm_cmd *c);
+
+/* statelock.c: one daemon per state directory; EBUSY (naming the other's pid) if taken */
+int dm_state_lock(struct daemon *d, struct al_error **err);
+void dm_state_unlock(struct daemon *d);
 
 /* agent_conn.c */
 int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err);
 /* Send a request and wait for its OK/ERROR (d->mu NOT held). Returns 0, or -errno with
  * the agent's message in err. */
-/* commands.c: dm_cmd_end_copy with d->mu held; dm_cmd_end_store without it. */
-void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out);
-void dm_cmd_end_store(struct daemon *d, const struct dm_cmd_end *e);
 int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, uint32_t *pid,
 		     struct al_error **err);
 uint32_t dm_agent_next_id(struct dm_sbx *s);
 /* Fire-and-forget frame (d->mu NOT held). */
 int dm_agent_send(struct dm_sbx *s, struct proto_buf *b);
+
+/* commands.c: dm_cmd_end_copy with d->mu held; dm_cmd_end_store without it. */
+void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out);
+void dm_cmd_end_store(struct daemon *d, const struct dm_cmd_end *e);
 
 /* netgw.c: the sandbox's network gateway */
 bool dm_policy_is_deny_all(const char *json);
@@ -233,9 +253,8 @@ bool dm_sandbox_has_ca(struct daemon *d, const char *id);
 int dm_apply_policy(struct daemon *d, const char *id, pid_t pid, const char *policy, int64_t gen,
 		    unsigned conns, struct al_error **err);
 
-/* spawner.c */
 /*
- * The warm pool (pool.c): with opts.pool > 0, that many fresh sandboxes are kept
+ * pool.c. The warm pool: with opts.pool > 0, that many fresh sandboxes are kept
  * running under the team "" (no token has it: the API cannot see them), for each of
  * the native and the Vercel workdir. A create that fits them (host runtime,
  * default disk, one of those workdirs) takes one: its team,
@@ -247,13 +266,13 @@ void *dm_pool_main(void *arg);
 /* A running sandbox of the pool, not yet handed out (under d->mu). */
 static inline bool dm_sbx_pooled(const struct dm_sbx *s)
 {
-	return s->team[0] == '\0' && strcmp(s->status, "running") == 0;
+	return s->team[0] == '\0' && s->state == DM_SBX_RUNNING;
 }
 bool dm_pool_fits(const struct dm_create *c);
 /* The pooled sandboxes ready now (under d->mu). */
 size_t dm_pool_ready(struct daemon *d, const char *workdir);
 
-/* The spawner process (spawner.c): forked while the daemon is small. */
+/* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);
 void dm_spawner_stop(struct daemon *d);
 int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,

@@ -140,7 +140,7 @@ void *dm_netwatch_main(void *arg)
 		for (size_t i = 0; i < d->n_sbxs; i++) {
 			struct dm_sbx *s = d->sbxs[i];
 
-			if (strcmp(s->status, "running") != 0 || dm_policy_is_deny_all(s->policy_json) ||
+			if (s->state != DM_SBX_RUNNING || dm_policy_is_deny_all(s->policy_json) ||
 			    dm_now_ms() < s->gw_quiet_until)
 				continue;
 			strcpy(todo[n].id, s->id);

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,12 +25,65 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+/* Formatted first, then one fprintf: stdio's lock keeps lines of threads apart. */
+void dm_log(struct daemon *d, const char *fmt, ...)
+{
+	_cleanup_free_ char *line = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&line, fmt, ap) < 0)
+		al_oom();
+	va_end(ap);
+	fprintf(stderr, "airlockd: %s\n", line);
+}
+
+void dm_log_err(struct daemon *d, struct al_error **err, const char *fmt, ...)
+{
+	_cleanup_free_ char *what = NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (vasprintf(&what, fmt, ap) < 0)
+		al_oom();
+	va_end(ap);
+	dm_log(d, "%s: %s", what, *err && (*err)->msg ? (*err)->msg : "unknown error");
+	al_error_free(*err);
+	*err = NULL;
+}
+
 int64_t dm_now_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The store's and the API's spelling: both keep these strings. */
+const char *dm_sbx_state_name(enum dm_sbx_state st)
+{
+	switch (st) {
+	case DM_SBX_RUNNING:
+		return "running";
+	case DM_SBX_STOPPING:
+		return "stopping";
+	case DM_SBX_STOPPED:
+		return "stopped";
+	case DM_SBX_FAILED:
+		return "failed";
+	}
+	return "failed"; /* not a state: nothing runs in it */
+}
+
+int dm_sbx_state_parse(const char *name, enum dm_sbx_state *out)
+{
+	for (enum dm_sbx_state st = DM_SBX_RUNNING; name && st <= DM_SBX_FAILED; st++)
+		if (strcmp(name, dm_sbx_state_name(st)) == 0) {
+			*out = st;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 void dm_new_id(const char *prefix, char out[DM_ID_LEN + 1])
@@ -100,7 +154,8 @@ static json_t *sbx_json(const struct dm_sbx *s)
 	json_t *c = config_of(s), *o, *pol;
 
 	pol = json_loads(s->policy_json ? s->policy_json : "\"deny-all\"", JSON_DECODE_ANY, NULL);
-	o = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I}", "id", s->id, "status", s->status,
+	o = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I}", "id", s->id, "status",
+		      dm_sbx_state_name(s->state),
 		      "created_at", (json_int_t)s->created_ms, "expires_at",
 		      (json_int_t)s->expires_ms, "stopped_at",
 		      s->stopped_ms ? json_integer(s->stopped_ms) : json_null(), "timeout_ms",
@@ -127,7 +182,7 @@ static void to_store(const struct dm_sbx *s, struct store_sandbox *r)
 	memset(r, 0, sizeof(*r));
 	r->id = (char *)s->id;
 	r->team = s->team;
-	r->status = s->status;
+	r->status = (char *)dm_sbx_state_name(s->state);
 	r->created_ms = s->created_ms;
 	r->expires_ms = s->expires_ms;
 	r->stopped_ms = s->stopped_ms;
@@ -143,7 +198,6 @@ static void cmd_free(struct dm_cmd *c)
 {
 	free(c->argv_json);
 	free(c->cwd);
-	free(c->reason);
 	free(c);
 }
 
@@ -158,7 +212,6 @@ static void sbx_free(struct dm_sbx *s)
 		free(*e);
 	free(s->env);
 	free(s->team);
-	free(s->status);
 	free(s->config_json);
 	free(s->policy_json);
 	free(s->workdir);
@@ -166,18 +219,40 @@ static void sbx_free(struct dm_sbx *s)
 	free(s);
 }
 
-static void set_status(struct dm_sbx *s, const char *status)
+/* Does a command that ended so have an exit code to show? */
+static bool reason_has_code(enum al_reason r)
 {
-	free(s->status);
-	s->status = xstrdup(status);
+	switch (r) {
+	case AL_REASON_EXITED:
+	case AL_REASON_EXEC_FAILED:
+		return true;
+	case AL_REASON_SIGNALED:
+	case AL_REASON_TIMEOUT:
+	case AL_REASON_OOM:
+	case AL_REASON_SECCOMP:
+	case AL_REASON_SETUP_FAILED:
+	case AL_REASON_INTERRUPTED:
+		return false;
+	}
+	return false;
+}
+
+/* A command's end as the store spells it (al_reason_name); -EINVAL for anything else. */
+static int reason_parse(const char *name, enum al_reason *out)
+{
+	for (enum al_reason r = AL_REASON_EXITED; r <= AL_REASON_INTERRUPTED; r++)
+		if (strcmp(name, al_reason_name(r)) == 0) {
+			*out = r;
+			return 0;
+		}
+	return -EINVAL;
 }
 
 json_t *dm_cmd_json(const struct dm_cmd *c)
 {
 	json_t *argv = json_loads(c->argv_json, 0, NULL), *o;
-	bool done = c->reason != NULL;
-	bool has_code = done && (strcmp(c->reason, "exited") == 0 ||
-				 strcmp(c->reason, "exec_failed") == 0);
+	bool done = c->finished;
+	bool has_code = done && reason_has_code(c->reason);
 
 	o = json_pack("{s:s, s:s, s:O?, s:s, s:b, s:I, s:o, s:s}", "id", c->id, "sandbox_id",
 		      c->sbx->id, "cmd", argv ? json_array_get(argv, 0) : NULL, "cwd",
@@ -190,7 +265,8 @@ json_t *dm_cmd_json(const struct dm_cmd *c)
 	json_object_set_new(o, "args", argv ? argv : json_array());
 	json_object_set_new(o, "exit_code", has_code ? json_integer(c->exit_code) : json_null());
 	json_object_set_new(o, "signal", done && c->signal ? json_integer(c->signal) : json_null());
-	json_object_set_new(o, "reason", done ? json_string(c->reason) : json_null());
+	json_object_set_new(o, "reason",
+			    done ? json_string(al_reason_name(c->reason)) : json_null());
 	json_object_set_new(o, "output_truncated", json_boolean(c->truncated));
 	return o;
 }
@@ -198,7 +274,15 @@ json_t *dm_cmd_json(const struct dm_cmd *c)
 /* Stopped or failed: nothing of it runs any more, nothing will. */
 static bool has_ended(const struct dm_sbx *s)
 {
-	return strcmp(s->status, "stopped") == 0 || strcmp(s->status, "failed") == 0;
+	switch (s->state) {
+	case DM_SBX_RUNNING:
+	case DM_SBX_STOPPING:
+		return false;
+	case DM_SBX_STOPPED:
+	case DM_SBX_FAILED:
+		return true;
+	}
+	return true;
 }
 
 /* *v -= x, not below 0 (output counts are kept apart and may disagree by a chunk). */
@@ -207,27 +291,34 @@ static void sub_floor0(uint64_t *v, uint64_t x)
 	*v -= x < *v ? x : *v;
 }
 
-void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, const char *status)
+void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
 	int64_t now = dm_now_ms();
+	struct al_error *err = NULL;
 
 	dm_ca_remove(d, s->id); /* the sandbox's CA key does not outlive it */
 
 	for (size_t i = 0; i < s->n_cmds; i++) {
 		struct dm_cmd *c = s->cmds[i];
 
-		if (c->reason)
+		if (c->finished)
 			continue;
 		/* The pid namespace died with PID 1: every process got SIGKILL. */
-		c->reason = xstrdup(c->timed_out ? "timeout" : "signaled");
+		c->finished = true;
+		c->reason = c->timed_out ? AL_REASON_TIMEOUT : AL_REASON_SIGNALED;
 		c->signal = SIGKILL;
 		c->finished_ms = now;
-		store_command_finish(d->store, c->id, now, -1, SIGKILL, c->reason, NULL);
+		/* It ended all the same; a restart finds the sandbox dead and ends it again. */
+		if (store_command_finish(d->store, c->id, now, -1, SIGKILL,
+					 al_reason_name(c->reason), &err) < 0)
+			dm_log_err(d, &err, "sandbox %s ended", s->id);
 	}
 	if (!has_ended(s)) {
-		set_status(s, status);
+		s->state = final;
 		s->stopped_ms = now;
-		store_sandbox_set_status(d->store, s->id, status, now, NULL);
+		if (store_sandbox_set_status(d->store, s->id, dm_sbx_state_name(final), now,
+					     &err) < 0)
+			dm_log_err(d, &err, "sandbox %s ended", s->id);
 	}
 	s->gen++;
 	pthread_cond_broadcast(&s->cv);
@@ -407,7 +498,7 @@ static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct d
 
 	pthread_cond_init(&s->cv, NULL);
 	dm_new_id("sbx_", s->id);
-	s->status = xstrdup("running");
+	s->state = DM_SBX_RUNNING;
 	s->workdir = xstrdup(c->workdir ? c->workdir : "/workspace");
 	s->image = c->image != NULL;
 	assign_create(d, s, team, c);
@@ -423,7 +514,7 @@ static void add_sbx(struct daemon *d, struct dm_sbx *s)
 	d->sbxs[d->n_sbxs++] = s;
 }
 
-static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final);
+static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final);
 static int check_policy(json_t *policy, char **canon, struct al_error **err);
 
 /*
@@ -460,14 +551,14 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	if (jail_sandbox_set_limits(s->id, &cfg, err) < 0 ||
 	    store_sandbox_put(d->store, &row, err) < 0) {
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, "failed");
+		stop_locked_sbx(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return -1;
 	}
 	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, s->gw_conns, err) < 0) {
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, "failed");
+		stop_locked_sbx(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
@@ -489,8 +580,7 @@ static size_t team_load(const struct daemon *d, const char *team)
 
 	for (size_t i = 0; i < d->n_sbxs; i++)
 		n += strcmp(d->sbxs[i]->team, team) == 0 &&
-		     (strcmp(d->sbxs[i]->status, "running") == 0 ||
-		      strcmp(d->sbxs[i]->status, "stopping") == 0);
+		     (d->sbxs[i]->state == DM_SBX_RUNNING || d->sbxs[i]->state == DM_SBX_STOPPING);
 	for (size_t i = 0; i < d->n_creating; i++)
 		n += strcmp(d->creating[i], team) == 0;
 	return n;
@@ -606,7 +696,7 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	if (gl.fd >= 0 && dm_gateway_attach(&gl, s->pid, err) < 0) {
 		free(canon);
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, "failed");
+		stop_locked_sbx(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
@@ -646,19 +736,19 @@ int dm_sandbox_list(struct daemon *d, const char *team, json_t **out, struct al_
 	return 0;
 }
 
-static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, const char *final)
+static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
 	pid_t pid = s->pid;
 	uint64_t st = s->start_time;
 	char sock[4096];
 	int root;
 
-	if (strcmp(s->status, "running") != 0)
+	if (s->state != DM_SBX_RUNNING)
 		return 0;
 	/* "stopping" only in memory (other threads must not start anything meanwhile): the
 	 * store keeps "running" until "stopped", so a daemon that dies in between finds a
 	 * live agent running again, or a dead one and ends it, after a restart. */
-	set_status(s, "stopping");
+	s->state = DM_SBX_STOPPING;
 	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, s->id);
 	pthread_mutex_unlock(&d->mu);
 	/* Every process of the sandbox is gone when this returns; its mounts are not torn
@@ -682,9 +772,20 @@ int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct a
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, id, err);
 	if (s)
-		stop_locked_sbx(d, s, "stopped");
+		stop_locked_sbx(d, s, DM_SBX_STOPPED);
 	pthread_mutex_unlock(&d->mu);
 	return s ? 0 : -ENOENT;
+}
+
+/*
+ * A request's store write failed: EIO, an error of the server (5xx), whatever errno
+ * SQLite's failure maps to (EBUSY, EROFS, EINVAL... would read as the client's fault).
+ */
+static int server_error(struct al_error **err)
+{
+	if (err && *err)
+		(*err)->code = EIO;
+	return -EIO;
 }
 
 int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64_t add_ms,
@@ -697,15 +798,20 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	s = dm_find_sbx(d, team, id, err);
 	if (!s) {
 		r = -ENOENT;
-	} else if (strcmp(s->status, "running") != 0) {
-		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	} else if (s->state != DM_SBX_RUNNING) {
+		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id,
+				 dm_sbx_state_name(s->state));
 	} else if (add_ms == 0 || (uint64_t)(s->expires_ms - s->created_ms) + add_ms >
 					  DM_MAX_LIFETIME_MS) {
 		r = al_error_msg(err, EINVAL, "a sandbox lives at most 24 h (and extend needs > 0)");
+	} else if (store_sandbox_set_expiry(d->store, s->id, s->expires_ms + (int64_t)add_ms,
+					    err) < 0) {
+		/* Not extended: an expiry the store lacks would be lost at a restart. */
+		al_error_wrap(err, "extending sandbox '%s'", s->id);
+		r = server_error(err);
 	} else {
 		s->expires_ms += (int64_t)add_ms;
 		s->timeout_ms += add_ms;
-		store_sandbox_set_expiry(d->store, s->id, s->expires_ms, NULL);
 	}
 	pthread_mutex_unlock(&d->mu);
 	return r;
@@ -741,8 +847,9 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	s = r < 0 ? NULL : dm_find_sbx(d, team, id, err);
 	if (r == 0 && !s) {
 		r = -ENOENT;
-	} else if (s && strcmp(s->status, "running") != 0) {
-		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, s->status);
+	} else if (s && s->state != DM_SBX_RUNNING) {
+		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id,
+				 dm_sbx_state_name(s->state));
 	} else if (s) {
 		gen = ++s->policy_gen;
 		pid = s->pid;
@@ -753,13 +860,26 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (r == 0) {
+		struct al_error *late = NULL;
+
 		/* Acknowledged only once in force; a failed update leaves deny-all. */
 		r = dm_apply_policy(d, sid, pid, canon, gen, conns, err);
 		pthread_mutex_lock(&d->mu);
 		free(s->policy_json);
 		s->policy_json = r == 0 ? TAKE_PTR(p) : xstrdup("\"deny-all\"");
 		s->gw_quiet_until = 0;
-		store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, NULL);
+		/* Memory follows the gateway, which enforces the policy already; a store that
+		 * did not take it makes the update fail, so the caller knows and can retry. */
+		if (r == 0 &&
+		    store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, err) < 0) {
+			al_error_wrap(err, "the network policy of sandbox '%s' is in force but was "
+				      "not stored", s->id);
+			r = server_error(err);
+		} else if (r < 0 && store_sandbox_set_policy(d->store, s->id, s->policy_json, gen,
+							     &late) < 0) {
+			dm_log_err(d, &late, "sandbox %s: storing deny-all after a failed update",
+				   s->id);
+		}
 		pthread_mutex_unlock(&d->mu);
 		dm_sbx_put(s);
 	}
@@ -873,6 +993,7 @@ static void prune_egress_logs(struct daemon *d)
 	free(path);
 	while (dir && (de = readdir(dir))) {
 		struct store_sandbox row;
+		struct al_error *err = NULL;
 		char id[DM_ID_LEN + 1];
 		int r;
 
@@ -881,11 +1002,13 @@ static void prune_egress_logs(struct daemon *d)
 			continue;
 		memcpy(id, de->d_name, DM_ID_LEN);
 		id[DM_ID_LEN] = '\0';
-		r = store_sandbox_get(d->store, id, &row, NULL);
+		r = store_sandbox_get(d->store, id, &row, &err);
 		if (r == 1)
 			store_sandbox_release(&row);
-		else if (r == 0) /* on an error it stays */
+		else if (r == 0)
 			unlinkat(dirfd(dir), de->d_name, 0);
+		else /* it stays: the next start looks again */
+			dm_log_err(d, &err, "keeping egress log %s", de->d_name);
 	}
 	if (dir)
 		closedir(dir);
@@ -900,9 +1023,11 @@ static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_
 	pthread_mutex_unlock(&d->mu);
 	for (size_t k = 0; k < n; k++) {
 		char *log = dm_egress_log_path(d, ids[k]);
+		struct al_error *err = NULL;
 
-		/* A failure leaves a row (deleted with its sandbox, or at a later start). */
-		store_sandbox_delete(d->store, ids[k], NULL);
+		/* A failure leaves a row, pruned at a later start (store_prune). */
+		if (store_sandbox_delete(d->store, ids[k], &err) < 0)
+			dm_log_err(d, &err, "forgetting sandbox %s", ids[k]);
 		unlink(log);
 		free(log);
 	}
@@ -976,8 +1101,12 @@ static void ids_add(struct dm_ids *ids, const char *id)
 
 void dm_ids_delete(struct daemon *d, struct dm_ids *ids)
 {
+	struct al_error *err = NULL;
+
+	/* A failure leaves the row until its sandbox's rows go. */
 	for (size_t k = 0; k < ids->n; k++)
-		store_command_delete(d->store, ids->id[k], NULL); /* a failure: deleted later */
+		if (store_command_delete(d->store, ids->id[k], &err) < 0)
+			dm_log_err(d, &err, "forgetting command %s", ids->id[k]);
 	free(ids->id);
 	*ids = (struct dm_ids){0};
 }
@@ -1002,13 +1131,13 @@ bool dm_cmds_trim(struct daemon *d, struct dm_sbx *s, uint64_t extra, struct dm_
 	if (s->n_cmds <= max && s->rec_total + extra <= budget)
 		return true;
 	for (size_t k = 0; k < s->n_cmds; k++)
-		due += s->cmds[k]->reason != NULL;
+		due += s->cmds[k]->finished;
 	due = due > max ? due - max : 0;
 	for (size_t k = 0; k < s->n_cmds; k++) {
 		struct dm_cmd *c = s->cmds[k];
 		bool over = s->rec_total + extra > budget;
 
-		if (c->reason && (due || over)) {
+		if (c->finished && (due || over)) {
 			due -= due > 0;
 			if (c->row_stored && !__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
 				ids_add(ids, c->id);
@@ -1054,21 +1183,21 @@ static void *timer_main(void *arg)
 		for (size_t i = 0; i < d->n_sbxs; i++) {
 			struct dm_sbx *s = d->sbxs[i];
 
-			if (strcmp(s->status, "running") != 0)
+			if (s->state != DM_SBX_RUNNING)
 				continue;
 			if (s->expires_ms <= now) {
 				for (size_t j = 0; j < s->n_cmds; j++)
-					if (!s->cmds[j]->reason)
+					if (!s->cmds[j]->finished)
 						s->cmds[j]->timed_out = true;
-				stop_locked_sbx(d, s, "stopped");
+				stop_locked_sbx(d, s, DM_SBX_STOPPED);
 				break; /* the list may have changed while unlocked */
 			}
 			for (size_t j = 0; j < s->n_cmds; j++) {
 				struct dm_cmd *c = s->cmds[j];
 				char cid[DM_ID_LEN + 1];
 
-				if (c->reason || !c->deadline_ms || (int64_t)c->deadline_ms > now ||
-				    c->timed_out)
+				if (c->finished || !c->deadline_ms ||
+				    (int64_t)c->deadline_ms > now || c->timed_out)
 					continue;
 				c->timed_out = true;
 				strcpy(cid, c->id);
@@ -1123,7 +1252,12 @@ static int load_cmd(void *ctx, const struct store_command *r)
 	c->finished_ms = r->finished_ms;
 	c->exit_code = r->exit_code;
 	c->signal = r->signal;
-	c->reason = r->reason ? xstrdup(r->reason) : NULL;
+	if (r->reason) {
+		c->finished = true;
+		/* Only this vocabulary is ever stored; anything else reads as a kill. */
+		if (reason_parse(r->reason, &c->reason) < 0)
+			c->reason = AL_REASON_SIGNALED;
+	}
 	c->deadline_ms = (uint64_t)r->deadline_ms;
 	c->out_gen = 1; /* an earlier run may have stored output: readers must look */
 	s->rec_total += dm_cmd_rec_bytes(c);
@@ -1142,10 +1276,19 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	json_t *cfg = json_loads(r->config_json ? r->config_json : "{}", 0, NULL), *env;
 	uint64_t st = 0;
 	size_t i;
+	/* Only live rows are loaded: running, or stopping (written by earlier versions
+	 * before the kill). A row the store's CHECK should have refused ends as failed. */
+	bool known = dm_sbx_state_parse(r->status, &s->state) == 0;
+	bool stopping = known && s->state == DM_SBX_STOPPING;
+	struct al_error *err = NULL;
 
+	if (!known) {
+		dm_log(d, "sandbox %s: unknown state '%.32s' in the store: ended as failed", r->id,
+		       r->status ? r->status : "");
+		s->state = DM_SBX_RUNNING; /* so that dm_sbx_ended stores "failed" */
+	}
 	snprintf(s->id, sizeof(s->id), "%s", r->id);
 	s->team = xstrdup(r->team);
-	s->status = xstrdup(r->status);
 	s->created_ms = r->created_ms;
 	s->expires_ms = r->expires_ms;
 	s->pid = r->init_pid;
@@ -1168,24 +1311,30 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	s->agent_fd = -1;
 	s->root_held = -1;
 	pthread_mutex_init(&s->send_mu, NULL);
-	store_command_each(d->store, s->id, load_cmd, s, NULL);
+	/* Either failure leaves the sandbox less to show (commands, or their output counts),
+	 * not a reason to leave it unmanaged. */
+	if (store_command_each(d->store, s->id, load_cmd, s, &err) < 0)
+		dm_log_err(d, &err, "sandbox %s: loading its commands", s->id);
 	for (i = 0; i < s->n_cmds; i++) {
-		store_output_size(d->store, s->cmds[i]->id, 1, &s->cmds[i]->stored[0], NULL);
-		store_output_size(d->store, s->cmds[i]->id, 2, &s->cmds[i]->stored[1], NULL);
+		struct dm_cmd *c = s->cmds[i];
+
+		if (store_output_size(d->store, c->id, 1, &c->stored[0], &err) < 0 ||
+		    store_output_size(d->store, c->id, 2, &c->stored[1], &err) < 0)
+			dm_log_err(d, &err, "command %s: the size of its stored output", c->id);
 		/* What it stored in earlier runs counts against its budget in this one. */
-		s->out_total += s->cmds[i]->stored[0] + s->cmds[i]->stored[1];
+		s->out_total += c->stored[0] + c->stored[1];
 	}
 	add_sbx(d, s);
 	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed.
 	 * A pooled sandbox of an earlier run is not reused: it is stopped. So is one whose
-	 * stop was under way ("stopping", written by earlier versions before the kill). */
-	if (strcmp(r->status, "stopping") != 0 && s->team[0] &&
+	 * stop was under way. */
+	if (known && !stopping && s->team[0] &&
 	    jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
 	    dm_agent_connect(d, s, NULL) == 0)
 		return 0;
 	jail_sandbox_kill(s->pid, s->start_time, s->id);
 	pthread_mutex_lock(&d->mu);
-	dm_sbx_ended(d, s, strcmp(r->status, "stopping") == 0 ? "stopped" : "failed");
+	dm_sbx_ended(d, s, stopping ? DM_SBX_STOPPED : DM_SBX_FAILED);
 	pthread_mutex_unlock(&d->mu);
 	return 0;
 }
@@ -1207,10 +1356,45 @@ static int check_agent(const char *path, struct al_error **err)
 	return 0;
 }
 
+/*
+ * The daemon's threads, each one required: without the reaper sandbox PID 1s stay zombies,
+ * without the timer nothing expires, without the watchdog a dead gateway stays dead, and
+ * --pool asked for a pool. A thread not started fails the start (daemon_close undoes it).
+ */
+static int start_threads(struct daemon *d, struct al_error **err)
+{
+	pthread_t w;
+	int e;
+
+	e = pthread_create(&d->reaper, NULL, reaper_main, d);
+	if (e)
+		return al_error_set(err, e, "start the reaper thread");
+	pthread_detach(d->reaper);
+	e = pthread_create(&d->timer, NULL, timer_main, d);
+	if (e) {
+		d->timer = 0; /* nothing to join */
+		return al_error_set(err, e, "start the timer thread");
+	}
+	if (d->opts.pool) {
+		if (d->opts.pool > DM_POOL_MAX)
+			d->opts.pool = DM_POOL_MAX;
+		e = pthread_create(&d->pool_thread, NULL, dm_pool_main, d);
+		if (e)
+			return al_error_set(err, e, "start the warm pool's thread");
+		d->pool_running = true;
+	}
+	e = pthread_create(&w, NULL, dm_netwatch_main, d);
+	if (e)
+		return al_error_set(err, e, "start the gateways' watchdog thread");
+	pthread_detach(w);
+	return 0;
+}
+
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err)
 {
 	struct daemon *d = xzalloc(sizeof(*d));
 	const size_t sock_max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
+	struct al_error *why = NULL;
 	char *db;
 	int r;
 
@@ -1254,10 +1438,8 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 		return -1;
 	}
 	/* Before the store and every thread: the spawner's fork copies little. */
-	if (dm_spawner_start(d, err) < 0) {
-		al_error_free(*err); /* not fatal: the first create forks it again */
-		*err = NULL;
-	}
+	if (dm_spawner_start(d, &why) < 0) /* not fatal: the first create forks it again */
+		dm_log_err(d, &why, "the sandbox spawner");
 	db = xasprintf("%s/airlock.db", d->state_dir);
 	r = store_open(db, &d->store, err);
 	free(db);
@@ -1267,26 +1449,25 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	}
 	/* Sandbox PID 1s become our children when their spawner exits. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	store_sandbox_each(d->store, NULL, true, recover_one, d, NULL);
+	/* A daemon that does not know its live sandboxes would give their uid ranges out
+	 * again and leave them unmanaged: it does not start. */
+	if (store_sandbox_each(d->store, NULL, true, recover_one, d, err) < 0) {
+		al_error_wrap(err, "recovering the sandboxes of '%s'", d->state_dir);
+		daemon_close(d);
+		return -1;
+	}
 	/* Ended sandboxes of earlier runs are not loaded (nothing serves them): their rows go
 	 * once past the retention, and with them their egress logs. */
-	store_prune(d->store,
-		    dm_now_ms() - (int64_t)(d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS),
-		    NULL);
+	if (store_prune(d->store,
+			dm_now_ms() - (int64_t)(d->opts.retain_ms ? d->opts.retain_ms
+								 : DM_RETAIN_DEFAULT_MS),
+			&why) < 0)
+		dm_log_err(d, &why, "pruning ended sandboxes (again at the next start)");
 	prune_egress_logs(d);
-	pthread_create(&d->reaper, NULL, reaper_main, d);
-	pthread_detach(d->reaper);
-	pthread_create(&d->timer, NULL, timer_main, d);
 	pthread_cond_init(&d->pool_cv, NULL);
-	if (d->opts.pool) {
-		if (d->opts.pool > DM_POOL_MAX)
-			d->opts.pool = DM_POOL_MAX;
-		d->pool_running = pthread_create(&d->pool_thread, NULL, dm_pool_main, d) == 0;
-	}
-	{
-		pthread_t w;
-		if (pthread_create(&w, NULL, dm_netwatch_main, d) == 0)
-			pthread_detach(w);
+	if (start_threads(d, err) < 0) {
+		daemon_close(d);
+		return -1;
 	}
 	*out = d;
 	return 0;
@@ -1313,7 +1494,7 @@ void daemon_close(struct daemon *d)
 	pthread_mutex_lock(&d->mu);
 	for (size_t i = 0; i < d->n_sbxs; i++)
 		if (dm_sbx_pooled(d->sbxs[i]))
-			stop_locked_sbx(d, d->sbxs[i], "stopped");
+			stop_locked_sbx(d, d->sbxs[i], DM_SBX_STOPPED);
 	/* What the timer had still to remove: a last try of up to 5 s, not to leave it. */
 	for (int t = 0; t < 100 && reclaim_cgroups(d) > 0; t++) {
 		pthread_mutex_unlock(&d->mu);

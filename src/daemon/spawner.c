@@ -107,8 +107,8 @@ static int spawner_fork(struct daemon *d, struct al_error **err)
 		al_error_set(&why, errno, "no runnable sandbox spawner at '%s'", exe);
 	else if (spawner_fork_one(d, exe, &why) == 0)
 		return 0;
-	fprintf(stderr, "airlockd: %s; spawning sandboxes from airlockd itself (slower)\n",
-		why && why->msg ? why->msg : "the sandbox spawner failed");
+	dm_log(d, "%s; spawning sandboxes from airlockd itself (slower)",
+	       why && why->msg ? why->msg : "the sandbox spawner failed");
 	al_error_free(why);
 	return spawner_fork_one(d, NULL, err);
 }
@@ -173,7 +173,7 @@ int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
 	}
 	pthread_mutex_unlock(&d->spawn_mu);
 	if (r < 0)
-		return *err ? -1 : al_error_set(err, EIO, "the sandbox spawner died");
+		return *err ? -1 : al_error_msg(err, EIO, "the sandbox spawner died");
 	rep.msg[sizeof(rep.msg) - 1] = '\0';
 	if (rep.code)
 		return al_error_from(err, rep.code, rep.msg);

@@ -71,9 +71,7 @@ void *dm_pool_main(void *arg)
 				continue; /* the daemon is closing: no more sandboxes */
 			}
 			if (dm_sandbox_create(d, DM_POOL_TEAM, &c, &id, &err) < 0) {
-				fprintf(stderr, "airlockd: pool: %s\n",
-					err && err->msg ? err->msg : "create failed");
-				al_error_free(err);
+				dm_log_err(d, &err, "pool");
 				nanosleep(&(struct timespec){.tv_sec = 1}, NULL); /* no busy retry */
 			}
 			free(id);

@@ -662,6 +662,22 @@ def test_requests_against_a_stopped_sandbox_are_410(api, daemon, stopped):
     healthy(api, daemon)
 
 
+def test_a_stopped_sandbox_is_named_without_errno_text(api, stopped):
+    """A 410's message says what became of the sandbox and no more: the file routes said
+    "sandbox '...' is stopped: No such process" (the strerror of the ESRCH that only
+    stands for 410 Gone), unlike the others."""
+    sid, _ = stopped
+    want = f"sandbox '{sid}' is stopped"
+    for method, path, body in (
+            ("POST", f"/v1/sandboxes/{sid}/files/mkdir", {"path": "/workspace/d"}),
+            ("POST", f"/v1/sandboxes/{sid}/commands", {"cmd": "/bin/true"}),
+            ("POST", f"/v1/sandboxes/{sid}/extend", {"duration_ms": 1000})):
+        r = api.request(method, path, body=body)
+        assert r.status == 410 and r.json["error"]["message"] == want, (path, r.json)
+    r = api.put_files(sid, tar_of("g.txt", b"x"))
+    assert r.status == 410 and r.json["error"]["message"] == want, r.json
+
+
 def test_double_stop_is_idempotent(api, daemon, stopped):
     sid, _ = stopped
     first = api.sandbox(sid)
