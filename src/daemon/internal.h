@@ -182,12 +182,38 @@ struct dm_sbx *dm_find_sbx(struct daemon *d, const char *team, const char *id,
 /* A caller that uses a sandbox (or one of its commands) after it lets go of d->mu, or
  * waits on its cv, holds it (dm_sbx_hold, d->mu held) until done (dm_sbx_put, with or
  * without d->mu): a held sandbox is never forgotten (freed) by the retention
- * (registry.c: forget_ended). */
+ * (retention.c: forget_ended). */
 void dm_sbx_hold(struct dm_sbx *s);
 void dm_sbx_put(struct dm_sbx *s);
-/* The same for one command (registry.c: forget_old_cmds); its sandbox is held apart. */
+/* The same for one command (retention.c: forget_old_cmds); its sandbox is held apart. */
 void dm_cmd_hold(struct dm_cmd *c);
 void dm_cmd_put(struct dm_cmd *c);
+struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
+/* The sandbox ended (agent gone): finish its running commands, persist, wake waiters.
+ * Called with d->mu held. */
+void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final);
+json_t *dm_cmd_json(const struct dm_cmd *c);
+void dm_cmd_free(struct dm_cmd *c);
+void dm_sbx_free(struct dm_sbx *s);
+/* Stopped or failed: nothing of it runs any more, nothing will. */
+bool dm_sbx_has_ended(const struct dm_sbx *s);
+/* d->mu held: stop s (kill its sandbox) and record `final`. */
+int dm_sbx_stop_locked(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final);
+/* d->mu held: s joins the registry. */
+void dm_sbx_add(struct daemon *d, struct dm_sbx *s);
+/* *v -= x, never below 0. */
+void dm_sub_floor0(uint64_t *v, uint64_t x);
+/* A command's end reason as the store spells it; -EINVAL for anything else. */
+int dm_reason_parse(const char *name, enum al_reason *out);
+
+/* retention.c: the timer and reaper threads, and what they forget. */
+void *dm_timer_main(void *arg);
+void *dm_reaper_main(void *arg);
+/* d->mu held (dropped around the attempts): one try at the cgroups and held roots of
+ * ended sandboxes not removed yet; how many are still left. */
+size_t dm_reclaim_cgroups(struct daemon *d);
+/* Remove STATE/egress/<id>.jsonl of sandboxes the store no longer has (at start). */
+void dm_prune_egress_logs(struct daemon *d);
 /* The bytes of a command's record that count against its sandbox's records budget. */
 uint64_t dm_cmd_rec_bytes(const struct dm_cmd *c);
 /* Command ids taken out of memory, to delete from the store once d->mu is dropped. */
@@ -202,11 +228,6 @@ struct dm_ids {
 bool dm_cmds_trim(struct daemon *d, struct dm_sbx *s, uint64_t extra, struct dm_ids *ids);
 /* Deletes those commands' rows and output from the store (d->mu NOT held); frees ids. */
 void dm_ids_delete(struct daemon *d, struct dm_ids *ids);
-struct dm_cmd *dm_find_cmd(struct dm_sbx *s, const char *id);
-/* The sandbox ended (agent gone): finish its running commands, persist, wake waiters.
- * Called with d->mu held. */
-void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final);
-json_t *dm_cmd_json(const struct dm_cmd *c);
 
 /* statelock.c: one daemon per state directory; EBUSY (naming the other's pid) if taken */
 int dm_state_lock(struct daemon *d, struct al_error **err);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* airlockd: the registry of sandboxes, their lifecycle, timers and recovery. */
+/* airlockd: the registry of sandboxes -- ids and references, JSON views, create, stop,
+ * extend, network policy (retention.c: timers and forgetting; recover.c: open, close). */
 #include "daemon/internal.h"
 #include "jail/sandbox.h"
 #include "net/contract.h"
@@ -194,19 +195,19 @@ static void to_store(const struct dm_sbx *s, struct store_sandbox *r)
 	r->policy_gen = s->policy_gen;
 }
 
-static void cmd_free(struct dm_cmd *c)
+void dm_cmd_free(struct dm_cmd *c)
 {
 	free(c->argv_json);
 	free(c->cwd);
 	free(c);
 }
 
-static void sbx_free(struct dm_sbx *s)
+void dm_sbx_free(struct dm_sbx *s)
 {
 	if (s->root_held >= 0)
 		close(s->root_held);
 	for (size_t i = 0; i < s->n_cmds; i++)
-		cmd_free(s->cmds[i]);
+		dm_cmd_free(s->cmds[i]);
 	free(s->cmds);
 	for (char **e = s->env; e && *e; e++)
 		free(*e);
@@ -238,7 +239,7 @@ static bool reason_has_code(enum al_reason r)
 }
 
 /* A command's end as the store spells it (al_reason_name); -EINVAL for anything else. */
-static int reason_parse(const char *name, enum al_reason *out)
+int dm_reason_parse(const char *name, enum al_reason *out)
 {
 	for (enum al_reason r = AL_REASON_EXITED; r <= AL_REASON_INTERRUPTED; r++)
 		if (strcmp(name, al_reason_name(r)) == 0) {
@@ -272,7 +273,7 @@ json_t *dm_cmd_json(const struct dm_cmd *c)
 }
 
 /* Stopped or failed: nothing of it runs any more, nothing will. */
-static bool has_ended(const struct dm_sbx *s)
+bool dm_sbx_has_ended(const struct dm_sbx *s)
 {
 	switch (s->state) {
 	case DM_SBX_RUNNING:
@@ -286,7 +287,7 @@ static bool has_ended(const struct dm_sbx *s)
 }
 
 /* *v -= x, not below 0 (output counts are kept apart and may disagree by a chunk). */
-static void sub_floor0(uint64_t *v, uint64_t x)
+void dm_sub_floor0(uint64_t *v, uint64_t x)
 {
 	*v -= x < *v ? x : *v;
 }
@@ -313,7 +314,7 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 					 al_reason_name(c->reason), &err) < 0)
 			dm_log_err(d, &err, "sandbox %s ended", s->id);
 	}
-	if (!has_ended(s)) {
+	if (!dm_sbx_has_ended(s)) {
 		s->state = final;
 		s->stopped_ms = now;
 		if (store_sandbox_set_status(d->store, s->id, dm_sbx_state_name(final), now,
@@ -508,13 +509,12 @@ static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct d
 	return s;
 }
 
-static void add_sbx(struct daemon *d, struct dm_sbx *s)
+void dm_sbx_add(struct daemon *d, struct dm_sbx *s)
 {
 	d->sbxs = xrealloc(d->sbxs, (d->n_sbxs + 1) * sizeof(*d->sbxs));
 	d->sbxs[d->n_sbxs++] = s;
 }
 
-static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final);
 static int check_policy(json_t *policy, char **canon, struct al_error **err);
 
 /*
@@ -551,14 +551,14 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	if (jail_sandbox_set_limits(s->id, &cfg, err) < 0 ||
 	    store_sandbox_put(d->store, &row, err) < 0) {
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, DM_SBX_FAILED);
+		dm_sbx_stop_locked(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return -1;
 	}
 	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, s->gw_conns, err) < 0) {
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, DM_SBX_FAILED);
+		dm_sbx_stop_locked(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
@@ -659,7 +659,7 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	s->host_base = alloc_host_base(d);
 	pthread_mutex_unlock(&d->mu);
 	if (!s->host_base) {
-		sbx_free(s);
+		dm_sbx_free(s);
 		free(canon);
 		return al_error_msg(err, EBUSY, "no free uid range: too many sandboxes");
 	}
@@ -670,7 +670,7 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 		pthread_mutex_lock(&d->mu);
 		release_host_base(d, s->host_base);
 		pthread_mutex_unlock(&d->mu);
-		sbx_free(s);
+		dm_sbx_free(s);
 		free(canon);
 		return al_error_wrap(err, "sandbox network");
 	}
@@ -683,12 +683,12 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 		release_host_base(d, s->host_base);
 		pthread_mutex_unlock(&d->mu);
 		if (!s->reader_running)
-			sbx_free(s); /* else its reader thread still holds it: leave it (rare) */
+			dm_sbx_free(s); /* else its reader thread still holds it: leave it (rare) */
 		free(canon);
 		return -1;
 	}
 	pthread_mutex_lock(&d->mu);
-	add_sbx(d, s);
+	dm_sbx_add(d, s);
 	dm_sbx_hold(s); /* listed now: others may stop it, the retention must not free it */
 	release_host_base(d, s->host_base);
 	pthread_mutex_unlock(&d->mu);
@@ -696,7 +696,7 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	if (gl.fd >= 0 && dm_gateway_attach(&gl, s->pid, err) < 0) {
 		free(canon);
 		pthread_mutex_lock(&d->mu);
-		stop_locked_sbx(d, s, DM_SBX_FAILED);
+		dm_sbx_stop_locked(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
 		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
@@ -736,7 +736,7 @@ int dm_sandbox_list(struct daemon *d, const char *team, json_t **out, struct al_
 	return 0;
 }
 
-static int stop_locked_sbx(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
+int dm_sbx_stop_locked(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
 	pid_t pid = s->pid;
 	uint64_t st = s->start_time;
@@ -772,7 +772,7 @@ int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct a
 	pthread_mutex_lock(&d->mu);
 	s = dm_find_sbx(d, team, id, err);
 	if (s)
-		stop_locked_sbx(d, s, DM_SBX_STOPPED);
+		dm_sbx_stop_locked(d, s, DM_SBX_STOPPED);
 	pthread_mutex_unlock(&d->mu);
 	return s ? 0 : -ENOENT;
 }
@@ -917,599 +917,3 @@ int dm_sandbox_egress_read(struct daemon *d, const char *team, const char *id, u
 }
 
 /* --- timers, reaping, recovery --------------------------------------------- */
-
-static void kill_cmd(struct dm_sbx *s, const char *cmd_id, int sig)
-{
-	struct proto_buf b = {0};
-	uint32_t sg = (uint32_t)sig;
-
-	proto_begin(&b, PROTO_KILL, 0);
-	proto_put_str(&b, PT_CMD_ID, cmd_id, strlen(cmd_id));
-	proto_put_u32(&b, PT_SIGNAL, sg);
-	dm_agent_send(s, &b);
-}
-
-/*
- * Cgroups of ended sandboxes not removed yet (d->mu held; it is dropped around the
- * attempts): those of stopped sandboxes, left to us so that a stop answers sooner, and
- * those still busy when their sandbox ended; before them, the mount namespaces that
- * stops held (s->root_held). One try each, no waiting; their uid ranges
- * stay reserved until they are gone (alloc_host_base). Returns how many are still left.
- */
-static size_t reclaim_cgroups(struct daemon *d)
-{
-	char (*ids)[DM_ID_LEN + 1] = NULL;
-	int *roots = NULL;
-	size_t n = 0, left = 0, n_roots = 0;
-
-	for (size_t i = 0; i < d->n_sbxs; i++) {
-		if (d->sbxs[i]->root_held >= 0) {
-			roots = xrealloc(roots, (n_roots + 1) * sizeof(*roots));
-			roots[n_roots++] = d->sbxs[i]->root_held;
-			d->sbxs[i]->root_held = -1;
-		}
-		if (d->sbxs[i]->cgroup_left) {
-			ids = xrealloc(ids, (n + 1) * sizeof(*ids));
-			strcpy(ids[n++], d->sbxs[i]->id);
-		}
-	}
-	if (!n && !n_roots)
-		return 0;
-	pthread_mutex_unlock(&d->mu);
-	/* The stopped sandboxes' mounts: torn down here (as each close returns), not in the
-	 * stop that the caller waited for. */
-	for (size_t k = 0; k < n_roots; k++)
-		close(roots[k]);
-	free(roots);
-	for (size_t k = 0; k < n; k++)
-		if (jail_sandbox_reclaim(ids[k]) < 0) {
-			ids[k][0] = '\0';
-			left++;
-		}
-	pthread_mutex_lock(&d->mu);
-	for (size_t k = 0; k < n; k++)
-		for (size_t i = 0; ids[k][0] && i < d->n_sbxs; i++)
-			if (strcmp(d->sbxs[i]->id, ids[k]) == 0)
-				d->sbxs[i]->cgroup_left = false;
-	free(ids);
-	return left;
-}
-
-/* An ended sandbox nobody uses any more (d->mu held): no caller holds it, its reader has
- * let it go, its cgroup is gone. */
-static bool forgettable(const struct dm_sbx *s)
-{
-	return has_ended(s) && !__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) &&
-	       !s->reader_running && !s->cgroup_left;
-}
-
-/* STATE/egress/<sandbox id>.jsonl of sandboxes the store no longer has (at start). */
-static void prune_egress_logs(struct daemon *d)
-{
-	char *path = xasprintf("%s/egress", d->state_dir);
-	DIR *dir = opendir(path);
-	struct dirent *de;
-
-	free(path);
-	while (dir && (de = readdir(dir))) {
-		struct store_sandbox row;
-		struct al_error *err = NULL;
-		char id[DM_ID_LEN + 1];
-		int r;
-
-		if (strlen(de->d_name) != DM_ID_LEN + 6 || strncmp(de->d_name, "sbx_", 4) != 0 ||
-		    strcmp(de->d_name + DM_ID_LEN, ".jsonl") != 0)
-			continue;
-		memcpy(id, de->d_name, DM_ID_LEN);
-		id[DM_ID_LEN] = '\0';
-		r = store_sandbox_get(d->store, id, &row, &err);
-		if (r == 1)
-			store_sandbox_release(&row);
-		else if (r == 0)
-			unlinkat(dirfd(dir), de->d_name, 0);
-		else /* it stays: the next start looks again */
-			dm_log_err(d, &err, "keeping egress log %s", de->d_name);
-	}
-	if (dir)
-		closedir(dir);
-}
-
-/* What forget_ended took out of memory leaves the store, and each sandbox's egress log
- * the disk, with d->mu dropped meanwhile; ids is freed. */
-static void delete_forgotten(struct daemon *d, char (*ids)[DM_ID_LEN + 1], size_t n)
-{
-	if (!n)
-		return;
-	pthread_mutex_unlock(&d->mu);
-	for (size_t k = 0; k < n; k++) {
-		char *log = dm_egress_log_path(d, ids[k]);
-		struct al_error *err = NULL;
-
-		/* A failure leaves a row, pruned at a later start (store_prune). */
-		if (store_sandbox_delete(d->store, ids[k], &err) < 0)
-			dm_log_err(d, &err, "forgetting sandbox %s", ids[k]);
-		unlink(log);
-		free(log);
-	}
-	free(ids);
-	pthread_mutex_lock(&d->mu);
-}
-
-/*
- * Retention (d->mu held; dropped around the store): an ended sandbox is forgotten, with
- * its commands and their output, its egress log and its rows, once it ended retain_ms
- * ago, or when more than max_ended ended ones are held or their output in the store is
- * over ended_output_max (the oldest first). Without it the daemon kept every sandbox it
- * ever made: memory, every look-up and every timer round grew with them (3,000
- * create+stop cycles: +17 MB), and the store without end.
- */
-static void forget_ended(struct daemon *d)
-{
-	uint64_t retain = d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS;
-	size_t max = d->opts.max_ended ? d->opts.max_ended : DM_MAX_ENDED_DEFAULT;
-	uint64_t max_bytes = d->opts.ended_output_max ? d->opts.ended_output_max
-						      : DM_ENDED_OUTPUT_DEFAULT;
-	int64_t now = dm_now_ms();
-	char (*ids)[DM_ID_LEN + 1] = NULL;
-	size_t n = 0, ended = 0;
-	uint64_t bytes = 0; /* the output the ended ones hold in the store */
-
-	for (size_t i = 0; i < d->n_sbxs; i++)
-		if (has_ended(d->sbxs[i]))
-			ended++, bytes += d->sbxs[i]->out_total;
-	for (;;) {
-		bool over = ended > max || bytes > max_bytes;
-		size_t pick = d->n_sbxs;
-
-		for (size_t i = 0; i < d->n_sbxs; i++) {
-			const struct dm_sbx *s = d->sbxs[i];
-
-			if (!forgettable(s))
-				continue;
-			if (s->stopped_ms + (int64_t)retain <= now) {
-				pick = i;
-				break;
-			}
-			if (over && (pick == d->n_sbxs || s->stopped_ms < d->sbxs[pick]->stopped_ms))
-				pick = i;
-		}
-		if (pick == d->n_sbxs)
-			break;
-		ids = xrealloc(ids, (n + 1) * sizeof(*ids));
-		strcpy(ids[n++], d->sbxs[pick]->id);
-		sub_floor0(&bytes, d->sbxs[pick]->out_total);
-		sbx_free(d->sbxs[pick]);
-		memmove(&d->sbxs[pick], &d->sbxs[pick + 1], (d->n_sbxs - pick - 1) * sizeof(*d->sbxs));
-		d->n_sbxs--;
-		ended--;
-	}
-	delete_forgotten(d, ids, n);
-}
-
-uint64_t dm_cmd_rec_bytes(const struct dm_cmd *c)
-{
-	return strlen(c->argv_json) + (c->cwd ? strlen(c->cwd) : 0);
-}
-
-static void ids_add(struct dm_ids *ids, const char *id)
-{
-	if (ids->n == ids->cap)
-		ids->id =
-		    xrealloc(ids->id, (ids->cap = ids->cap ? 2 * ids->cap : 64) * sizeof(*ids->id));
-	strcpy(ids->id[ids->n++], id);
-}
-
-void dm_ids_delete(struct daemon *d, struct dm_ids *ids)
-{
-	struct al_error *err = NULL;
-
-	/* A failure leaves the row until its sandbox's rows go. */
-	for (size_t k = 0; k < ids->n; k++)
-		if (store_command_delete(d->store, ids->id[k], &err) < 0)
-			dm_log_err(d, &err, "forgetting command %s", ids->id[k]);
-	free(ids->id);
-	*ids = (struct dm_ids){0};
-}
-
-/*
- * A sandbox keeps its newest max_cmds finished commands, and no more of their records
- * (argv, cwd) than the records budget: older finished ones nobody holds are forgotten
- * with their output. Without it a client running `true` in a loop grew the daemon by ~360
- * bytes a command (~2 GB an hour at full speed) and the store without end, and 120
- * commands with ~512 KiB of arguments each held 52 MiB. One pass keeps the others in
- * order (a memmove per command would move the whole array each time, under the lock: at
- * 1,500 commands/s and 10,000 kept, ~120 MB a second). One that is held, or not in the
- * store yet, stays past its turn; by count the newest max stay regardless.
- */
-bool dm_cmds_trim(struct daemon *d, struct dm_sbx *s, uint64_t extra, struct dm_ids *ids)
-{
-	size_t max = d->opts.max_cmds ? d->opts.max_cmds : DM_MAX_CMDS_DEFAULT;
-	uint64_t budget =
-	    d->opts.sbx_records_max ? d->opts.sbx_records_max : DM_SBX_RECORDS_DEFAULT;
-	size_t due = 0, kept = 0;
-
-	if (s->n_cmds <= max && s->rec_total + extra <= budget)
-		return true;
-	for (size_t k = 0; k < s->n_cmds; k++)
-		due += s->cmds[k]->finished;
-	due = due > max ? due - max : 0;
-	for (size_t k = 0; k < s->n_cmds; k++) {
-		struct dm_cmd *c = s->cmds[k];
-		bool over = s->rec_total + extra > budget;
-
-		if (c->finished && (due || over)) {
-			due -= due > 0;
-			if (c->row_stored && !__atomic_load_n(&c->refs, __ATOMIC_ACQUIRE)) {
-				ids_add(ids, c->id);
-				/* Its output and record leave the store: room in the budgets. */
-				sub_floor0(&s->out_total, c->stored[0] + c->stored[1]);
-				sub_floor0(&s->rec_total, dm_cmd_rec_bytes(c));
-				cmd_free(c);
-				continue;
-			}
-		}
-		s->cmds[kept++] = c;
-	}
-	s->n_cmds = kept;
-	return s->rec_total + extra <= budget;
-}
-
-/* Once a second, every sandbox (d->mu held; dropped around the store). */
-static void forget_old_cmds(struct daemon *d)
-{
-	struct dm_ids ids = {0};
-
-	for (size_t i = 0; i < d->n_sbxs; i++)
-		dm_cmds_trim(d, d->sbxs[i], 0, &ids);
-	if (!ids.n)
-		return;
-	pthread_mutex_unlock(&d->mu);
-	dm_ids_delete(d, &ids);
-	pthread_mutex_lock(&d->mu);
-}
-
-/* Sandboxes past their expiry are stopped; commands past their timeout are killed; once
- * a second, ended sandboxes past retention and old finished commands are forgotten. */
-static void *timer_main(void *arg)
-{
-	struct daemon *d = arg;
-	int64_t next_forget = 0;
-
-	pthread_mutex_lock(&d->mu);
-	while (!d->closing) {
-		struct timespec ts;
-		int64_t now = dm_now_ms();
-
-		for (size_t i = 0; i < d->n_sbxs; i++) {
-			struct dm_sbx *s = d->sbxs[i];
-
-			if (s->state != DM_SBX_RUNNING)
-				continue;
-			if (s->expires_ms <= now) {
-				for (size_t j = 0; j < s->n_cmds; j++)
-					if (!s->cmds[j]->finished)
-						s->cmds[j]->timed_out = true;
-				stop_locked_sbx(d, s, DM_SBX_STOPPED);
-				break; /* the list may have changed while unlocked */
-			}
-			for (size_t j = 0; j < s->n_cmds; j++) {
-				struct dm_cmd *c = s->cmds[j];
-				char cid[DM_ID_LEN + 1];
-
-				if (c->finished || !c->deadline_ms ||
-				    (int64_t)c->deadline_ms > now || c->timed_out)
-					continue;
-				c->timed_out = true;
-				strcpy(cid, c->id);
-				pthread_mutex_unlock(&d->mu);
-				kill_cmd(s, cid, SIGKILL);
-				pthread_mutex_lock(&d->mu);
-			}
-		}
-		reclaim_cgroups(d);
-		if (now >= next_forget) {
-			forget_ended(d);
-			forget_old_cmds(d);
-			next_forget = now + 1000;
-		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 100 * 1000000;
-		if (ts.tv_nsec >= 1000000000)
-			ts.tv_sec++, ts.tv_nsec -= 1000000000;
-		pthread_cond_timedwait(&d->cv, &d->mu, &ts);
-	}
-	pthread_mutex_unlock(&d->mu);
-	return NULL;
-}
-
-/* We are the subreaper of every sandbox's PID 1 once its spawner exits. */
-static void *reaper_main(void *arg)
-{
-	struct daemon *d = arg;
-
-	while (!__atomic_load_n(&d->closing, __ATOMIC_RELAXED)) {
-		/* __WALL: sandbox PID 1s are CLONE_PARENT children without an exit signal. */
-		if (waitpid(-1, NULL, __WALL) < 0) {
-			struct timespec ts = {0, 50 * 1000000};
-			nanosleep(&ts, NULL);
-		}
-	}
-	return NULL;
-}
-
-static int load_cmd(void *ctx, const struct store_command *r)
-{
-	struct dm_sbx *s = ctx;
-	struct dm_cmd *c = xzalloc(sizeof(*c));
-
-	snprintf(c->id, sizeof(c->id), "%s", r->id);
-	c->sbx = s;
-	c->row_stored = true;
-	c->argv_json = xstrdup(r->argv_json ? r->argv_json : "[]");
-	c->cwd = r->cwd ? xstrdup(r->cwd) : NULL;
-	c->sudo = r->sudo;
-	c->started_ms = r->started_ms;
-	c->finished_ms = r->finished_ms;
-	c->exit_code = r->exit_code;
-	c->signal = r->signal;
-	if (r->reason) {
-		c->finished = true;
-		/* Only this vocabulary is ever stored; anything else reads as a kill. */
-		if (reason_parse(r->reason, &c->reason) < 0)
-			c->reason = AL_REASON_SIGNALED;
-	}
-	c->deadline_ms = (uint64_t)r->deadline_ms;
-	c->out_gen = 1; /* an earlier run may have stored output: readers must look */
-	s->rec_total += dm_cmd_rec_bytes(c);
-	c->seq = ++s->cmd_seq;
-	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
-	s->cmds[s->n_cmds++] = c;
-	return 0;
-}
-
-static int recover_one(void *ctx, const struct store_sandbox *r)
-{
-	struct daemon *d = ctx;
-	struct dm_sbx *s = xzalloc(sizeof(*s));
-
-	pthread_cond_init(&s->cv, NULL);
-	json_t *cfg = json_loads(r->config_json ? r->config_json : "{}", 0, NULL), *env;
-	uint64_t st = 0;
-	size_t i;
-	/* Only live rows are loaded: running, or stopping (written by earlier versions
-	 * before the kill). A row the store's CHECK should have refused ends as failed. */
-	bool known = dm_sbx_state_parse(r->status, &s->state) == 0;
-	bool stopping = known && s->state == DM_SBX_STOPPING;
-	struct al_error *err = NULL;
-
-	if (!known) {
-		dm_log(d, "sandbox %s: unknown state '%.32s' in the store: ended as failed", r->id,
-		       r->status ? r->status : "");
-		s->state = DM_SBX_RUNNING; /* so that dm_sbx_ended stores "failed" */
-	}
-	snprintf(s->id, sizeof(s->id), "%s", r->id);
-	s->team = xstrdup(r->team);
-	s->created_ms = r->created_ms;
-	s->expires_ms = r->expires_ms;
-	s->pid = r->init_pid;
-	s->start_time = (uint64_t)r->init_start;
-	s->host_base = r->host_base;
-	s->config_json = xstrdup(r->config_json ? r->config_json : "{}");
-	s->policy_json = xstrdup(r->policy_json ? r->policy_json : "\"deny-all\"");
-	s->policy_gen = r->policy_gen;
-	s->gw_conns = net_gateway_conn_budget(
-		(uint64_t)json_integer_value(json_object_get(cfg, "memory_bytes")), DM_SANDBOX_PIDS);
-	s->timeout_ms = (uint64_t)(s->expires_ms - s->created_ms);
-	s->workdir = xstrdup(json_string_value(json_object_get(cfg, "workdir"))
-				     ?: "/workspace");
-	s->image = json_is_string(json_object_get(cfg, "image"));
-	env = json_object_get(cfg, "env");
-	s->env = xzalloc((json_array_size(env) + 1) * sizeof(char *));
-	for (i = 0; i < json_array_size(env); i++)
-		s->env[i] = xstrdup(json_string_value(json_array_get(env, i)) ?: "X=");
-	json_decref(cfg);
-	s->agent_fd = -1;
-	s->root_held = -1;
-	pthread_mutex_init(&s->send_mu, NULL);
-	/* Either failure leaves the sandbox less to show (commands, or their output counts),
-	 * not a reason to leave it unmanaged. */
-	if (store_command_each(d->store, s->id, load_cmd, s, &err) < 0)
-		dm_log_err(d, &err, "sandbox %s: loading its commands", s->id);
-	for (i = 0; i < s->n_cmds; i++) {
-		struct dm_cmd *c = s->cmds[i];
-
-		if (store_output_size(d->store, c->id, 1, &c->stored[0], &err) < 0 ||
-		    store_output_size(d->store, c->id, 2, &c->stored[1], &err) < 0)
-			dm_log_err(d, &err, "command %s: the size of its stored output", c->id);
-		/* What it stored in earlier runs counts against its budget in this one. */
-		s->out_total += c->stored[0] + c->stored[1];
-	}
-	add_sbx(d, s);
-	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed.
-	 * A pooled sandbox of an earlier run is not reused: it is stopped. So is one whose
-	 * stop was under way. */
-	if (known && !stopping && s->team[0] &&
-	    jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
-	    dm_agent_connect(d, s, NULL) == 0)
-		return 0;
-	jail_sandbox_kill(s->pid, s->start_time, s->id);
-	pthread_mutex_lock(&d->mu);
-	dm_sbx_ended(d, s, stopping ? DM_SBX_STOPPED : DM_SBX_FAILED);
-	pthread_mutex_unlock(&d->mu);
-	return 0;
-}
-
-/* The agent: a regular, executable ELF file (what fexecve in each sandbox will need). */
-static int check_agent(const char *path, struct al_error **err)
-{
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	unsigned char magic[4] = {0};
-	struct stat st;
-
-	if (fd < 0)
-		return al_error_set(err, errno, "--agent '%s'", path);
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111) ||
-	    read(fd, magic, sizeof(magic)) != (ssize_t)sizeof(magic) ||
-	    memcmp(magic, "\177ELF", 4) != 0)
-		return al_error_msg(err, ENOEXEC, "--agent '%s' is not an executable ELF file "
-				    "(the airlock-agent binary is)", path);
-	return 0;
-}
-
-/*
- * The daemon's threads, each one required: without the reaper sandbox PID 1s stay zombies,
- * without the timer nothing expires, without the watchdog a dead gateway stays dead, and
- * --pool asked for a pool. A thread not started fails the start (daemon_close undoes it).
- */
-static int start_threads(struct daemon *d, struct al_error **err)
-{
-	pthread_t w;
-	int e;
-
-	e = pthread_create(&d->reaper, NULL, reaper_main, d);
-	if (e)
-		return al_error_set(err, e, "start the reaper thread");
-	pthread_detach(d->reaper);
-	e = pthread_create(&d->timer, NULL, timer_main, d);
-	if (e) {
-		d->timer = 0; /* nothing to join */
-		return al_error_set(err, e, "start the timer thread");
-	}
-	if (d->opts.pool) {
-		if (d->opts.pool > DM_POOL_MAX)
-			d->opts.pool = DM_POOL_MAX;
-		e = pthread_create(&d->pool_thread, NULL, dm_pool_main, d);
-		if (e)
-			return al_error_set(err, e, "start the warm pool's thread");
-		d->pool_running = true;
-	}
-	e = pthread_create(&w, NULL, dm_netwatch_main, d);
-	if (e)
-		return al_error_set(err, e, "start the gateways' watchdog thread");
-	pthread_detach(w);
-	return 0;
-}
-
-int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err)
-{
-	struct daemon *d = xzalloc(sizeof(*d));
-	const size_t sock_max = sizeof(((struct sockaddr_un *)0)->sun_path) - 1;
-	struct al_error *why = NULL;
-	char *db;
-	int r;
-
-	d->spawner_fd = -1;
-	d->lock_fd = -1;
-
-	d->opts = *o;
-	d->state_dir = xstrdup(o->state_dir);
-	d->agent_path = xstrdup(o->agent_path);
-	d->opts.state_dir = d->state_dir;
-	d->opts.agent_path = d->agent_path;
-	if (!d->opts.default_timeout_ms)
-		d->opts.default_timeout_ms = 5 * 60 * 1000;
-	d->sock_dir = xasprintf("%s/sockets", d->state_dir);
-	pthread_mutex_init(&d->mu, NULL);
-	pthread_cond_init(&d->cv, NULL);
-	/* Every sandbox's agent socket is SOCK_DIR/<id>.sock: refuse to start rather than fail
-	 * every create later (a client's request would look at fault). */
-	if (strlen(d->sock_dir) + 1 + DM_ID_LEN + strlen(".sock") > sock_max) {
-		al_error_msg(err, ENAMETOOLONG,
-			     "--state-dir '%s' is too long: the agents' sockets under it need at most "
-			     "%zu bytes of path; use a shorter directory",
-			     d->state_dir, sock_max);
-		daemon_close(d);
-		return -1;
-	}
-	/* An agent that cannot be exec'd must stop the start with a message naming the
-	 * option, not fail every create later (a client's request would look at fault). */
-	if (check_agent(d->agent_path, err) < 0) {
-		daemon_close(d);
-		return -1;
-	}
-	if ((mkdir(d->state_dir, 0700) < 0 && errno != EEXIST) ||
-	    (mkdir(d->sock_dir, 0700) < 0 && errno != EEXIST)) {
-		al_error_set(err, errno, "mkdir '%s'", d->sock_dir);
-		daemon_close(d);
-		return -1;
-	}
-	if (dm_state_lock(d, err) < 0) {
-		daemon_close(d);
-		return -1;
-	}
-	/* Before the store and every thread: the spawner's fork copies little. */
-	if (dm_spawner_start(d, &why) < 0) /* not fatal: the first create forks it again */
-		dm_log_err(d, &why, "the sandbox spawner");
-	db = xasprintf("%s/airlock.db", d->state_dir);
-	r = store_open(db, &d->store, err);
-	free(db);
-	if (r < 0) {
-		daemon_close(d);
-		return -1;
-	}
-	/* Sandbox PID 1s become our children when their spawner exits. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	/* A daemon that does not know its live sandboxes would give their uid ranges out
-	 * again and leave them unmanaged: it does not start. */
-	if (store_sandbox_each(d->store, NULL, true, recover_one, d, err) < 0) {
-		al_error_wrap(err, "recovering the sandboxes of '%s'", d->state_dir);
-		daemon_close(d);
-		return -1;
-	}
-	/* Ended sandboxes of earlier runs are not loaded (nothing serves them): their rows go
-	 * once past the retention, and with them their egress logs. */
-	if (store_prune(d->store,
-			dm_now_ms() - (int64_t)(d->opts.retain_ms ? d->opts.retain_ms
-								 : DM_RETAIN_DEFAULT_MS),
-			&why) < 0)
-		dm_log_err(d, &why, "pruning ended sandboxes (again at the next start)");
-	prune_egress_logs(d);
-	pthread_cond_init(&d->pool_cv, NULL);
-	if (start_threads(d, err) < 0) {
-		daemon_close(d);
-		return -1;
-	}
-	*out = d;
-	return 0;
-}
-
-void daemon_close(struct daemon *d)
-{
-	if (!d)
-		return;
-	pthread_mutex_lock(&d->mu);
-	d->closing = true;
-	pthread_cond_broadcast(&d->cv);
-	pthread_cond_broadcast(&d->pool_cv);
-	pthread_mutex_unlock(&d->mu);
-	if (d->timer)
-		pthread_join(d->timer, NULL);
-	/* A refill in flight would add a pooled sandbox after the loop below stopped the
-	 * others, and it would outlive us: let it land first (the spawner is still up). */
-	if (d->pool_running)
-		pthread_join(d->pool_thread, NULL);
-	d->pool_running = false;
-	dm_spawner_stop(d);
-	/* Pooled sandboxes were never handed out: they end with us. */
-	pthread_mutex_lock(&d->mu);
-	for (size_t i = 0; i < d->n_sbxs; i++)
-		if (dm_sbx_pooled(d->sbxs[i]))
-			stop_locked_sbx(d, d->sbxs[i], DM_SBX_STOPPED);
-	/* What the timer had still to remove: a last try of up to 5 s, not to leave it. */
-	for (int t = 0; t < 100 && reclaim_cgroups(d) > 0; t++) {
-		pthread_mutex_unlock(&d->mu);
-		usleep(50000);
-		pthread_mutex_lock(&d->mu);
-	}
-	pthread_mutex_unlock(&d->mu);
-	/* Sandboxes keep running; their readers are detached threads that die with us. */
-	if (d->store)
-		store_close(d->store);
-	dm_state_unlock(d);
-	free(d->sock_dir);
-	free(d->creating); /* empty: no create outlives the API */
-	free(d->state_dir);
-	free(d->agent_path);
-	free(d->spawner_exe);
-	/* The registry itself is left to process exit: reader threads may still use it. */
-}
