@@ -218,11 +218,9 @@ static int check_file_dst(const char *arg, const char *dst)
 	return 0;
 }
 
-static int parse_opt(struct run_opts *o, int c, const char *arg)
+/* The resource limits: --timeout, --memory, --disk, --output-limit, --pids, --cpus. */
+static int parse_limit_opt(struct al_config *cfg, int c, const char *arg)
 {
-	struct al_config *cfg = &o->cfg;
-	char *colon;
-
 	switch (c) {
 	case OPT_TIMEOUT:
 		if (al_parse_duration_ms(arg, &cfg->timeout_ms) < 0)
@@ -253,6 +251,38 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		if (al_parse_cpus(arg, &cfg->cpus) < 0)
 			return usage_error("--cpus '%s': expected a number of CPUs from 0.01", arg);
 		break;
+	}
+	return -1;
+}
+
+/* --file SRC:DST, one more copy into the sandbox's root. */
+static int parse_file_opt(struct run_opts *o, const char *arg)
+{
+	struct al_config *cfg = &o->cfg;
+	char *colon = strrchr(arg, ':');
+
+	if (!colon || colon == arg || !colon[1])
+		return usage_error("--file '%s': expected SRC:DST", arg);
+	if (cfg->n_files == AL_FILES_MAX)
+		return usage_error("--file '%s': too many --file copies (at most %d)", arg,
+				   AL_FILES_MAX);
+	if (strlen(colon + 1) < AL_FILE_DST_MAX && check_file_dst(arg, colon + 1) != 0)
+		return AL_EXIT_USAGE;
+	if (strlen(colon + 1) >= AL_FILE_DST_MAX)
+		return usage_error("--file '%s': the destination is too long (at most %d "
+				   "bytes)", arg, AL_FILE_DST_MAX - 1);
+	o->files = xrealloc(o->files, (cfg->n_files + 1) * sizeof(*o->files));
+	o->files[cfg->n_files].src = strndup(arg, (size_t)(colon - arg));
+	o->files[cfg->n_files++].dst = colon + 1;
+	return -1;
+}
+
+/* What the sandbox starts with: --env, --workdir, --image, --file. */
+static int parse_files_env_opt(struct run_opts *o, int c, const char *arg)
+{
+	struct al_config *cfg = &o->cfg;
+
+	switch (c) {
 	case 'e':
 		if (!strchr(arg, '=') || arg[0] == '=')
 			return usage_error("--env '%s': expected KEY=VALUE", arg);
@@ -265,39 +295,18 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		cfg->image = arg;
 		break;
 	case OPT_FILE:
-		colon = strrchr(arg, ':');
-		if (!colon || colon == arg || !colon[1])
-			return usage_error("--file '%s': expected SRC:DST", arg);
-		if (cfg->n_files == AL_FILES_MAX)
-			return usage_error("--file '%s': too many --file copies (at most %d)", arg,
-					   AL_FILES_MAX);
-		if (strlen(colon + 1) < AL_FILE_DST_MAX && check_file_dst(arg, colon + 1) != 0)
-			return AL_EXIT_USAGE;
-		if (strlen(colon + 1) >= AL_FILE_DST_MAX)
-			return usage_error("--file '%s': the destination is too long (at most %d "
-					   "bytes)", arg, AL_FILE_DST_MAX - 1);
-		o->files = xrealloc(o->files, (cfg->n_files + 1) * sizeof(*o->files));
-		o->files[cfg->n_files].src = strndup(arg, (size_t)(colon - arg));
-		o->files[cfg->n_files++].dst = colon + 1;
-		break;
-	case OPT_ROOT:
-		cfg->root = true;
-		break;
-	case 'i':
-		o->interactive = true;
-		break;
-	case 't':
-		cfg->tty = true;
-		break;
-	case OPT_JSON:
-		o->json = true;
-		break;
-	case OPT_NO_POOL:
-		o->no_pool = true;
-		break;
-	case OPT_NO_TEMPLATE:
-		o->no_template = true;
-		break;
+		return parse_file_opt(o, arg);
+	}
+	return -1;
+}
+
+/* The network: --net, --allow, --allow-cidr, --deny-cidr, --policy, the upstream
+ * options and --egress-log. */
+static int parse_net_opt(struct run_opts *o, int c, const char *arg)
+{
+	struct al_config *cfg = &o->cfg;
+
+	switch (c) {
 	case OPT_NET:
 		if (strcmp(arg, "deny") == 0 || strcmp(arg, "deny-all") == 0 ||
 		    strcmp(arg, "none") == 0)
@@ -342,6 +351,57 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 	}
 	case OPT_EGRESS_LOG:
 		o->egress_log = arg;
+		break;
+	}
+	return -1;
+}
+
+/* One option: -1 to go on, else the exit code (0 after --help). Each group of options
+ * has its own parser above; the rest are flags. */
+static int parse_opt(struct run_opts *o, int c, const char *arg)
+{
+	struct al_config *cfg = &o->cfg;
+
+	switch (c) {
+	case OPT_TIMEOUT:
+	case OPT_MEMORY:
+	case OPT_DISK:
+	case OPT_OUTPUT:
+	case OPT_PIDS:
+	case OPT_CPUS:
+		return parse_limit_opt(cfg, c, arg);
+	case 'e':
+	case 'w':
+	case OPT_IMAGE:
+	case OPT_FILE:
+		return parse_files_env_opt(o, c, arg);
+	case OPT_NET:
+	case OPT_ALLOW:
+	case OPT_ALLOW_CIDR:
+	case OPT_DENY_CIDR:
+	case OPT_POLICY:
+	case OPT_UP_NETNS:
+	case OPT_UP_DNS:
+	case OPT_UP_CA:
+	case OPT_EGRESS_LOG:
+		return parse_net_opt(o, c, arg);
+	case OPT_ROOT:
+		cfg->root = true;
+		break;
+	case 'i':
+		o->interactive = true;
+		break;
+	case 't':
+		cfg->tty = true;
+		break;
+	case OPT_JSON:
+		o->json = true;
+		break;
+	case OPT_NO_POOL:
+		o->no_pool = true;
+		break;
+	case OPT_NO_TEMPLATE:
+		o->no_template = true;
 		break;
 	case OPT_HOSTNAME:
 		if (!hostname_ok(arg))
@@ -539,6 +599,73 @@ static json_t *read_egress(int fd)
 	return arr;
 }
 
+/*
+ * --egress-log: open (or make) the file; -1 to go on, or an exit code. Made here, it goes
+ * again if the run is refused (a policy the gateway refuses is a usage error too): a
+ * refused run leaves nothing behind.
+ */
+static int open_egress_log(const char *path, int *fd, bool *made)
+{
+	*fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+	*made = *fd >= 0;
+	if (*fd < 0 && errno == EEXIST)
+		*fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+	if (*fd < 0)
+		return usage_error("--egress-log '%s': %s", path, strerror(errno));
+	return -1;
+}
+
+/*
+ * The run's I/O: the signals we turn into events (interrupt the run, or resize the PTY),
+ * where output goes (memory for --json, else our stdout and stderr), stdin, and the
+ * caller's terminal in raw mode for -it.
+ */
+static void prepare_io(struct run_opts *o, struct al_io *io, int egress_log_fd,
+		       struct tty_state *tty)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGWINCH);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	io->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	io->caller_exits = true; /* main returns right after */
+	io->egress_log_fd = egress_log_fd;
+	if (o->json) {
+		io->on_output = on_output; /* into memory: never blocks */
+		io->ctx = o;
+	} else {
+		io->out_fd = STDOUT_FILENO; /* the run loop writes when the fd is writable */
+		io->err_fd = STDERR_FILENO;
+	}
+	/* stdin: passed through unless it is a terminal and -i was not given. */
+	if (o->interactive || !isatty(STDIN_FILENO))
+		io->stdin_fd = STDIN_FILENO;
+	if (o->cfg.tty) {
+		io->tty_fd = isatty(STDIN_FILENO) ? STDIN_FILENO : -1;
+		if (o->interactive)
+			tty_raw(tty);
+	}
+}
+
+/* --json with --egress-log: the file gets the same lines as the result object. */
+static void copy_egress_log(int json_fd, int egress_fd)
+{
+	char buf[65536];
+	off_t off = 0;
+	ssize_t n;
+
+	while ((n = pread(json_fd, buf, sizeof(buf), off)) > 0) {
+		if (write(egress_fd, buf, (size_t)n) != n)
+			break;
+		off += n;
+	}
+}
+
 int cli_run(int argc, char **argv)
 {
 	struct run_opts o;
@@ -547,7 +674,6 @@ int cli_run(int argc, char **argv)
 	struct al_result res;
 	struct al_error *err = NULL;
 	struct tty_state tty = {0};
-	sigset_t mask;
 	_cleanup_free_ char *policy_json = NULL;
 	char pool_dir[200];
 	int c, code, egress_fd = -1, json_fd = -1;
@@ -569,15 +695,9 @@ int cli_run(int argc, char **argv)
 		return AL_EXIT_USAGE;
 	o.cfg.net_policy_json = policy_json;
 	if (o.egress_log) {
-		/* Made here, it goes again if the run is refused (a policy the gateway refuses
-		 * is a usage error too): a refused run leaves nothing behind. */
-		egress_fd = open(o.egress_log, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-				 0644);
-		egress_made = egress_fd >= 0;
-		if (egress_fd < 0 && errno == EEXIST)
-			egress_fd = open(o.egress_log, O_WRONLY | O_APPEND | O_CLOEXEC);
-		if (egress_fd < 0)
-			return usage_error("--egress-log '%s': %s", o.egress_log, strerror(errno));
+		code = open_egress_log(o.egress_log, &egress_fd, &egress_made);
+		if (code >= 0)
+			return code;
 	}
 	if (o.json && policy_json) {
 		/* The log goes to memory too, to be returned in the result object. */
@@ -594,33 +714,7 @@ int cli_run(int argc, char **argv)
 	o.cfg.files = o.files;
 	o.cfg.term = getenv("TERM");
 
-	/* Signals we turn into events: interrupt the run, or resize the PTY. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGWINCH);
-	sigprocmask(SIG_BLOCK, &mask, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	io.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	io.caller_exits = true; /* main returns right after */
-	io.egress_log_fd = json_fd >= 0 ? json_fd : egress_fd;
-	if (o.json) {
-		io.on_output = on_output; /* into memory: never blocks */
-		io.ctx = &o;
-	} else {
-		io.out_fd = STDOUT_FILENO; /* the run loop writes when the fd is writable */
-		io.err_fd = STDERR_FILENO;
-	}
-	/* stdin: passed through unless it is a terminal and -i was not given. */
-	if (o.interactive || !isatty(STDIN_FILENO))
-		io.stdin_fd = STDIN_FILENO;
-	if (o.cfg.tty) {
-		io.tty_fd = isatty(STDIN_FILENO) ? STDIN_FILENO : -1;
-		if (o.interactive)
-			tty_raw(&tty);
-	}
-
+	prepare_io(&o, &io, json_fd >= 0 ? json_fd : egress_fd, &tty);
 	if (al_run(&o.cfg, &io, &res, &err) < 0) {
 		tty_restore(&tty);
 		code = usage_error("%s", err->msg);
@@ -630,18 +724,8 @@ int cli_run(int argc, char **argv)
 		return code;
 	}
 	tty_restore(&tty);
-	if (json_fd >= 0 && egress_fd >= 0) {
-		/* --json with --egress-log: the file gets the same lines. */
-		char buf[65536];
-		off_t off = 0;
-		ssize_t n;
-
-		while ((n = pread(json_fd, buf, sizeof(buf), off)) > 0) {
-			if (write(egress_fd, buf, (size_t)n) != n)
-				break;
-			off += n;
-		}
-	}
+	if (json_fd >= 0 && egress_fd >= 0)
+		copy_egress_log(json_fd, egress_fd);
 	if (o.json)
 		cli_print_json(stdout, &res, o.out.data, o.out.len, o.err.data, o.err.len,
 			       policy_json ? read_egress(json_fd) : NULL);

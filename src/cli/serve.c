@@ -128,25 +128,100 @@ static char *default_agent(void)
 	return path ? path : xstrdup("airlock-agent");
 }
 
+/* airlock serve's options (parse_serve_opt). */
+static const struct option serve_opts[] = {
+	{"listen", required_argument, NULL, 'l'}, {"socket", required_argument, NULL, 's'},
+	{"state-dir", required_argument, NULL, 'd'},
+	{"tokens", required_argument, NULL, 't'}, {"agent", required_argument, NULL, 'a'},
+	{"upstream-netns", required_argument, NULL, 'n'},
+	{"upstream-dns", required_argument, NULL, 'u'},
+	{"upstream-ca", required_argument, NULL, 'c'},
+	{"pool", required_argument, NULL, 'p'},
+	{"images", required_argument, NULL, 'i'},
+	{"retention", required_argument, NULL, 'r'},
+	{"keep-ended", required_argument, NULL, 'k'},
+	{"sandbox-output-max", required_argument, NULL, 'o'},
+	{"sandbox-records-max", required_argument, NULL, 'R'},
+	{"keep-commands", required_argument, NULL, 'K'},
+	{"keep-ended-output", required_argument, NULL, 'O'},
+	{"team-max-sandboxes", required_argument, NULL, 'T'},
+	{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+
+/*
+ * One option into the daemon's and the API's settings: -1 to go on, else the exit code
+ * (0 after --help). as_written is the option as the user wrote it, for a bad one.
+ */
+static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *dopt,
+			   struct api_opts *aopt, char **agent)
+{
+	switch (c) {
+	case 'l': aopt->listen = strcmp(optarg, "none") == 0 ? NULL : optarg; break;
+	case 's': aopt->socket_path = optarg; break;
+	case 'd': dopt->state_dir = optarg; break;
+	case 't': aopt->tokens_path = optarg; break;
+	case 'a': *agent = xstrdup(optarg); break;
+	case 'n': dopt->upstream_netns = optarg; break;
+	case 'u': dopt->upstream_dns = optarg; break;
+	case 'c': dopt->upstream_ca = optarg; break;
+	case 'i': dopt->images_dir = optarg; break;
+	case 'p':
+		if (count_arg("pool", optarg, 0, DM_POOL_LIMIT, &dopt->pool) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'r':
+		if (al_parse_duration_ms(optarg, &dopt->retain_ms) < 0 ||
+		    dopt->retain_ms < 1000 || dopt->retain_ms > 30ull * 86400 * 1000) {
+			fprintf(stderr, "airlock: serve: --retention '%s': a duration "
+				"from 1s to 720h (e.g. 90s, 2h)\n", optarg);
+			return AL_EXIT_USAGE;
+		}
+		break;
+	case 'o':
+		if (size_arg("sandbox-output-max", optarg, &dopt->sbx_output_max) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'R':
+		if (size_arg("sandbox-records-max", optarg, &dopt->sbx_records_max) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'O':
+		if (size_arg("keep-ended-output", optarg, &dopt->ended_output_max) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'K':
+		if (count_arg("keep-commands", optarg, 1, 10000000, &dopt->max_cmds) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'T':
+		if (count_arg("team-max-sandboxes", optarg, 1, 1000000, &dopt->team_max_sbxs) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'k':
+		if (count_arg("keep-ended", optarg, 1, 1000000, &dopt->max_ended) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'h': cli_serve_usage(stdout); return 0;
+	default:
+		fprintf(stderr, "airlock: serve: bad option '%s'\n", as_written);
+		cli_serve_usage(stderr);
+		return AL_EXIT_USAGE;
+	}
+	return -1;
+}
+
+/* Every client connection and sandbox holds fds: use the whole hard limit. */
+static void raise_nofile_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 int cli_serve(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{"listen", required_argument, NULL, 'l'}, {"socket", required_argument, NULL, 's'},
-		{"state-dir", required_argument, NULL, 'd'},
-		{"tokens", required_argument, NULL, 't'}, {"agent", required_argument, NULL, 'a'},
-		{"upstream-netns", required_argument, NULL, 'n'},
-		{"upstream-dns", required_argument, NULL, 'u'},
-		{"upstream-ca", required_argument, NULL, 'c'},
-		{"pool", required_argument, NULL, 'p'},
-		{"images", required_argument, NULL, 'i'},
-		{"retention", required_argument, NULL, 'r'},
-		{"keep-ended", required_argument, NULL, 'k'},
-		{"sandbox-output-max", required_argument, NULL, 'o'},
-		{"sandbox-records-max", required_argument, NULL, 'R'},
-		{"keep-commands", required_argument, NULL, 'K'},
-		{"keep-ended-output", required_argument, NULL, 'O'},
-		{"team-max-sandboxes", required_argument, NULL, 'T'},
-		{"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0}};
 	struct daemon_opts dopt = {.state_dir = "/var/lib/airlock"};
 	struct api_opts aopt = {.listen = "127.0.0.1:7070"};
 	struct al_error *err = NULL;
@@ -154,63 +229,14 @@ int cli_serve(int argc, char **argv)
 	struct api *a = NULL;
 	char *agent = NULL, *tokens = NULL;
 	sigset_t mask;
-	int c, sig;
+	int c, sig, code;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = al_getopt_exact(argc, argv, "+h", opts)) != -1) {
-		switch (c) {
-		case 'l': aopt.listen = strcmp(optarg, "none") == 0 ? NULL : optarg; break;
-		case 's': aopt.socket_path = optarg; break;
-		case 'd': dopt.state_dir = optarg; break;
-		case 't': aopt.tokens_path = optarg; break;
-		case 'a': agent = xstrdup(optarg); break;
-		case 'n': dopt.upstream_netns = optarg; break;
-		case 'u': dopt.upstream_dns = optarg; break;
-		case 'c': dopt.upstream_ca = optarg; break;
-		case 'i': dopt.images_dir = optarg; break;
-		case 'p':
-			if (count_arg("pool", optarg, 0, DM_POOL_LIMIT, &dopt.pool) < 0)
-				return AL_EXIT_USAGE;
-			break;
-		case 'r':
-			if (al_parse_duration_ms(optarg, &dopt.retain_ms) < 0 ||
-			    dopt.retain_ms < 1000 || dopt.retain_ms > 30ull * 86400 * 1000) {
-				fprintf(stderr, "airlock: serve: --retention '%s': a duration "
-					"from 1s to 720h (e.g. 90s, 2h)\n", optarg);
-				return AL_EXIT_USAGE;
-			}
-			break;
-		case 'o':
-			if (size_arg("sandbox-output-max", optarg, &dopt.sbx_output_max) < 0)
-				return AL_EXIT_USAGE;
-			break;
-		case 'R':
-			if (size_arg("sandbox-records-max", optarg, &dopt.sbx_records_max) < 0)
-				return AL_EXIT_USAGE;
-			break;
-		case 'O':
-			if (size_arg("keep-ended-output", optarg, &dopt.ended_output_max) < 0)
-				return AL_EXIT_USAGE;
-			break;
-		case 'K':
-			if (count_arg("keep-commands", optarg, 1, 10000000, &dopt.max_cmds) < 0)
-				return AL_EXIT_USAGE;
-			break;
-		case 'T':
-			if (count_arg("team-max-sandboxes", optarg, 1, 1000000, &dopt.team_max_sbxs) < 0)
-				return AL_EXIT_USAGE;
-			break;
-		case 'k':
-			if (count_arg("keep-ended", optarg, 1, 1000000, &dopt.max_ended) < 0)
-				return AL_EXIT_USAGE;
-			break;
-		case 'h': cli_serve_usage(stdout); return 0;
-		default:
-			fprintf(stderr, "airlock: serve: bad option '%s'\n", argv[optind - 1]);
-			cli_serve_usage(stderr);
-			return AL_EXIT_USAGE;
-		}
+	while ((c = al_getopt_exact(argc, argv, "+h", serve_opts)) != -1) {
+		code = parse_serve_opt(c, argv[optind - 1], &dopt, &aopt, &agent);
+		if (code >= 0)
+			return code;
 	}
 	if (dopt.images_dir && access(dopt.images_dir, R_OK | X_OK) < 0) {
 		fprintf(stderr, "airlock: serve: --images '%s': %s\n", dopt.images_dir,
@@ -229,14 +255,7 @@ int cli_serve(int argc, char **argv)
 		return AL_EXIT_SETUP;
 	dopt.agent_path = agent ? agent : (agent = default_agent());
 
-	/* Every client connection and sandbox holds fds: use the whole hard limit. */
-	{
-		struct rlimit rl;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-			rl.rlim_cur = rl.rlim_max;
-			setrlimit(RLIMIT_NOFILE, &rl);
-		}
-	}
+	raise_nofile_limit();
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);

@@ -478,77 +478,72 @@ static int up_read(struct mitm *m, void *buf, int len)
 	return SSL_read(m->us, buf, len);
 }
 
-/* Relay the upstream's response as it comes (no secret aboard: nothing to scan for). */
-static int relay_raw(struct mitm *m)
+/*
+ * Read the upstream's response head into head (RESP_HEAD_MAX + 1 bytes), perhaps with
+ * the start of its body after it: *hl bytes in all, the head ending at *end. -1: 502
+ * answered (too large, no response, not HTTP/1.x).
+ */
+static int read_raw_head(struct mitm *m, char *head, size_t *hl, const char **end)
 {
-	struct gw_conn *k = m->k;
-	_cleanup_free_ char *head = xzalloc(RESP_HEAD_MAX + 1), *out = NULL;
-	char *buf;
-	size_t hl = 0, body_have, carry = 0, keep;
-	const char *end = NULL, *v;
-	size_t vlen = 0;
-	bool bounded = false;
-	uint64_t left = 0;
 	int n;
 
-	while (!end) {
-		if (hl >= RESP_HEAD_MAX) {
+	*end = NULL;
+	while (!*end) {
+		if (*hl >= RESP_HEAD_MAX) {
 			answer(m, 502, "upstream_head_too_large", "Bad Gateway");
 			return -1;
 		}
-		n = up_read(m, head + hl, (int)(RESP_HEAD_MAX - hl));
+		n = up_read(m, head + *hl, (int)(RESP_HEAD_MAX - *hl));
 		if (n <= 0) {
 			answer(m, 502, "upstream_no_response", "Bad Gateway");
 			return -1;
 		}
-		hl += (size_t)n;
-		end = memmem(head, hl, "\r\n\r\n", 4);
+		*hl += (size_t)n;
+		*end = memmem(head, *hl, "\r\n\r\n", 4);
 	}
-	if (hl < 12 || strncmp(head, "HTTP/1.", 7)) {
+	if (*hl < 12 || strncmp(head, "HTTP/1.", 7)) {
 		answer(m, 502, "upstream_bad_response", "Bad Gateway");
 		return -1;
 	}
-	{
-		size_t head_len = (size_t)(end - head) + 4;
+	return 0;
+}
 
-		body_have = hl - head_len;
-		if (!resp_header(head, head_len, "transfer-encoding", &vlen) &&
-		    (v = resp_header(head, head_len, "content-length", &vlen))) {
-			bounded = true;
-			left = strtoull(v, NULL, 10);
-		}
-		/* The head, minus its connection fields, plus ours. */
-		out = xzalloc(head_len + 64);
-		{
-			size_t o = 0;
-			const char *p = head, *hend = head + head_len - 2;
+/* Send the response head to the sandbox, minus its connection fields, plus ours. */
+static int send_raw_head(struct mitm *m, const char *head, size_t head_len)
+{
+	_cleanup_free_ char *out = xzalloc(head_len + 64);
+	size_t o = 0;
+	const char *p = head, *hend = head + head_len - 2;
 
-			while (p < hend) {
-				const char *e = memchr(p, '\n', (size_t)(hend - p));
-				size_t l = e ? (size_t)(e - p) + 1 : (size_t)(hend - p);
-				bool drop = p != head && ((l > 11 && !strncasecmp(p, "connection:", 11)) ||
-							  (l > 11 && !strncasecmp(p, "keep-alive:", 11)));
-				if (!drop) {
-					memcpy(out + o, p, l);
-					o += l;
-				}
-				p += l;
-			}
-			o += (size_t)sprintf(out + o, "Connection: close\r\n\r\n");
-			if (ssl_write_all(m->cs, out, o) < 0)
-				return -1;
-			k->in += o;
+	while (p < hend) {
+		const char *e = memchr(p, '\n', (size_t)(hend - p));
+		size_t l = e ? (size_t)(e - p) + 1 : (size_t)(hend - p);
+		bool drop = p != head && ((l > 11 && !strncasecmp(p, "connection:", 11)) ||
+					  (l > 11 && !strncasecmp(p, "keep-alive:", 11)));
+		if (!drop) {
+			memcpy(out + o, p, l);
+			o += l;
 		}
-		memmove(head, head + head_len, body_have);
+		p += l;
 	}
-	/* The body, streamed (max_secret is 0 here: nothing is kept back). */
-	buf = head; /* reuse: RESP_HEAD_MAX + 1 bytes */
-	carry = body_have;
-	if (bounded && carry > left)
-		carry = (size_t)left;
-	if (bounded)
-		left -= carry;
-	keep = m->max_secret ? m->max_secret - 1 : 0;
+	o += (size_t)sprintf(out + o, "Connection: close\r\n\r\n");
+	if (ssl_write_all(m->cs, out, o) < 0)
+		return -1;
+	m->k->in += o;
+	return 0;
+}
+
+/*
+ * The body, streamed (max_secret is 0 here: nothing is kept back). buf (RESP_HEAD_MAX + 1
+ * bytes) starts with the carry bytes read with the head; with a Content-Length (bounded),
+ * left is what is still to come after them.
+ */
+static int stream_raw_body(struct mitm *m, char *buf, size_t carry, bool bounded,
+			   uint64_t left)
+{
+	size_t keep = m->max_secret ? m->max_secret - 1 : 0;
+	int n;
+
 	for (;;) {
 		bool more = !bounded || left > 0;
 		size_t emit;
@@ -572,13 +567,42 @@ static int relay_raw(struct mitm *m)
 		emit = more ? (carry > keep ? carry - keep : 0) : carry;
 		if (emit && ssl_write_all(m->cs, buf, emit) < 0)
 			return -1;
-		k->in += emit;
+		m->k->in += emit;
 		memmove(buf, buf + emit, carry - emit);
 		carry -= emit;
 		if (!more && carry == 0)
 			break;
 	}
 	return 0;
+}
+
+/* Relay the upstream's response as it comes (no secret aboard: nothing to scan for). */
+static int relay_raw(struct mitm *m)
+{
+	_cleanup_free_ char *head = xzalloc(RESP_HEAD_MAX + 1);
+	size_t hl = 0, head_len, carry, vlen = 0;
+	const char *end, *v;
+	bool bounded = false;
+	uint64_t left = 0;
+
+	if (read_raw_head(m, head, &hl, &end) < 0)
+		return -1;
+	head_len = (size_t)(end - head) + 4;
+	carry = hl - head_len;
+	if (!resp_header(head, head_len, "transfer-encoding", &vlen) &&
+	    (v = resp_header(head, head_len, "content-length", &vlen))) {
+		bounded = true;
+		left = strtoull(v, NULL, 10);
+	}
+	if (send_raw_head(m, head, head_len) < 0)
+		return -1;
+	memmove(head, head + head_len, carry);
+	/* What came with the head counts against the Content-Length too. */
+	if (bounded && carry > left)
+		carry = (size_t)left;
+	if (bounded)
+		left -= carry;
+	return stream_raw_body(m, head, carry, bounded, left); /* head reused as the buffer */
 }
 
 /*
@@ -851,66 +875,148 @@ static void synthesize(struct mitm *m, const struct net_rule *r)
 	m->k->in += n;
 }
 
+/*
+ * The sandbox's side of the tunnel: a leaf certificate for the checked name, signed by
+ * the gateway's CA, and the TLS handshake over what the sandbox has sent so far (the
+ * ClientHello the SNI was read from is replayed first). leaf and lkey are the caller's
+ * to free, whatever happened. -1: refused and logged.
+ */
+static int accept_client_tls(struct mitm *m, void **leaf, void **lkey)
+{
+	struct gw_conn *k = m->k;
+	struct net_gateway *g = k->g;
+	struct al_error *err = NULL;
+	BIO *bio;
+
+	pthread_mutex_lock(&g->tls_mu);
+	if (g->ca && net_ca_leaf(g->ca, k->name, leaf, lkey, &err) < 0)
+		*leaf = NULL;
+	pthread_mutex_unlock(&g->tls_mu);
+	al_error_free(err);
+	if (!*leaf) {
+		gw_conn_deny(k, "tls_no_ca", k->name, 0);
+		return -1;
+	}
+	pthread_once(&replay_once, replay_init);
+	m->cs = SSL_new(g->ssl_srv);
+	bio = m->cs ? BIO_new(replay_method) : NULL;
+	if (!bio) {
+		gw_conn_deny(k, "tls_error", k->name, 0);
+		return -1;
+	}
+	m->rp = (struct replay){.g = g, .fd = k->c, .pre = k->buf, .pre_len = k->len};
+	BIO_set_data(bio, &m->rp);
+	BIO_set_init(bio, 1);
+	SSL_set_bio(m->cs, bio, bio);
+	SSL_use_certificate(m->cs, *leaf);
+	SSL_use_PrivateKey(m->cs, *lkey);
+	if (SSL_accept(m->cs) != 1) {
+		ERR_clear_error();
+		gw_conn_deny(k, "tls_client_handshake_failed", k->name, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * What no rule may allow inside the tunnel. Host must be the checked name (origin-form;
+ * absolute-form only with https, which the parser does not take, so origin-form it is),
+ * and TRACE is refused. -1: answered and logged.
+ */
+static int check_request(struct mitm *m, const struct net_http_req *req)
+{
+	char canon[NET_NAME_MAX + 1];
+
+	if (req->form != NET_HTTP_ORIGIN && req->form != NET_HTTP_ASTERISK) {
+		answer(m, 400, "not_origin_form", "Bad Request");
+		return -1;
+	}
+	if (net_name_canon(req->host.p, req->host.len, canon, NULL) < 0 ||
+	    strcmp(canon, m->k->name)) {
+		answer(m, 421, "host_mismatch", "Misdirected Request");
+		return -1;
+	}
+	if (req->method.len == 5 && !memcmp(req->method.p, "TRACE", 5)) {
+		answer(m, 405, "trace_refused", "Method Not Allowed");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Send the request upstream (the checked name, or a forward rule's target, dialled here
+ * into *fwd_fd, which the caller closes), over TLS, with the head rebuilt and the body
+ * copied, then relay the response. -1: answered or logged, or the response cut.
+ */
+static int forward_request(struct mitm *m, const struct net_http_req *req,
+			   const struct net_rule *rule, int *fwd_fd)
+{
+	struct gw_conn *k = m->k;
+	const char *host = k->name, *prefix = "", *why = NULL;
+	int port = k->port, ufd = k->u, br;
+	size_t hl;
+	_cleanup_free_ char *head = NULL;
+
+	if (rule && rule->action == NET_RULE_FORWARD) {
+		struct net_addr fa;
+
+		*fwd_fd = gw_dial(k, rule->fwd_host, rule->fwd_port, &fa, &why);
+		if (*fwd_fd < 0) {
+			answer(m, 502, why ? why : "forward_failed", "Bad Gateway");
+			return -1;
+		}
+		host = rule->fwd_host;
+		port = rule->fwd_port;
+		prefix = rule->fwd_prefix;
+		ufd = *fwd_fd;
+	}
+	setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
+	m->us = upstream_tls(m, ufd, host, &why);
+	if (!m->us) {
+		answer(m, 502, why, "Bad Gateway");
+		return -1;
+	}
+	head = build_head(m, req, rule, host, port, prefix, &hl);
+	if (!head) {
+		answer(m, 431, "request_head_too_large", "Request Header Fields Too Large");
+		return -1;
+	}
+	if (ssl_write_all(m->us, head, hl) < 0) {
+		answer(m, 502, "upstream_write_failed", "Bad Gateway");
+		return -1;
+	}
+	br = req->chunked ? copy_chunked(m, req) : copy_body(m, req);
+	if (br == -2) { /* the upstream saw a cut body: it gets no more */
+		answer(m, 400, "bad_chunked_body", "Bad Request");
+		return -1;
+	}
+	if (br < 0) {
+		answer(m, 502, "upstream_write_failed", "Bad Gateway");
+		return -1;
+	}
+	k->out += hl;
+	return relay_response(m);
+}
+
 void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 {
-	struct net_gateway *g = k->g;
 	struct mitm m = {.k = k};
 	struct net_http_req *req = xzalloc(sizeof(*req));
 	const struct net_rule *rule;
 	void *leaf = NULL, *lkey = NULL;
-	struct al_error *err = NULL;
-	const char *why = NULL, *verdict;
-	char canon[NET_NAME_MAX + 1];
-	BIO *bio;
+	const char *verdict;
 	int fwd_fd = -1;
 
 	k->layer = "tls";
 	/* Records go out as they are made: without this, Nagle and delayed ACKs add ~40 ms. */
 	setsockopt(k->c, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
 	setsockopt(k->u, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
-	pthread_mutex_lock(&g->tls_mu);
-	if (g->ca && net_ca_leaf(g->ca, k->name, &leaf, &lkey, &err) < 0)
-		leaf = NULL;
-	pthread_mutex_unlock(&g->tls_mu);
-	al_error_free(err);
-	if (!leaf) {
-		gw_conn_deny(k, "tls_no_ca", k->name, 0);
+	if (accept_client_tls(&m, &leaf, &lkey) < 0)
 		goto out;
-	}
-	pthread_once(&replay_once, replay_init);
-	m.cs = SSL_new(g->ssl_srv);
-	bio = m.cs ? BIO_new(replay_method) : NULL;
-	if (!bio) {
-		gw_conn_deny(k, "tls_error", k->name, 0);
-		goto out;
-	}
-	m.rp = (struct replay){.g = g, .fd = k->c, .pre = k->buf, .pre_len = k->len};
-	BIO_set_data(bio, &m.rp);
-	BIO_set_init(bio, 1);
-	SSL_set_bio(m.cs, bio, bio);
-	SSL_use_certificate(m.cs, leaf);
-	SSL_use_PrivateKey(m.cs, lkey);
-	if (SSL_accept(m.cs) != 1) {
-		ERR_clear_error();
-		gw_conn_deny(k, "tls_client_handshake_failed", k->name, 0);
-		goto out;
-	}
 	if (read_request(&m, req) < 0)
 		goto out;
-	/* Inside the tunnel: Host must be the checked name (origin-form; absolute-form only
-	 * with https, which the parser does not take, so origin-form it is). */
-	if (req->form != NET_HTTP_ORIGIN && req->form != NET_HTTP_ASTERISK) {
-		answer(&m, 400, "not_origin_form", "Bad Request");
+	if (check_request(&m, req) < 0)
 		goto out;
-	}
-	if (net_name_canon(req->host.p, req->host.len, canon, NULL) < 0 || strcmp(canon, k->name)) {
-		answer(&m, 421, "host_mismatch", "Misdirected Request");
-		goto out;
-	}
-	if (req->method.len == 5 && !memcmp(req->method.p, "TRACE", 5)) {
-		answer(&m, 405, "trace_refused", "Method Not Allowed");
-		goto out;
-	}
 	rule = net_rules_match(rules, &(struct net_rule_req){
 					  .method = req->method.p, .method_len = req->method.len,
 					  .path = req->path.p, .path_len = req->path.len,
@@ -923,55 +1029,8 @@ void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 	m.n_secrets = net_rule_secret_tokens(rule, m.secrets, NET_SECRET_MAX_TOKENS);
 	m.max_secret = m.n_secrets ? strlen(m.secrets[0]) : 0;
 	m.head_req = req->method.len == 4 && !memcmp(req->method.p, "HEAD", 4);
-	{
-		const char *host = k->name, *prefix = "";
-		int port = k->port, ufd = k->u;
-		size_t hl;
-		_cleanup_free_ char *head = NULL;
-
-		if (rule && rule->action == NET_RULE_FORWARD) {
-			struct net_addr fa;
-
-			fwd_fd = gw_dial(k, rule->fwd_host, rule->fwd_port, &fa, &why);
-			if (fwd_fd < 0) {
-				answer(&m, 502, why ? why : "forward_failed", "Bad Gateway");
-				goto out;
-			}
-			host = rule->fwd_host;
-			port = rule->fwd_port;
-			prefix = rule->fwd_prefix;
-			ufd = fwd_fd;
-		}
-		setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int));
-		m.us = upstream_tls(&m, ufd, host, &why);
-		if (!m.us) {
-			answer(&m, 502, why, "Bad Gateway");
-			goto out;
-		}
-		head = build_head(&m, req, rule, host, port, prefix, &hl);
-		if (!head) {
-			answer(&m, 431, "request_head_too_large", "Request Header Fields Too Large");
-			goto out;
-		}
-		if (ssl_write_all(m.us, head, hl) < 0) {
-			answer(&m, 502, "upstream_write_failed", "Bad Gateway");
-			goto out;
-		}
-		{
-			int br = req->chunked ? copy_chunked(&m, req) : copy_body(&m, req);
-			if (br == -2) { /* the upstream saw a cut body: it gets no more */
-				answer(&m, 400, "bad_chunked_body", "Bad Request");
-				goto out;
-			}
-			if (br < 0) {
-				answer(&m, 502, "upstream_write_failed", "Bad Gateway");
-				goto out;
-			}
-		}
-		k->out += hl;
-		if (relay_response(&m) < 0)
-			goto out;
-	}
+	if (forward_request(&m, req, rule, &fwd_fd) < 0)
+		goto out;
 	verdict = !rule ? "passthrough" : rule->action == NET_RULE_FORWARD ? "rule_forward"
 									     : "rule_transform";
 	gw_conn_log_allow(k, verdict);

@@ -114,11 +114,98 @@ static void keep_copies(struct jail_ctx *ctx)
 	ctx->workdir = xstrdup(ctx->cfg->workdir ? ctx->cfg->workdir : "/workspace");
 }
 
+/*
+ * C4. uts and net: a fixed hostname, loopback up, nothing else. A daemon sandbox
+ *     joins the namespace its spawner made ahead for it (never entered before, its
+ *     loopback up: jail_netns_make) instead of the one a clone would make.
+ */
+static int child_uts_net(struct jail_ctx *ctx, struct al_error **err)
+{
+	const char *host = ctx->cfg->hostname ? ctx->cfg->hostname : JAIL_HOSTNAME_DEFAULT;
+
+	if (sethostname(host, strlen(host)) < 0)
+		return al_error_set(err, errno, "sethostname");
+	if (ctx->netns_ahead) {
+		if (setns(ctx->netns_fd, CLONE_NEWNET) < 0)
+			return al_error_set(err, errno, "setns to the network namespace made ahead");
+		close(ctx->netns_fd);
+	} else if (!ctx->netns_later && jail_loopback_up(err) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * C5. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
+ *     of --file sources, pivot_root, old root detached. A daemon sandbox may join a
+ *     root its spawner made ahead for exactly this configuration (never entered by any
+ *     sandbox before: jail_rootfs_ahead), and only finish it: owner, /proc. A one-shot
+ *     with default settings gets a private copy of a read-only root template
+ *     (template.c) and adds only its own parts: a writable tmpfs, devpts, /proc.
+ */
+static int child_rootfs(struct jail_ctx *ctx, struct al_error **err)
+{
+	int r;
+
+	if (ctx->mntns_ahead) {
+		r = jail_rootfs_enter_ahead(ctx, ctx->mntns_fd, err);
+		close(ctx->mntns_fd);
+		return r < 0 ? -1 : 0;
+	}
+	if (ctx->mntns_template) {
+		r = jail_rootfs_enter_template(ctx, ctx->mntns_fd, err);
+		close(ctx->mntns_fd);
+		return r < 0 ? -1 : 0;
+	}
+	return jail_rootfs_build(ctx, err) < 0 ? -1 : 0;
+}
+
+/*
+ * C5b. Wait until the parent has put us in our cgroups (v1: it makes and joins them
+ *     while we build the above, on the other CPU), so that the cgroup namespace
+ *     below is rooted at the sandbox's own cgroup. Nothing of the sandbox's has run
+ *     yet: its limits are in place before its first instruction.
+ */
+static int child_enter_limits(struct jail_ctx *ctx, struct al_error **err)
+{
+	if (wait_go_join(ctx, err) < 0)
+		return -1;
+	if (ctx->cpus_moved && sched_setaffinity(0, sizeof(ctx->cpus), &ctx->cpus) < 0)
+		return al_error_set(err, errno, "sched_setaffinity (the caller's CPUs)");
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return al_error_set(err, errno, "unshare(CLONE_NEWCGROUP)");
+	return 0;
+}
+
+/*
+ * C6. Leave host privilege for good: the sandbox's rlimits, then a new user namespace
+ *     made as the sandbox's own host uid, not as root (userns.c: what the kernel
+ *     counts per user inside ends at that uid, not at host root's), whose id maps
+ *     the parent writes (we cannot map a range ourselves).
+ */
+static int child_leave_host_privilege(struct jail_ctx *ctx, struct al_error **err)
+{
+	struct jail_msg m = {.type = JMSG_IDMAP};
+
+	if (jail_userns_enter(ctx, err) < 0)
+		return -1;
+	if (jail_msg_send(ctx->sync_fd, &m, -1) < 0 || wait_go(ctx, err) < 0) {
+		if (!*err)
+			al_error_set(err, EPIPE, "sending IDMAP");
+		return -1;
+	}
+	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+		return al_error_set(err, errno, "setresuid(0) in the sandbox user namespace");
+	return 0;
+}
+
+/*
+ * The steps in order; each helper above carries the reason for its place. Any
+ * failure is reported to the parent over the sync socket and ends this process.
+ */
 void jail_child_main(struct jail_ctx *ctx)
 {
 	struct al_error *err = NULL;
-	struct jail_msg m = {.type = JMSG_IDMAP};
-	const char *host = ctx->cfg->hostname ? ctx->cfg->hostname : JAIL_HOSTNAME_DEFAULT;
 
 	/* C1. A one-shot run dies with airlock (the death signal is cleared by the uid change
 	 *     below; from then on the sync socket's EOF plays that role, see init.c). A daemon
@@ -127,22 +214,9 @@ void jail_child_main(struct jail_ctx *ctx)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 	/* C2. Own session: no controlling terminal of the caller's, no job-control signals. */
 	setsid();
-	/* C4. uts and net: a fixed hostname, loopback up, nothing else. A daemon sandbox
-	 *     joins the namespace its spawner made ahead for it (never entered before, its
-	 *     loopback up: jail_netns_make) instead of the one a clone would make. */
-	if (sethostname(host, strlen(host)) < 0) {
-		al_error_set(&err, errno, "sethostname");
+	/* C4. uts and net (child_uts_net). */
+	if (child_uts_net(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
-	}
-	if (ctx->netns_ahead) {
-		if (setns(ctx->netns_fd, CLONE_NEWNET) < 0) {
-			al_error_set(&err, errno, "setns to the network namespace made ahead");
-			jail_child_fail(ctx->sync_fd, err);
-		}
-		close(ctx->netns_fd);
-	} else if (!ctx->netns_later && jail_loopback_up(&err) < 0) {
-		jail_child_fail(ctx->sync_fd, err);
-	}
 
 	/* C4c. A one-shot on cgroup v1: our memory cgroup, made with its limit and joined by
 	 *      ourselves, while the parent makes the pids one (and the network namespace);
@@ -154,58 +228,17 @@ void jail_child_main(struct jail_ctx *ctx)
 	 *      spawner, in the host's network namespace (so the socket's host path does not
 	 *      show in the sandbox's /proc/net/unix); they cross into the sandbox as fds. */
 
-	/* C5. The filesystem: fresh tmpfs root, read-only runtime, /proc, /dev, copies
-	 *     of --file sources, pivot_root, old root detached. A daemon sandbox may join a
-	 *     root its spawner made ahead for exactly this configuration (never entered by any
-	 *     sandbox before: jail_rootfs_ahead), and only finish it: owner, /proc. A one-shot
-	 *     with default settings gets a private copy of a read-only root template
-	 *     (template.c) and adds only its own parts: a writable tmpfs, devpts, /proc. */
-	if (ctx->mntns_ahead) {
-		int r = jail_rootfs_enter_ahead(ctx, ctx->mntns_fd, &err);
+	/* C5. The filesystem (child_rootfs). */
+	if (child_rootfs(ctx, &err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
 
-		close(ctx->mntns_fd);
-		if (r < 0)
-			jail_child_fail(ctx->sync_fd, err);
-	} else if (ctx->mntns_template) {
-		int r = jail_rootfs_enter_template(ctx, ctx->mntns_fd, &err);
+	/* C5b. The parent's GO: cgroups in place, then the cgroup namespace (child_enter_limits). */
+	if (child_enter_limits(ctx, &err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
 
-		close(ctx->mntns_fd);
-		if (r < 0)
-			jail_child_fail(ctx->sync_fd, err);
-	} else if (jail_rootfs_build(ctx, &err) < 0) {
+	/* C6. Leave host privilege for good (child_leave_host_privilege). */
+	if (child_leave_host_privilege(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
-	}
-
-	/* C5b. Wait until the parent has put us in our cgroups (v1: it makes and joins them
-	 *     while we build the above, on the other CPU), so that the cgroup namespace
-	 *     below is rooted at the sandbox's own cgroup. Nothing of the sandbox's has run
-	 *     yet: its limits are in place before its first instruction. */
-	if (wait_go_join(ctx, &err) < 0)
-		jail_child_fail(ctx->sync_fd, err);
-	if (ctx->cpus_moved && sched_setaffinity(0, sizeof(ctx->cpus), &ctx->cpus) < 0) {
-		al_error_set(&err, errno, "sched_setaffinity (the caller's CPUs)");
-		jail_child_fail(ctx->sync_fd, err);
-	}
-	if (unshare(CLONE_NEWCGROUP) < 0) {
-		al_error_set(&err, errno, "unshare(CLONE_NEWCGROUP)");
-		jail_child_fail(ctx->sync_fd, err);
-	}
-
-	/* C6. Leave host privilege for good: the sandbox's rlimits, then a new user namespace
-	 *     made as the sandbox's own host uid, not as root (userns.c: what the kernel
-	 *     counts per user inside ends at that uid, not at host root's), whose id maps
-	 *     the parent writes (we cannot map a range ourselves). */
-	if (jail_userns_enter(ctx, &err) < 0)
-		jail_child_fail(ctx->sync_fd, err);
-	if (jail_msg_send(ctx->sync_fd, &m, -1) < 0 || wait_go(ctx, &err) < 0) {
-		if (!err)
-			al_error_set(&err, EPIPE, "sending IDMAP");
-		jail_child_fail(ctx->sync_fd, err);
-	}
-	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
-		al_error_set(&err, errno, "setresuid(0) in the sandbox user namespace");
-		jail_child_fail(ctx->sync_fd, err);
-	}
 
 	/* C7. PID 1 holds the caller's memory image: make it undumpable (no /proc/1/mem,
 	 *     /proc/1/environ for anyone inside) and wipe the inherited environment. */

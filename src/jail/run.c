@@ -322,6 +322,91 @@ static void set_setup_failed(struct al_result *res, struct al_error *e, const ch
 	res->error = xstrdup(e && e->msg ? e->msg : fallback);
 }
 
+/*
+ * A set-up that failed ends the run: as an error when it was the caller's mistake (an
+ * invalid policy), else as a result that says so. Everything is released either way.
+ */
+static int end_setup_failed(struct run *r, struct al_result *res, struct al_error **setup,
+			    bool callers_mistake, const char *fallback, double t0,
+			    struct al_error **err)
+{
+	if (callers_mistake) {
+		*err = TAKE_PTR(*setup);
+		run_cleanup(r);
+		return -1;
+	}
+	set_setup_failed(res, *setup, fallback);
+	run_cleanup(r);
+	res->duration_ms = jail_now_ms() - t0;
+	return 0;
+}
+
+/*
+ * Namespaces made ahead, if there is a pool: the sandbox joins its own (loopback up,
+ * or eth0 configured and linked to the gateway's, whose ruleset is in place), and its
+ * root too when its settings are the defaults the root was made with.
+ */
+static void claim_pool(struct run *r, const struct al_config *cfg, bool with_net)
+{
+	if (!cfg->pool_dir ||
+	    !jail_pool_claim(cfg->pool_dir, with_net ? JAIL_POOL_LINK : JAIL_POOL_LOOPBACK,
+			     &r->pool))
+		return;
+	r->ctx.netns_ahead = true;
+	r->ctx.netns_fd = r->pool.sbx_fd;
+	if (jail_pool_root_fits(cfg, with_net && !cfg->net_policy_no_rules)) {
+		r->ctx.mntns_ahead = true;
+		r->ctx.mntns_fd = r->pool.mnt_fd;
+	}
+}
+
+/*
+ * The gateway starts now and gets ready while the sandbox is built, unless the policy
+ * may have per-request rules: then the sandbox needs its CA, made at start. None for
+ * deny-all or no policy.
+ */
+static int start_gateway(struct run *r, const struct al_config *cfg, const struct al_io *io,
+			 const char *name, bool with_net, struct al_error **err)
+{
+	const char *id = cfg->sandbox_id ? cfg->sandbox_id : name;
+
+	if (!with_net)
+		return 0;
+	if (r->pool.held &&
+	    gw_client_start_pooled(cfg, id, io->egress_log_fd, r->pool.gw_sock, &r->gw) == 0)
+		return 0; /* the entry's own gateway, made ahead with it */
+	if (gw_client_start(cfg, id, io->egress_log_fd, r->pool.held ? r->pool.gw_path : NULL,
+			    &r->gw, err) < 0)
+		return -1;
+	if (!cfg->net_policy_no_rules && gw_client_ready(r->gw, err) < 0)
+		return -1;
+	return 0;
+}
+
+/*
+ * Hand the parent's ends of the channels to the relay, which runs the sandbox to its end
+ * (relay.c); the pidfd comes back reaped (or -1 after reaping).
+ */
+static void relay_run(struct run *r, struct relay *rl, const struct al_config *cfg,
+		      const struct al_io *io, struct al_result *res, double t0)
+{
+	relay_init(rl, cfg, io, res);
+	rl->sync_fd = r->sync[0];
+	rl->pidfd = r->pidfd;
+	rl->out_fd = r->out[0];
+	rl->err_fd = r->errp[0];
+	rl->in_fd = r->in[1];
+	rl->pid = r->pid;
+	rl->cg = r->cg;
+	rl->host_base = r->ctx.host_base;
+	rl->deadline_ms = cfg->timeout_ms ? t0 + (double)cfg->timeout_ms : 0;
+	rl->gw = r->gw;
+	rl->sandbox_has_ca = r->ctx.ca_pem != NULL;
+	r->sync[0] = r->out[0] = r->errp[0] = r->in[1] = -1; /* the relay owns them now */
+	relay_loop(rl);
+	r->pidfd = rl->pidfd; /* reaped (or -1 after reaping) */
+}
+
 int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result *res,
 	   struct al_error **err)
 {
@@ -349,37 +434,11 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	snprintf(name, sizeof(name), "run-%d-%lld", (int)getpid(), (long long)(t0 * 1000));
 	r.crowd_fd = jail_crowd_join(JAIL_CROWD_FILE); /* one of the launches under way */
 
-	/* Namespaces made ahead, if there is a pool: the sandbox joins its own (loopback up,
-	 * or eth0 configured and linked to the gateway's, whose ruleset is in place), and its
-	 * root too when its settings are the defaults the root was made with. */
-	if (cfg->pool_dir &&
-	    jail_pool_claim(cfg->pool_dir, with_net ? JAIL_POOL_LINK : JAIL_POOL_LOOPBACK, &r.pool)) {
-		r.ctx.netns_ahead = true;
-		r.ctx.netns_fd = r.pool.sbx_fd;
-		if (jail_pool_root_fits(cfg, with_net && !cfg->net_policy_no_rules)) {
-			r.ctx.mntns_ahead = true;
-			r.ctx.mntns_fd = r.pool.mnt_fd;
-		}
-	}
-	/* The gateway starts now and gets ready while the sandbox is built, unless the policy
-	 * may have per-request rules: then the sandbox needs its CA, made at start. */
-	if (with_net && r.pool.held &&
-	    gw_client_start_pooled(cfg, cfg->sandbox_id ? cfg->sandbox_id : name,
-				   io->egress_log_fd, r.pool.gw_sock, &r.gw) == 0)
-		; /* the entry's own gateway, made ahead with it */
-	else if (with_net && (gw_client_start(cfg, cfg->sandbox_id ? cfg->sandbox_id : name,
-					 io->egress_log_fd, r.pool.held ? r.pool.gw_path : NULL,
-					 &r.gw, &setup) < 0 ||
-			 (!cfg->net_policy_no_rules && gw_client_ready(r.gw, &setup) < 0))) {
-		if (setup->code == EINVAL) { /* the policy is invalid: the caller's mistake */
-			*err = TAKE_PTR(setup);
-			run_cleanup(&r);
-			return -1;
-		}
-		set_setup_failed(res, setup, "network gateway");
-		run_cleanup(&r);
-		res->duration_ms = jail_now_ms() - t0;
-		return 0;
+	claim_pool(&r, cfg, with_net);
+	if (start_gateway(&r, cfg, io, name, with_net, &setup) < 0) {
+		/* EINVAL: the policy is invalid, the caller's mistake */
+		return end_setup_failed(&r, res, &setup, setup->code == EINVAL,
+					"network gateway", t0, err);
 	}
 	r.ctx.ca_pem = gw_client_ca_pem(r.gw);
 	/* No root made ahead: the read-only template's copy if it suits (one is made now if
@@ -398,33 +457,12 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 		r.ctx.cg_memory = r.cg_memory = jail_cgroup_memory_path(name);
 	if ((cg_first && make_cgroup(&r, &setup) < 0) ||
 	    open_channels(&r, cfg, io, &setup) < 0 || spawn(&r, &setup) < 0) {
-		if (gw_client_policy_refused(r.gw)) { /* it came before the pid could be sent */
-			*err = TAKE_PTR(setup);
-			run_cleanup(&r);
-			return -1;
-		}
-		set_setup_failed(res, setup, "set-up failed");
-		run_cleanup(&r);
-		res->duration_ms = jail_now_ms() - t0;
-		return 0;
+		/* a policy refused: it came before the pid could be sent */
+		return end_setup_failed(&r, res, &setup, gw_client_policy_refused(r.gw),
+					"set-up failed", t0, err);
 	}
 
-	relay_init(&rl, cfg, io, res);
-	rl.sync_fd = r.sync[0];
-	rl.pidfd = r.pidfd;
-	rl.out_fd = r.out[0];
-	rl.err_fd = r.errp[0];
-	rl.in_fd = r.in[1];
-	rl.pid = r.pid;
-	rl.cg = r.cg;
-	rl.host_base = r.ctx.host_base;
-	rl.deadline_ms = cfg->timeout_ms ? t0 + (double)cfg->timeout_ms : 0;
-	rl.gw = r.gw;
-	rl.sandbox_has_ca = r.ctx.ca_pem != NULL;
-	r.sync[0] = r.out[0] = r.errp[0] = r.in[1] = -1; /* the relay owns them now */
-	relay_loop(&rl);
-	r.pidfd = rl.pidfd; /* reaped (or -1 after reaping) */
-
+	relay_run(&r, &rl, cfg, io, res, t0);
 	jail_cgroup_stats(r.cg, &res->peak_memory_bytes, &rl.oom_kills);
 	relay_finish(&rl);
 	run_cleanup(&r);
