@@ -5,12 +5,20 @@
  * Lifecycle of a one-shot run:
  *
  *	struct al_config cfg;
+ *	struct al_io io = {.out_fd = 1, .err_fd = 2, .stdin_fd = -1, .signal_fd = -1,
+ *			   .tty_fd = -1, .egress_log_fd = -1};
+ *	struct al_result res;
+ *	struct al_error *err = NULL;
  *	al_config_init(&cfg);               // safe defaults (deny-all network, 1 GiB memory, ...)
  *	cfg.argv = argv;                    // what to run inside
- *	struct al_result res;
- *	if (al_run(&cfg, &io, &res, &err) < 0) { ... err->msg ... }
- *	exit(al_result_exit_code(&res));
+ *	if (al_run(&cfg, &io, &res, &err) < 0) {
+ *		fprintf(stderr, "%s\n", err->msg);  // the caller's mistake (a bad config)
+ *		al_error_free(err);
+ *		return 125;
+ *	}
+ *	int code = al_result_exit_code(&res); // res.reason says why it ended
  *	al_result_release(&res);
+ *	return code;
  *
  * Every fallible function returns <0 (or NULL) and fills *err; the library
  * never prints and never exits.
@@ -98,19 +106,10 @@ struct al_config {
 	 * gets one link to its own egress gateway (docs/network.md).
 	 */
 	const char *net_policy_json;
-	/* Set when net_policy_json surely has no per-request rules (so the sandbox needs no CA
-	 * from the gateway, which can then start while the sandbox is built). false is safe. */
-	bool net_policy_no_rules;
 	const char *upstream_netns; /* where the gateway's upstream sockets live (NULL: host) */
 	const char *upstream_dns;   /* "IP[:PORT]" the gateway asks (NULL: host resolv.conf) */
 	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
 	const char *sandbox_id;     /* names the sandbox in the egress log */
-	/* The one-shot pool to draw a network namespace from (src/jail/ahead/pool.h: its
-	 * version directory), or NULL to make them. An empty or absent pool is no error. */
-	const char *pool_dir;
-	/* Where read-only root templates are kept (src/jail/ahead/template.h), or NULL to build
-	 * every root. A run whose settings a template does not suit builds its own. */
-	const char *template_dir;
 };
 
 AL_PUBLIC void al_config_init(struct al_config *cfg);
@@ -136,13 +135,6 @@ struct al_io {
 	int signal_fd;
 	int tty_fd;    /* the caller's terminal (for window size), or -1 */
 	int egress_log_fd; /* the gateway's decisions as JSON lines; -1 for none */
-	/*
-	 * The caller exits right after al_run returns (the airlock CLI): a gateway with no
-	 * egress log to finish is then killed and not waited for; the kernel ends it while
-	 * the caller exits, and whoever reaps the caller's orphans reaps it. Leave false in a
-	 * process that lives on, so that every child it had is reaped before al_run returns.
-	 */
-	bool caller_exits;
 };
 
 struct al_result {

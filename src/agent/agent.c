@@ -16,6 +16,7 @@
 #include "agent/agent.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/xalloc.h"
 #include "jail/jail.h"
 
 #include <errno.h>
@@ -174,9 +175,7 @@ static void read_conn(struct agent *a)
 		a->rcap = a->rcap ? a->rcap * 2 : 131072;
 		if (a->rcap > 2 * PROTO_MAX_FRAME)
 			a->rcap = 2 * PROTO_MAX_FRAME;
-		a->rbuf = realloc(a->rbuf, a->rcap);
-		if (!a->rbuf)
-			abort();
+		a->rbuf = xrealloc(a->rbuf, a->rcap);
 	}
 	n = recv(a->conn_fd, a->rbuf + a->rlen, a->rcap - a->rlen, 0);
 	if (n <= 0) {

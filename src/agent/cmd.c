@@ -3,6 +3,7 @@
 #include "agent/agent.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/xalloc.h"
 #include "jail/jail.h"
 
 #include <errno.h>
@@ -341,15 +342,11 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 		agent_send_error(a, m->id, e, "fork");
 		return -1;
 	}
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		abort();
+	c = xzalloc(sizeof(*c));
 	memcpy(c->id, m->cmd_id, m->cmd_id_len);
 	c->start_ms = agent_now_ms();
 	if (job > 1) { /* an idle shim's: kept until it says it took it (AGENT_SHIM_ACK) */
-		c->job = malloc(len);
-		if (!c->job)
-			abort();
+		c->job = xrealloc(NULL, len);
 		memcpy(c->job, frame, len);
 		c->job_len = len;
 	}
@@ -371,9 +368,7 @@ static void obuf_append(struct obuf *o, const char *p, size_t n)
 			o->cap = (o->len + keep) * 2;
 			if (o->cap > AGENT_BUF_CAP)
 				o->cap = AGENT_BUF_CAP;
-			o->data = realloc(o->data, o->cap);
-			if (!o->data)
-				abort();
+			o->data = xrealloc(o->data, o->cap);
 		}
 		memcpy(o->data + o->len, p, keep);
 		o->len += keep;
@@ -441,9 +436,7 @@ int agent_cmd_stdin(struct agent *a, struct agent_cmd *c, const void *data, size
 			c->in_len -= c->in_off;
 			c->in_off = 0;
 		}
-		c->in_buf = realloc(c->in_buf, c->in_len + len);
-		if (!c->in_buf)
-			abort();
+		c->in_buf = xrealloc(c->in_buf, c->in_len + len);
 		memcpy(c->in_buf + c->in_len, data, len);
 		c->in_len += len;
 	}

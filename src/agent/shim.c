@@ -17,6 +17,7 @@
 #include "common/proc.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/xalloc.h"
 #include "common/fdpass.h"
 #include "common/syscalls.h"
 #include "jail/jail.h"
@@ -40,10 +41,8 @@ enum { SHIM_FD_REPORT = 3, SHIM_FD_LANDLOCK = 4, SHIM_FD_CTL = 5, SHIM_NFDS = 6 
 
 static char *dup_field(const char *s, size_t len)
 {
-	char *p = malloc(len + 1);
+	char *p = xrealloc(NULL, len + 1);
 
-	if (!p)
-		abort();
 	memcpy(p, s, len);
 	p[len] = '\0';
 	return p;
@@ -53,11 +52,9 @@ static char *dup_field(const char *s, size_t len)
 static char **collect(const struct proto_msg *m, bool env)
 {
 	size_t n = env ? m->n_env : m->n_args, cursor = 0, len;
-	char **v = calloc(n + 1, sizeof(*v));
+	char **v = xzalloc((n + 1) * sizeof(*v));
 	const char *s;
 
-	if (!v)
-		abort();
 	/* The iterators are O(1) a step (index access would rescan the frame each time). */
 	for (size_t i = 0; i < n; i++) {
 		s = env ? proto_msg_next_env(m, &cursor, &len) : proto_msg_next_arg(m, &cursor, &len);

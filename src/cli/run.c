@@ -7,6 +7,7 @@
 #include "common/path.h"
 #include "common/xalloc.h"
 #include "jail/ahead/pool.h"
+#include "jail/run.h"
 #include "jail/ahead/template.h"
 
 #include <errno.h>
@@ -479,22 +480,6 @@ static void report(const struct run_opts *o, const struct al_result *res)
 	}
 }
 
-/* Surely no per-request rules (docs/network-policy.md: the record form's non-empty
- * arrays)? Unparsable is "not sure": the gateway will say what is wrong. */
-static bool policy_without_rules(const char *doc)
-{
-	json_t *p = json_loads(doc, JSON_DECODE_ANY, NULL), *allow, *v;
-	const char *k;
-	bool none = p != NULL;
-
-	allow = json_is_object(p) ? json_object_get(p, "allow") : NULL;
-	if (json_is_object(allow))
-		json_object_foreach(allow, k, v)
-			none = none && !(json_is_array(v) && json_array_size(v) > 0);
-	json_decref(p);
-	return none;
-}
-
 /* A --policy file's text (a heap string), or NULL after a usage error that names it: not
  * a regular file, unreadable, over AL_POLICY_MAX bytes, or with a NUL byte in it. */
 static char *read_policy_file(const char *path)
@@ -553,10 +538,8 @@ static int build_policy(struct run_opts *o, char **out)
 		if (!buf)
 			return -1;
 		*out = buf;
-		o->cfg.net_policy_no_rules = policy_without_rules(buf);
 		return 0;
 	}
-	o->cfg.net_policy_no_rules = true;
 	if (o->net_mode && !lists) {
 		*out = xasprintf("\"%s\"", o->net_mode);
 		return 0;
@@ -633,7 +616,6 @@ static void prepare_io(struct run_opts *o, struct al_io *io, int egress_log_fd,
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	io->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-	io->caller_exits = true; /* main returns right after */
 	io->egress_log_fd = egress_log_fd;
 	if (o->json) {
 		io->on_output = on_output; /* into memory: never blocks */
@@ -676,6 +658,7 @@ int cli_run(int argc, char **argv)
 	struct tty_state tty = {0};
 	_cleanup_free_ char *policy_json = NULL;
 	char pool_dir[200];
+	struct jail_run_opts ro = {.caller_exits = true}; /* main returns right after */
 	int c, code, egress_fd = -1, json_fd = -1;
 	bool egress_made = false;
 
@@ -705,17 +688,17 @@ int cli_run(int argc, char **argv)
 	}
 	/* Namespaces made ahead by `airlock pool fill`, if there are any (src/cli/pool.c). */
 	if (!o.no_pool && jail_pool_dir(NULL, pool_dir, sizeof(pool_dir)) == 0)
-		o.cfg.pool_dir = pool_dir;
+		ro.pool_dir = pool_dir;
 	/* A read-only root template for default settings (src/cli/template.c). */
 	if (!o.no_template)
-		o.cfg.template_dir = jail_template_root(NULL);
+		ro.template_dir = jail_template_root(NULL);
 	o.cfg.argv = argv + optind;
 	o.cfg.env = o.env;
 	o.cfg.files = o.files;
 	o.cfg.term = getenv("TERM");
 
 	prepare_io(&o, &io, json_fd >= 0 ? json_fd : egress_fd, &tty);
-	if (al_run(&o.cfg, &io, &res, &err) < 0) {
+	if (jail_run(&o.cfg, &io, &ro, &res, &err) < 0) {
 		tty_restore(&tty);
 		code = usage_error("%s", err->msg);
 		al_error_free(err);

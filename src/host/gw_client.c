@@ -235,8 +235,9 @@ pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd, co
 	return pid;
 }
 
-int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
-		    const char *pooled_netns, struct gw_client **out, struct al_error **err)
+int gw_client_start(const struct al_config *cfg, bool no_rules, const char *sandbox_id,
+		    int log_fd, const char *pooled_netns, struct gw_client **out,
+		    struct al_error **err)
 {
 	struct gw_client *c = xzalloc(sizeof(*c));
 	char *path = NULL, logfd[16], conns[16];
@@ -250,7 +251,7 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	c->ctl = -1;
 	/* A policy without per-request rules never needs TLS termination (a one-shot's policy
 	 * never changes): the gateway built without OpenSSL starts ~0.5 ms sooner. */
-	if (cfg->net_policy_no_rules) {
+	if (no_rules) {
 		path = gw_sibling("airlock-gateway-lite");
 		if (access(path, X_OK) < 0) { /* not installed next to us: the full one */
 			free(path);
@@ -281,7 +282,7 @@ int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log
 	 * domains (a one-shot policy never changes), its key in the gateway's memory only. A
 	 * policy known to have no rules needs no place for it. */
 	snprintf(c->ca_dir, sizeof(c->ca_dir), "/tmp/airlock-ca-XXXXXX");
-	if (!cfg->net_policy_no_rules && mkdtemp(c->ca_dir)) {
+	if (!no_rules && mkdtemp(c->ca_dir)) {
 		argv[a++] = "--ca-dir", argv[a++] = c->ca_dir;
 		argv[a++] = "--ca-constrain", argv[a++] = "1";
 		argv[a++] = "--ca-ephemeral", argv[a++] = "1";
@@ -334,8 +335,8 @@ static int send_claim(int fd, const char *const *kv, int n, int log_fd)
 	return sent > 0 ? 0 : -1;
 }
 
-int gw_client_start_pooled(const struct al_config *cfg, const char *sandbox_id, int log_fd,
-			   const char *sock_path, struct gw_client **out)
+int gw_client_start_pooled(const struct al_config *cfg, bool no_rules, const char *sandbox_id,
+			   int log_fd, const char *sock_path, struct gw_client **out)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct ucred cred;
@@ -346,7 +347,7 @@ int gw_client_start_pooled(const struct al_config *cfg, const char *sandbox_id, 
 	struct gw_client *c;
 
 	*out = NULL;
-	if (!cfg->net_policy_no_rules || strlen(sock_path) >= sizeof(sa.sun_path))
+	if (!no_rules || strlen(sock_path) >= sizeof(sa.sun_path))
 		return -1;
 	strcpy(sa.sun_path, sock_path);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

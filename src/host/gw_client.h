@@ -39,17 +39,18 @@ char *gw_sibling(const char *name);
 pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd,
 	      const char *hint);
 
-/* Spawn; does not wait. A policy surely without per-request rules
- * (cfg->net_policy_no_rules) gets airlock-gateway-lite, when it is next to airlock.
- * pooled_netns: the gateway namespace of a pool entry (jail/ahead/pool.h), or NULL. */
-int gw_client_start(const struct al_config *cfg, const char *sandbox_id, int log_fd,
-		    const char *pooled_netns, struct gw_client **out, struct al_error **err);
+/* Spawn; does not wait. A policy surely without per-request rules (no_rules:
+ * jail_policy_without_rules) gets airlock-gateway-lite, when it is next to airlock, and no
+ * CA. pooled_netns: the gateway namespace of a pool entry (jail/ahead/pool.h), or NULL. */
+int gw_client_start(const struct al_config *cfg, bool no_rules, const char *sandbox_id,
+		    int log_fd, const char *pooled_netns, struct gw_client **out,
+		    struct al_error **err);
 /* Claim the gateway a pool entry made ahead, waiting at sock_path (jail/ahead/pool.h: the lite
  * gateway, so only for a policy surely without rules): it takes the policy, sandbox id,
  * upstream settings and log fd, and from then on is like one started. -1 (nothing to
  * report: the caller starts one instead) if there is none, or it is gone. */
-int gw_client_start_pooled(const struct al_config *cfg, const char *sandbox_id, int log_fd,
-			   const char *sock_path, struct gw_client **out);
+int gw_client_start_pooled(const struct al_config *cfg, bool no_rules, const char *sandbox_id,
+			   int log_fd, const char *sock_path, struct gw_client **out);
 /* Wait until ready (once; later calls return 0). An invalid policy is EINVAL with the
  * gateway's message. */
 int gw_client_ready(struct gw_client *c, struct al_error **err);

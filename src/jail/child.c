@@ -18,7 +18,7 @@
  *   P2. clone3(NEWNS|NEWPID|NEWNET|NEWIPC|NEWUTS|NEWTIME [|INTO_CGROUP]) -> this child
  *   P3. v1: create the cgroups while the child builds its root (the child makes its
  *       memory one itself, C4c; the parent pids and cpu) (and, deny-all, the
- *       network namespace: netns_later), attach the child; send GO (with that
+ *       network namespace: JAIL_NETNS_LATER), attach the child; send GO (with that
  *       namespace). The child waits for it before its cgroup namespace, C5b: limits are
  *       in place before any sandbox code runs
  *   P5. on IDMAP: write uid_map/gid_map (0..65535 -> an unprivileged host range); send GO
@@ -45,12 +45,12 @@ static int wait_go(struct jail_ctx *ctx, struct al_error **err)
 	return jail_wait_msg(ctx, JMSG_GO, err);
 }
 
-/* C5b's GO: with netns_later, the network namespace the parent made comes with it. */
+/* C5b's GO: with JAIL_NETNS_LATER, the network namespace the parent made comes with it. */
 static int wait_go_join(struct jail_ctx *ctx, struct al_error **err)
 {
 	int fd = -1;
 
-	if (!ctx->netns_later)
+	if (ctx->netns != JAIL_NETNS_LATER)
 		return wait_go(ctx, err);
 	if (jail_wait_msg_fd(ctx, JMSG_GO, &fd, err) < 0)
 		return -1;
@@ -125,14 +125,18 @@ static int child_uts_net(struct jail_ctx *ctx, struct al_error **err)
 
 	if (sethostname(host, strlen(host)) < 0)
 		return al_error_set(err, errno, "sethostname");
-	if (ctx->netns_ahead) {
+	switch (ctx->netns) {
+	case JAIL_NETNS_AHEAD:
 		if (setns(ctx->netns_fd, CLONE_NEWNET) < 0)
 			return al_error_set(err, errno, "setns to the network namespace made ahead");
 		close(ctx->netns_fd);
-	} else if (!ctx->netns_later && jail_loopback_up(err) < 0) {
-		return -1;
+		return 0;
+	case JAIL_NETNS_CLONE:
+		return jail_loopback_up(err) < 0 ? -1 : 0;
+	case JAIL_NETNS_LATER:
+		return 0; /* it comes with GO (C5b) */
 	}
-	return 0;
+	return al_error_msg(err, EINVAL, "unknown network namespace mode %d", (int)ctx->netns);
 }
 
 /*
@@ -147,17 +151,19 @@ static int child_rootfs(struct jail_ctx *ctx, struct al_error **err)
 {
 	int r;
 
-	if (ctx->mntns_ahead) {
+	switch (ctx->root) {
+	case JAIL_ROOT_AHEAD:
 		r = jail_rootfs_enter_ahead(ctx, ctx->mntns_fd, err);
 		close(ctx->mntns_fd);
 		return r < 0 ? -1 : 0;
-	}
-	if (ctx->mntns_template) {
+	case JAIL_ROOT_TEMPLATE:
 		r = jail_rootfs_enter_template(ctx, ctx->mntns_fd, err);
 		close(ctx->mntns_fd);
 		return r < 0 ? -1 : 0;
+	case JAIL_ROOT_BUILD:
+		return jail_rootfs_build(ctx, err) < 0 ? -1 : 0;
 	}
-	return jail_rootfs_build(ctx, err) < 0 ? -1 : 0;
+	return al_error_msg(err, EINVAL, "unknown root mode %d", (int)ctx->root);
 }
 
 /*

@@ -22,6 +22,24 @@
 struct jail_cgroup;
 
 /* Everything the child needs, prepared by the parent before clone. */
+/* Where a sandbox's root comes from (child.c, C5). */
+enum jail_root {
+	JAIL_ROOT_BUILD,    /* a new mount namespace, the root built in it */
+	JAIL_ROOT_AHEAD,    /* join mntns_fd, a root made ahead for this configuration
+			     * (jail_rootfs_ahead), and finish it */
+	JAIL_ROOT_TEMPLATE, /* join mntns_fd, a read-only root template (template.c), take a
+			     * private copy and add the sandbox's own parts
+			     * (jail_rootfs_enter_template) */
+};
+
+/* Where a sandbox's network namespace comes from (child.c, C4 and C5b). */
+enum jail_netns {
+	JAIL_NETNS_CLONE, /* the clone makes it; the child brings loopback up */
+	JAIL_NETNS_AHEAD, /* join netns_fd, a fresh one made ahead (jail_netns_make) */
+	JAIL_NETNS_LATER, /* cloned without CLONE_NEWNET: the parent makes it (loopback up)
+			   * while the child builds its root, and sends it with GO */
+};
+
 struct jail_ctx {
 	const struct al_config *cfg;
 	uid_t host_base;     /* inside uid/gid 0 maps to this host id; the range is JAIL_UID_RANGE */
@@ -34,18 +52,13 @@ struct jail_ctx {
 	bool link_ready;      /* JMSG_LINK came: the gateway made and configured eth0 */
 	const char *ca_pem;   /* the sandbox CA to trust (TLS termination), or NULL */
 	bool clone_parent;    /* PID 1 is our parent's child, not ours (CLONE_PARENT) */
-	bool netns_ahead;     /* join netns_fd, a fresh namespace made ahead (jail_netns_make), */
-	int netns_fd;         /* instead of cloning a new one */
-	bool mntns_ahead;     /* join mntns_fd, a root made ahead (jail_rootfs_ahead), instead */
-	int mntns_fd;         /* of cloning a mount namespace and building the root */
-	bool mntns_template;  /* mntns_fd is a root template (template.c): join, copy, and add */
-			      /* the sandbox's own parts (jail_rootfs_enter_template) */
+	enum jail_netns netns; /* where its network namespace comes from */
+	int netns_fd;          /* JAIL_NETNS_AHEAD: the namespace to join */
+	enum jail_root root;   /* where its root comes from */
+	int mntns_fd;          /* JAIL_ROOT_AHEAD, JAIL_ROOT_TEMPLATE: the namespace to join */
 	bool cpus_moved;      /* the parent moved us off its CPU for the set-up: take back */
 	cpu_set_t cpus;       /* these (the parent's own) at GO (jail_child_elsewhere) */
 	const char *cg_memory; /* v1 one-shot: make and join this memory cgroup (C4c) */
-	bool netns_later;     /* cloned without CLONE_NEWNET: the parent makes the network */
-			      /* namespace (loopback up) while we build the root, and sends */
-			      /* it with GO (C5b) */
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */

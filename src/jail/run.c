@@ -8,6 +8,7 @@
 #include "host/ca_bundle.h"
 #include "jail/jail.h"
 #include "jail/relay.h"
+#include "jail/run.h"
 #include "net/contract.h"
 #include "host/gw_client.h"
 #include "jail/ahead/pool.h"
@@ -18,6 +19,7 @@
 #include "common/xalloc.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -180,6 +182,8 @@ static int validate(const struct al_config *cfg, struct al_error **err)
 
 /* Everything a run owns; released by run_cleanup() whatever happened. */
 struct run {
+	const struct jail_run_opts *o;
+	bool no_rules; /* the policy surely has no per-request rules (jail_policy_without_rules) */
 	struct jail_ctx ctx;
 	struct jail_cgroup *cg;
 	int sync[2], in[2], out[2], errp[2];
@@ -197,7 +201,7 @@ struct run {
 /* The root template's namespace (ctx.mntns_fd is ours then, not the pool's). */
 static void close_template(struct run *r)
 {
-	if (r->ctx.mntns_template)
+	if (r->ctx.root == JAIL_ROOT_TEMPLATE)
 		al_closep(&r->ctx.mntns_fd);
 }
 
@@ -284,9 +288,10 @@ static int spawn(struct run *r, struct al_error **err)
 	 * al_run) and the network namespace: the child is put on another CPU so that the two
 	 * overlap (-0.4 ms in all, v1). Not with a gateway, busy on the other CPU then
 	 * (+0.2 ms), nor with a root made ahead (little to do). */
-	if (!r->gw && !r->ctx.mntns_ahead) {
+	if (!r->gw && r->ctx.root != JAIL_ROOT_AHEAD) {
 		jail_note_cpus(&r->ctx, r->crowd_fd);
-		r->ctx.netns_later = r->ctx.cpus_moved && !r->ctx.netns_ahead;
+		if (r->ctx.cpus_moved && r->ctx.netns == JAIL_NETNS_CLONE)
+			r->ctx.netns = JAIL_NETNS_LATER;
 	}
 	if (jail_clone(&r->ctx, r->cg, &r->pid, &r->pidfd, err) < 0)
 		return -1;
@@ -305,7 +310,7 @@ static int spawn(struct run *r, struct al_error **err)
 		return -1;
 	/* Meanwhile (the child waits for GO before anything of the sandbox's runs). */
 	jail_child_elsewhere(&r->ctx, r->pid);
-	if (r->ctx.netns_later && jail_netns_make(&r->netns_fd, err) != 0)
+	if (r->ctx.netns == JAIL_NETNS_LATER && jail_netns_make(&r->netns_fd, err) != 0)
 		return -1; /* stranded in it or not: the run fails, nothing ran */
 	if (!r->cg && make_cgroup(r, err) < 0)
 		return -1;
@@ -348,14 +353,14 @@ static int end_setup_failed(struct run *r, struct al_result *res, struct al_erro
  */
 static void claim_pool(struct run *r, const struct al_config *cfg, bool with_net)
 {
-	if (!cfg->pool_dir ||
-	    !jail_pool_claim(cfg->pool_dir, with_net ? JAIL_POOL_LINK : JAIL_POOL_LOOPBACK,
+	if (!r->o->pool_dir ||
+	    !jail_pool_claim(r->o->pool_dir, with_net ? JAIL_POOL_LINK : JAIL_POOL_LOOPBACK,
 			     &r->pool))
 		return;
-	r->ctx.netns_ahead = true;
+	r->ctx.netns = JAIL_NETNS_AHEAD;
 	r->ctx.netns_fd = r->pool.sbx_fd;
-	if (jail_pool_root_fits(cfg, with_net && !cfg->net_policy_no_rules)) {
-		r->ctx.mntns_ahead = true;
+	if (jail_pool_root_fits(cfg, with_net && !r->no_rules)) {
+		r->ctx.root = JAIL_ROOT_AHEAD;
 		r->ctx.mntns_fd = r->pool.mnt_fd;
 	}
 }
@@ -373,12 +378,13 @@ static int start_gateway(struct run *r, const struct al_config *cfg, const struc
 	if (!with_net)
 		return 0;
 	if (r->pool.held &&
-	    gw_client_start_pooled(cfg, id, io->egress_log_fd, r->pool.gw_sock, &r->gw) == 0)
+	    gw_client_start_pooled(cfg, r->no_rules, id, io->egress_log_fd, r->pool.gw_sock,
+				   &r->gw) == 0)
 		return 0; /* the entry's own gateway, made ahead with it */
-	if (gw_client_start(cfg, id, io->egress_log_fd, r->pool.held ? r->pool.gw_path : NULL,
-			    &r->gw, err) < 0)
+	if (gw_client_start(cfg, r->no_rules, id, io->egress_log_fd,
+			    r->pool.held ? r->pool.gw_path : NULL, &r->gw, err) < 0)
 		return -1;
-	if (!cfg->net_policy_no_rules && gw_client_ready(r->gw, err) < 0)
+	if (!r->no_rules && gw_client_ready(r->gw, err) < 0)
 		return -1;
 	return 0;
 }
@@ -407,10 +413,31 @@ static void relay_run(struct run *r, struct relay *rl, const struct al_config *c
 	r->pidfd = rl->pidfd; /* reaped (or -1 after reaping) */
 }
 
+bool jail_policy_without_rules(const char *doc)
+{
+	json_t *p = doc ? json_loads(doc, JSON_DECODE_ANY, NULL) : NULL, *allow, *v;
+	const char *k;
+	bool none = p != NULL;
+
+	allow = json_is_object(p) ? json_object_get(p, "allow") : NULL;
+	if (json_is_object(allow))
+		json_object_foreach(allow, k, v)
+			none = none && !(json_is_array(v) && json_array_size(v) > 0);
+	json_decref(p);
+	return none;
+}
+
 int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result *res,
 	   struct al_error **err)
 {
-	struct run r = {.sync = {-1, -1}, .in = {-1, -1}, .out = {-1, -1}, .errp = {-1, -1},
+	return jail_run(cfg, io, &(struct jail_run_opts){0}, res, err);
+}
+
+int jail_run(const struct al_config *cfg, const struct al_io *io, const struct jail_run_opts *o,
+	     struct al_result *res, struct al_error **err)
+{
+	struct run r = {.o = o,
+			.sync = {-1, -1}, .in = {-1, -1}, .out = {-1, -1}, .errp = {-1, -1},
 			.pidfd = -1, .pool = {.sbx_fd = -1, .mnt_fd = -1}, .netns_fd = -1,
 			.crowd_fd = -1};
 	struct relay rl;
@@ -428,7 +455,8 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	r.ctx.uid = cfg->root ? 0 : JAIL_USER_UID;
 	r.ctx.host_base = 0x40000000u + (((uid_t)getpid() & 0x3fffu) << 16);
 	r.ctx.net_link = with_net;
-	r.gw_abandon = io->caller_exits && io->egress_log_fd < 0;
+	r.no_rules = with_net && jail_policy_without_rules(cfg->net_policy_json);
+	r.gw_abandon = o->caller_exits && io->egress_log_fd < 0;
 	if (io->tty_fd >= 0)
 		ioctl(io->tty_fd, TIOCGWINSZ, &r.ctx.winsz);
 	snprintf(name, sizeof(name), "run-%d-%lld", (int)getpid(), (long long)(t0 * 1000));
@@ -443,16 +471,18 @@ int al_run(const struct al_config *cfg, const struct al_io *io, struct al_result
 	r.ctx.ca_pem = gw_client_ca_pem(r.gw);
 	/* No root made ahead: the read-only template's copy if it suits (one is made now if
 	 * there is none for the host as it is), else the child builds the whole root. */
-	if (!r.ctx.mntns_ahead && cfg->template_dir && jail_template_fits(cfg, r.ctx.ca_pem)) {
-		r.ctx.mntns_fd = jail_template_open(cfg->template_dir, with_net, NULL);
-		r.ctx.mntns_template = r.ctx.mntns_fd >= 0;
+	if (r.ctx.root == JAIL_ROOT_BUILD && o->template_dir &&
+	    jail_template_fits(cfg, r.ctx.ca_pem)) {
+		r.ctx.mntns_fd = jail_template_open(o->template_dir, with_net, NULL);
+		if (r.ctx.mntns_fd >= 0)
+			r.ctx.root = JAIL_ROOT_TEMPLATE;
 	}
 	r.ctx.envp = build_env(cfg, with_net, r.ctx.ca_pem != NULL);
 	r.cg_name = name;
 	/* The cgroups come first on v2 (the clone joins them) and with a gateway of its own: its
 	 * start makes a network namespace, and the clone (which makes the sandbox's) then
 	 * waits less for it, and releases the child at once (2 x 2,000 alternated: -0.13 ms). */
-	cg_first = jail_cgroup_at_clone() || (r.gw && !r.ctx.netns_ahead);
+	cg_first = jail_cgroup_at_clone() || (r.gw && r.ctx.netns != JAIL_NETNS_AHEAD);
 	if (!cg_first) /* v1, after the clone: in two halves, the child's and ours */
 		r.ctx.cg_memory = r.cg_memory = jail_cgroup_memory_path(name);
 	if ((cg_first && make_cgroup(&r, &setup) < 0) ||

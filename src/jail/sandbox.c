@@ -98,9 +98,10 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 		.agent_fd = -1,
 		.listen_fd = -1,
 		.clone_parent = spec->parent_is_ours,
-		.netns_ahead = spec->netns_ahead,
+		.netns = spec->netns_ahead ? JAIL_NETNS_AHEAD : JAIL_NETNS_CLONE,
 		.netns_fd = spec->netns_fd,
-		.mntns_ahead = spec->mntns_ahead && jail_rootfs_can_ahead(spec->cfg),
+		.root = spec->mntns_ahead && jail_rootfs_can_ahead(spec->cfg) ? JAIL_ROOT_AHEAD
+									      : JAIL_ROOT_BUILD,
 		.mntns_fd = spec->mntns_fd,
 	};
 	struct jail_cgroup *cg = NULL;

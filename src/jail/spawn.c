@@ -35,8 +35,8 @@ static void keep_only_our_fds(const struct jail_ctx *ctx)
 	keep[n++] = ctx->sync_fd;
 	for (int i = 0; i < 3; i++)
 		keep[n++] = ctx->stdio[i];
-	keep[n++] = ctx->netns_ahead ? ctx->netns_fd : -1;
-	keep[n++] = ctx->mntns_ahead || ctx->mntns_template ? ctx->mntns_fd : -1;
+	keep[n++] = ctx->netns == JAIL_NETNS_AHEAD ? ctx->netns_fd : -1;
+	keep[n++] = ctx->root != JAIL_ROOT_BUILD ? ctx->mntns_fd : -1;
 	keep[n++] = ctx->agent_path ? ctx->agent_fd : -1; /* a one-shot's are 0, not set */
 	keep[n++] = ctx->agent_path ? ctx->listen_fd : -1;
 	keep[n++] = ctx->prepared ? ctx->landlock_fd : -1;
@@ -79,9 +79,9 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int
 	int cgfd = jail_cgroup_clone_fd(cg);
 	pid_t pid;
 
-	if (ctx->netns_ahead || ctx->netns_later) /* the child joins it (child.c, C4, C5b) */
+	if (ctx->netns != JAIL_NETNS_CLONE) /* the child joins it (child.c, C4, C5b) */
 		args.flags &= ~(uint64_t)CLONE_NEWNET;
-	if (ctx->mntns_ahead || ctx->mntns_template) /* the child joins it (child.c, C5) */
+	if (ctx->root != JAIL_ROOT_BUILD) /* the child joins it (child.c, C5) */
 		args.flags &= ~(uint64_t)CLONE_NEWNS;
 	if (ctx->clone_parent) { /* clone3 wants no exit signal then: reap with __WALL */
 		args.flags |= CLONE_PARENT;
