@@ -64,7 +64,7 @@ static void skeleton(void)
 {
 	static const char *const dirs[] = {"usr", "tmp", "proc", "dev", "old"};
 	static const char *const links[][2] = {
-		{"usr/bin", "bin"}, {"usr/lib", "lib"}, {"usr/lib64", "lib64"}, {"usr/sbin", "sbin"}};
+	    {"usr/bin", "bin"}, {"usr/lib", "lib"}, {"usr/lib64", "lib64"}, {"usr/sbin", "sbin"}};
 	char p[128];
 
 	if (mkdir(SKEL, 0755) < 0 && errno != EEXIST)
@@ -83,27 +83,51 @@ static void skeleton(void)
 	}
 }
 
-#define DENY(nr) BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), \
-		 BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
+#define DENY(nr)                                                                                   \
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1),                                           \
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM)
 
 /* A denylist of the size the baseline's floor jail had (~70 instructions). */
 static const struct sock_filter filter[] = {
-	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-	BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1), /* x32 */
-	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-	DENY(SYS_kexec_load), DENY(SYS_kexec_file_load), DENY(SYS_init_module),
-	DENY(SYS_finit_module), DENY(SYS_delete_module), DENY(SYS_reboot),
-	DENY(SYS_swapon), DENY(SYS_swapoff), DENY(SYS_mount), DENY(SYS_umount2),
-	DENY(SYS_pivot_root), DENY(SYS_unshare), DENY(SYS_setns), DENY(SYS_ptrace),
-	DENY(SYS_process_vm_readv), DENY(SYS_process_vm_writev), DENY(SYS_bpf),
-	DENY(SYS_perf_event_open), DENY(SYS_userfaultfd), DENY(SYS_keyctl),
-	DENY(SYS_add_key), DENY(SYS_request_key), DENY(SYS_acct), DENY(SYS_open_by_handle_at),
-	DENY(SYS_name_to_handle_at), DENY(SYS_syslog), DENY(SYS_iopl), DENY(SYS_ioperm),
-	DENY(SYS_io_uring_setup), DENY(SYS_fsopen), DENY(SYS_fsmount), DENY(SYS_open_tree),
-	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+    BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000, 0, 1), /* x32 */
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+    DENY(SYS_kexec_load),
+    DENY(SYS_kexec_file_load),
+    DENY(SYS_init_module),
+    DENY(SYS_finit_module),
+    DENY(SYS_delete_module),
+    DENY(SYS_reboot),
+    DENY(SYS_swapon),
+    DENY(SYS_swapoff),
+    DENY(SYS_mount),
+    DENY(SYS_umount2),
+    DENY(SYS_pivot_root),
+    DENY(SYS_unshare),
+    DENY(SYS_setns),
+    DENY(SYS_ptrace),
+    DENY(SYS_process_vm_readv),
+    DENY(SYS_process_vm_writev),
+    DENY(SYS_bpf),
+    DENY(SYS_perf_event_open),
+    DENY(SYS_userfaultfd),
+    DENY(SYS_keyctl),
+    DENY(SYS_add_key),
+    DENY(SYS_request_key),
+    DENY(SYS_acct),
+    DENY(SYS_open_by_handle_at),
+    DENY(SYS_name_to_handle_at),
+    DENY(SYS_syslog),
+    DENY(SYS_iopl),
+    DENY(SYS_ioperm),
+    DENY(SYS_io_uring_setup),
+    DENY(SYS_fsopen),
+    DENY(SYS_fsmount),
+    DENY(SYS_open_tree),
+    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 };
 
 static void lo_up(void)
@@ -142,8 +166,8 @@ static void bind_node(const char *name)
 
 static int child(char **argv, int sync_fd)
 {
-	static const struct sock_fprog prog = {
-		.len = sizeof(filter) / sizeof(filter[0]), .filter = (struct sock_filter *)filter};
+	static const struct sock_fprog prog = {.len = sizeof(filter) / sizeof(filter[0]),
+					       .filter = (struct sock_filter *)filter};
 	static char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
 	char c;
 
@@ -205,8 +229,9 @@ int main(int argc, char **argv)
 	skeleton();
 	if (pipe2(sync, O_CLOEXEC) < 0)
 		die("pipe2");
-	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
-						 CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
+	pid = (pid_t)syscall(SYS_clone,
+			     CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
+				 CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD,
 			     NULL, NULL, NULL, 0);
 	if (pid < 0)
 		die("clone");

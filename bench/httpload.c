@@ -86,21 +86,21 @@
 
 enum {
 	MAX_CONNS = 1024,
-	HDR_MAX = 64 * 1024,		/* status line + header fields; also trailers */
-	BODY_MAX = 16 * 1024 * 1024,	/* decoded body */
-	CHUNK_LINE_MAX = 4096,		/* chunk-size line with its extensions */
-	READ_MIN = 16 * 1024,		/* free input space guaranteed for a read() */
-	IN_CAP = HDR_MAX + READ_MIN,	/* per-connection input buffer */
-	MAX_INTERIM = 8,		/* 1xx responses tolerated before the final one */
-	MAX_SHOWN = 3,			/* errors printed on stderr */
-	EXCERPT = 160,			/* bytes of a response quoted in an error */
+	HDR_MAX = 64 * 1024,	     /* status line + header fields; also trailers */
+	BODY_MAX = 16 * 1024 * 1024, /* decoded body */
+	CHUNK_LINE_MAX = 4096,	     /* chunk-size line with its extensions */
+	READ_MIN = 16 * 1024,	     /* free input space guaranteed for a read() */
+	IN_CAP = HDR_MAX + READ_MIN, /* per-connection input buffer */
+	MAX_INTERIM = 8,	     /* 1xx responses tolerated before the final one */
+	MAX_SHOWN = 3,		     /* errors printed on stderr */
+	EXCERPT = 160,		     /* bytes of a response quoted in an error */
 	MAX_EVENTS = 64,
 };
 
 static const int64_t NS_PER_S = 1000000000;
 static const int64_t RECONNECT_DELAY_NS = 10000000; /* after a failed connect */
 static const int64_t NEVER = INT64_MAX;
-static const uint64_t TIMER_TAG = UINT64_MAX;	    /* epoll data of the timerfd */
+static const uint64_t TIMER_TAG = UINT64_MAX; /* epoll data of the timerfd */
 static const char DEFAULT_BODY[] = "{\"cmd\":\"true\",\"wait\":true}";
 
 struct opts {
@@ -112,7 +112,7 @@ struct opts {
 	long count;	/* > 0: --count mode */
 	double seconds; /* > 0: --seconds mode */
 	long warmup;
-	double rate;	/* > 0: open loop */
+	double rate; /* > 0: open loop */
 	double timeout;
 	const char *raw;
 	uint64_t seed;
@@ -120,13 +120,13 @@ struct opts {
 
 /* Where the response parser is. */
 enum pstate {
-	P_HEAD,		/* status line and header fields */
-	P_LEN,		/* Content-Length body */
-	P_CHUNK_SIZE,	/* chunk-size line */
+	P_HEAD,	      /* status line and header fields */
+	P_LEN,	      /* Content-Length body */
+	P_CHUNK_SIZE, /* chunk-size line */
 	P_CHUNK_DATA,
-	P_CHUNK_END,	/* CRLF after chunk data */
-	P_TRAILER,	/* trailer fields after the last chunk */
-	P_EOF,		/* body delimited by the server closing */
+	P_CHUNK_END, /* CRLF after chunk data */
+	P_TRAILER,   /* trailer fields after the last chunk */
+	P_EOF,	     /* body delimited by the server closing */
 	P_DONE,
 };
 
@@ -135,44 +135,44 @@ enum pres { PR_MORE, PR_DONE, PR_ERR };
 struct resp {
 	enum pstate st;
 	int status;
-	int close_after;	/* Connection: close, HTTP/1.0 or EOF-delimited */
-	int interim;		/* 1xx responses skipped so far */
-	size_t scan;		/* bytes already searched for a line end */
-	size_t trailer;		/* trailer bytes so far */
-	uint64_t remain;	/* P_LEN, P_CHUNK_DATA: bytes still due */
-	size_t got;		/* raw bytes received for this request */
+	int close_after; /* Connection: close, HTTP/1.0 or EOF-delimited */
+	int interim;	 /* 1xx responses skipped so far */
+	size_t scan;	 /* bytes already searched for a line end */
+	size_t trailer;	 /* trailer bytes so far */
+	uint64_t remain; /* P_LEN, P_CHUNK_DATA: bytes still due */
+	size_t got;	 /* raw bytes received for this request */
 	char status_line[EXCERPT];
-	char *body;		/* decoded body; the buffer is kept between requests */
+	char *body; /* decoded body; the buffer is kept between requests */
 	size_t body_len, body_cap;
 };
 
 enum cstate {
-	C_IDLE,		/* no request in flight; fd may be open or -1 */
-	C_CONNECTING,	/* request started, waiting for connect() */
-	C_BUSY,		/* request (being) sent, response being read */
-	C_DONE,		/* no more requests in this phase */
+	C_IDLE,	      /* no request in flight; fd may be open or -1 */
+	C_CONNECTING, /* request started, waiting for connect() */
+	C_BUSY,	      /* request (being) sent, response being read */
+	C_DONE,	      /* no more requests in this phase */
 };
 
 struct conn {
 	int idx;
 	const char *sandbox;
 	int fd;
-	uint32_t gen;		/* bumped per socket; stale epoll events are ignored */
-	uint32_t ev;		/* current epoll mask */
+	uint32_t gen; /* bumped per socket; stale epoll events are ignored */
+	uint32_t ev;  /* current epoll mask */
 	enum cstate st;
 	char *req;
 	size_t req_len, req_off;
-	long left;		/* --count: requests still to start in this phase */
-	int64_t due;		/* open loop: scheduled time of the next request */
-	int64_t not_before;	/* no connect before this (after a failed one) */
-	int64_t origin;		/* latency origin of the request in flight */
-	int64_t deadline;	/* timeout of the request in flight */
+	long left;	    /* --count: requests still to start in this phase */
+	int64_t due;	    /* open loop: scheduled time of the next request */
+	int64_t not_before; /* no connect before this (after a failed one) */
+	int64_t origin;	    /* latency origin of the request in flight */
+	int64_t deadline;   /* timeout of the request in flight */
 	uint64_t rng;
-	char *in;		/* raw input, IN_CAP bytes */
-	size_t in_len, in_pos;	/* valid bytes, parsed bytes */
+	char *in;	       /* raw input, IN_CAP bytes */
+	size_t in_len, in_pos; /* valid bytes, parsed bytes */
 	struct resp r;
-	char why[160];		/* parser's description of a framing error */
-	char ex[EXCERPT];	/* and the bytes it was about */
+	char why[160];	  /* parser's description of a framing error */
+	char ex[EXCERPT]; /* and the bytes it was about */
 	size_t ex_len;
 };
 
@@ -181,15 +181,15 @@ struct ctx {
 	struct conn *conns;
 	int n;
 	int ep, tfd;
-	int64_t armed;		/* expiry the timerfd is set to, NEVER if disarmed */
+	int64_t armed; /* expiry the timerfd is set to, NEVER if disarmed */
 	struct sockaddr_in addr;
 	int64_t timeout_ns;
-	int timed;		/* phase: 0 warm-up, 1 timed */
-	int open_loop;		/* timed phase with --rate */
-	int64_t end;		/* --seconds: nothing is started at or after this */
-	int64_t t0, t_last;	/* timed phase start, last completion */
+	int timed;	    /* phase: 0 warm-up, 1 timed */
+	int open_loop;	    /* timed phase with --rate */
+	int64_t end;	    /* --seconds: nothing is started at or after this */
+	int64_t t0, t_last; /* timed phase start, last completion */
 	long errors;
-	double *lat;		/* OK latencies of the timed phase, ms */
+	double *lat; /* OK latencies of the timed phase, ms */
 	size_t n_lat, cap_lat;
 };
 
@@ -215,21 +215,22 @@ static void fatal(const char *fmt, ...)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: httpload --port P --token T --sandbox ID [--sandbox ID ...] [--body JSON]\n"
-		"                (--count N | --seconds S) [--warmup N] [--rate R] [--timeout SEC]\n"
-		"                [--raw FILE] [--seed N]\n"
-		"\n"
-		"One kept-alive connection per --sandbox to 127.0.0.1:P, each POSTing BODY\n"
-		"(default %s) to /v1/sandboxes/ID/commands, one request\n"
-		"at a time.  A round trip is OK on status 200 with a last NDJSON line of type\n"
-		"exit and exit_code 0.  --count N round trips per connection, or --seconds S\n"
-		"in all; --warmup N untimed ones first.  Closed loop unless --rate R, which\n"
-		"sends Poisson arrivals at R/s per connection (seeded by --seed, default 1)\n"
-		"and times each from its scheduled moment.  --timeout SEC per request\n"
-		"(default 10).  Prints one JSON object with latency quantiles in ms; --raw\n"
-		"FILE also writes each OK latency.  Exit 0 all OK, 1 on errors, 2 on usage.\n",
-		DEFAULT_BODY);
+	fprintf(
+	    f,
+	    "usage: httpload --port P --token T --sandbox ID [--sandbox ID ...] [--body JSON]\n"
+	    "                (--count N | --seconds S) [--warmup N] [--rate R] [--timeout SEC]\n"
+	    "                [--raw FILE] [--seed N]\n"
+	    "\n"
+	    "One kept-alive connection per --sandbox to 127.0.0.1:P, each POSTing BODY\n"
+	    "(default %s) to /v1/sandboxes/ID/commands, one request\n"
+	    "at a time.  A round trip is OK on status 200 with a last NDJSON line of type\n"
+	    "exit and exit_code 0.  --count N round trips per connection, or --seconds S\n"
+	    "in all; --warmup N untimed ones first.  Closed loop unless --rate R, which\n"
+	    "sends Poisson arrivals at R/s per connection (seeded by --seed, default 1)\n"
+	    "and times each from its scheduled moment.  --timeout SEC per request\n"
+	    "(default 10).  Prints one JSON object with latency quantiles in ms; --raw\n"
+	    "FILE also writes each OK latency.  Exit 0 all OK, 1 on errors, 2 on usage.\n",
+	    DEFAULT_BODY);
 }
 
 static void usage_error(const char *fmt, ...)
@@ -262,7 +263,8 @@ static double parse_pos_double(const char *opt, const char *s, double lo, double
 	int plain = (*s >= '0' && *s <= '9') || *s == '.';
 	double v = plain ? strtod(s, &end) : 0;
 	if (!plain || errno || *end || !isfinite(v) || !(v > lo) || v > hi)
-		usage_error("bad value for %s: '%s' (want a number > %g and <= %g)", opt, s, lo, hi);
+		usage_error("bad value for %s: '%s' (want a number > %g and <= %g)", opt, s, lo,
+			    hi);
 	return v;
 }
 
@@ -360,14 +362,14 @@ static const char *partial_excerpt(const struct conn *c, size_t *len)
 }
 
 /* Count an error; print the first MAX_SHOWN. */
-static void report(struct ctx *x, const struct conn *c, const char *what,
-		   const char *ex, size_t ex_len)
+static void report(struct ctx *x, const struct conn *c, const char *what, const char *ex,
+		   size_t ex_len)
 {
 	x->errors++;
 	if (x->errors > MAX_SHOWN)
 		return;
-	fprintf(stderr, "httpload: error on connection %d (sandbox %s, %s): %s", c->idx,
-		c->sandbox, x->timed ? "timed" : "warm-up", what);
+	fprintf(stderr, "httpload: error on connection %d (sandbox %s, %s): %s", c->idx, c->sandbox,
+		x->timed ? "timed" : "warm-up", what);
 	if (ex_len) {
 		fputs(": ", stderr);
 		print_excerpt(stderr, ex, ex_len);
@@ -418,8 +420,7 @@ static int ieq(const char *p, size_t n, const char *lit)
  * Split a header line (without CRLF) into name and value, the value with
  * optional whitespace trimmed.  Returns 0 if the line is malformed.
  */
-static int split_field(const char *p, size_t n, size_t *name_len, const char **val,
-		       size_t *val_len)
+static int split_field(const char *p, size_t n, size_t *name_len, const char **val, size_t *val_len)
 {
 	size_t i = 0;
 	while (i < n && is_tchar((unsigned char)p[i]))
@@ -723,7 +724,8 @@ static enum pres parse_step(struct conn *c, int *progress)
 		}
 		break;
 	case P_TRAILER: {
-		const char *nl = avail > r->scan ? memchr(p + r->scan, '\n', avail - r->scan) : NULL;
+		const char *nl =
+		    avail > r->scan ? memchr(p + r->scan, '\n', avail - r->scan) : NULL;
 		if (!nl) {
 			if (r->trailer + avail > HDR_MAX)
 				return bad(c, "trailer section exceeds 64 KiB", p, avail);
@@ -823,7 +825,8 @@ static int set_events(struct ctx *x, struct conn *c, uint32_t ev)
 {
 	if (c->ev == ev)
 		return 0;
-	struct epoll_event e = { .events = ev, .data.u64 = (uint64_t)c->gen << 32 | (uint32_t)c->idx };
+	struct epoll_event e = {.events = ev,
+				.data.u64 = (uint64_t)c->gen << 32 | (uint32_t)c->idx};
 	if (epoll_ctl(x->ep, EPOLL_CTL_MOD, c->fd, &e) < 0)
 		return -1;
 	c->ev = ev;
@@ -851,8 +854,8 @@ static void request_end(struct ctx *x, struct conn *c, int64_t now)
 		x->t_last = now;
 }
 
-static void request_failed(struct ctx *x, struct conn *c, int64_t now, int drop,
-			   const char *what, const char *ex, size_t ex_len)
+static void request_failed(struct ctx *x, struct conn *c, int64_t now, int drop, const char *what,
+			   const char *ex, size_t ex_len)
 {
 	report(x, c, what, ex, ex_len);
 	if (drop)
@@ -880,8 +883,8 @@ static int conn_open(struct ctx *x, struct conn *c)
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
 		goto fail;
 	c->gen++;
-	struct epoll_event e = { .events = EPOLLOUT,
-				 .data.u64 = (uint64_t)c->gen << 32 | (uint32_t)c->idx };
+	struct epoll_event e = {.events = EPOLLOUT,
+				.data.u64 = (uint64_t)c->gen << 32 | (uint32_t)c->idx};
 	if (epoll_ctl(x->ep, EPOLL_CTL_ADD, fd, &e) < 0)
 		goto fail;
 	c->fd = fd;
@@ -1031,8 +1034,8 @@ static void complete(struct ctx *x, struct conn *c, int64_t now)
 			line = at;
 		}
 		request_failed(x, c, now, drop,
-			       len ? "last NDJSON line is not an exit with exit_code 0" :
-				     "no non-empty NDJSON line in the body",
+			       len ? "last NDJSON line is not an exit with exit_code 0"
+				   : "no non-empty NDJSON line in the body",
 			       line, len < EXCERPT ? len : EXCERPT);
 		return;
 	}
@@ -1055,7 +1058,8 @@ static void closed_early(struct ctx *x, struct conn *c)
 	size_t len;
 	const char *ex = partial_excerpt(c, &len);
 	request_failed(x, c, mono_ns(), 1,
-		       r->got ? "connection closed mid-response" : "connection closed before the response",
+		       r->got ? "connection closed mid-response"
+			      : "connection closed before the response",
 		       ex, len);
 }
 
@@ -1255,9 +1259,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	o->timeout = 10;
 	o->seed = 1;
 	unsigned seen = 0;
-	static const char *const names[] = { "--port", "--token", "--body", "--count",
-					     "--seconds", "--warmup", "--rate", "--timeout",
-					     "--raw", "--seed", "--sandbox" };
+	static const char *const names[] = {"--port",	 "--token",  "--body",	 "--count",
+					    "--seconds", "--warmup", "--rate",	 "--timeout",
+					    "--raw",	 "--seed",   "--sandbox"};
 	const int n_names = (int)(sizeof names / sizeof names[0]);
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -1269,7 +1273,8 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		while (k < n_names && strcmp(a, names[k]) != 0)
 			k++;
 		if (k == n_names)
-			usage_error(a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
+			usage_error(
+			    a[0] == '-' ? "unknown option '%s'" : "unexpected argument '%s'", a);
 		if (i + 1 >= argc)
 			usage_error("%s needs a value", a);
 		const char *v = argv[++i];
@@ -1319,8 +1324,9 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	for (int i = 0; i < o->n_sandbox; i++) {
 		const char *s = o->sandbox[i];
 		if (!*s || strlen(s) > 256 ||
-		    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-") !=
-			    strlen(s))
+		    strspn(s,
+			   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-") !=
+			strlen(s))
 			usage_error("bad --sandbox '%s' (want 1..256 of [A-Za-z0-9._~-])", s);
 	}
 	if (strlen(o->body) > BODY_MAX)
@@ -1335,7 +1341,8 @@ static void raise_fd_limit(int need)
 		return;
 	rl.rlim_cur = rl.rlim_max < (rlim_t)need ? rl.rlim_max : (rlim_t)need;
 	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur < (rlim_t)need)
-		fprintf(stderr, "httpload: warning: open-file limit below %d, connections may fail\n",
+		fprintf(stderr,
+			"httpload: warning: open-file limit below %d, connections may fail\n",
 			need);
 }
 
@@ -1357,7 +1364,7 @@ static void setup(struct ctx *x, const struct opts *o)
 	x->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (x->tfd < 0)
 		fatal("timerfd_create: %s", strerror(errno));
-	struct epoll_event e = { .events = EPOLLIN, .data.u64 = TIMER_TAG };
+	struct epoll_event e = {.events = EPOLLIN, .data.u64 = TIMER_TAG};
 	if (epoll_ctl(x->ep, EPOLL_CTL_ADD, x->tfd, &e) < 0)
 		fatal("epoll_ctl: %s", strerror(errno));
 

@@ -83,9 +83,9 @@ struct contender {
 	double *ms;  /* successful timed runs, wall ms */
 	double *cpu; /* user+sys ms for the same runs */
 	int n_ok;
-	int n_err;         /* failed timed runs */
-	int n_warm_err;    /* failed warm-up runs */
-	long max_runs;     /* 0: every iteration; else timed in only this many */
+	int n_err;	/* failed timed runs */
+	int n_warm_err; /* failed warm-up runs */
+	long max_runs;	/* 0: every iteration; else timed in only this many */
 	char first_err[160];
 	double median, min, max, p90, mean;
 };
@@ -128,8 +128,7 @@ static char *resolve(const char *cmd)
 	char buf[PATH_MAX];
 	while (*path) {
 		size_t n = strcspn(path, ":");
-		int m = snprintf(buf, sizeof buf, "%.*s%s%s", (int)n, path,
-				 n ? "/" : "./", cmd);
+		int m = snprintf(buf, sizeof buf, "%.*s%s%s", (int)n, path, n ? "/" : "./", cmd);
 		if (m > 0 && (size_t)m < sizeof buf && access(buf, X_OK) == 0)
 			return strdup(buf);
 		path += n;
@@ -149,23 +148,23 @@ static void die(const char *fmt, const char *arg)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: launch [--runs N] [--warmup N] [--timeout SEC] [--json FILE] [--no-rotate]\n"
-		"              [--pause-ms P]\n"
-		"              [--throughput SEC [--workers W] [--rounds R]]\n"
-		"              --name NAME [--max-runs M] [--] ARGV... [--name NAME ...]...\n"
-		"\n"
-		"Alternates the contenders round-robin for N timed runs each (default 50,\n"
-		"after 3 warm-up runs each), timing posix_spawn..wait4 with CLOCK_MONOTONIC,\n"
-		"and prints median/min/max/p90 in ms plus each median's ratio to the first\n"
-		"contender's median.  Every run must exit 0; failures are counted as errors.\n"
-		"--max-runs M times that contender in only M of the N iterations, spread evenly.\n"
-		"--pause-ms P sleeps P ms (untimed) after every run of every contender, so that\n"
-		"work a run leaves behind (e.g. a pool's refill) never overlaps a timed run.\n"
-		"--throughput SEC instead counts successful launches per second with W\n"
-		"concurrent workers (default 2) over SEC seconds per contender, in R\n"
-		"alternated rounds (default 5), and the host's busy CPU time (all CPUs, from\n"
-		"/proc/stat) over a contender's rounds per successful launch.\n");
+	fprintf(
+	    f, "usage: launch [--runs N] [--warmup N] [--timeout SEC] [--json FILE] [--no-rotate]\n"
+	       "              [--pause-ms P]\n"
+	       "              [--throughput SEC [--workers W] [--rounds R]]\n"
+	       "              --name NAME [--max-runs M] [--] ARGV... [--name NAME ...]...\n"
+	       "\n"
+	       "Alternates the contenders round-robin for N timed runs each (default 50,\n"
+	       "after 3 warm-up runs each), timing posix_spawn..wait4 with CLOCK_MONOTONIC,\n"
+	       "and prints median/min/max/p90 in ms plus each median's ratio to the first\n"
+	       "contender's median.  Every run must exit 0; failures are counted as errors.\n"
+	       "--max-runs M times that contender in only M of the N iterations, spread evenly.\n"
+	       "--pause-ms P sleeps P ms (untimed) after every run of every contender, so that\n"
+	       "work a run leaves behind (e.g. a pool's refill) never overlaps a timed run.\n"
+	       "--throughput SEC instead counts successful launches per second with W\n"
+	       "concurrent workers (default 2) over SEC seconds per contender, in R\n"
+	       "alternated rounds (default 5), and the host's busy CPU time (all CPUs, from\n"
+	       "/proc/stat) over a contender's rounds per successful launch.\n");
 }
 
 static double now_ms(void)
@@ -192,8 +191,8 @@ static long parse_long(const char *opt, const char *s, long lo, long hi)
  * RUN_FAIL with a description in err.  If errfd >= 0 the child's stderr goes
  * there instead of /dev/null (diagnostic runs only).
  */
-static enum run_status run_once(struct contender *c, double *wall, double *cpu,
-				char *err, size_t errlen, int errfd)
+static enum run_status run_once(struct contender *c, double *wall, double *cpu, char *err,
+				size_t errlen, int errfd)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -211,8 +210,9 @@ static enum run_status run_once(struct contender *c, double *wall, double *cpu,
 	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
 
 	/* Arm the timeout before the clock starts so it costs nothing inside. */
-	struct itimerval it = { { 0, 0 }, { (time_t)timeout_s,
-		(suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6) } };
+	struct itimerval it = {
+	    {0, 0},
+	    {(time_t)timeout_s, (suseconds_t)((timeout_s - (double)(time_t)timeout_s) * 1e6)}};
 	alarm_fired = 0;
 	setitimer(ITIMER_REAL, &it, NULL);
 
@@ -231,7 +231,7 @@ static enum run_status run_once(struct contender *c, double *wall, double *cpu,
 	if (w == pid)
 		current_pid = 0;
 
-	struct itimerval off = { { 0, 0 }, { 0, 0 } };
+	struct itimerval off = {{0, 0}, {0, 0}};
 	setitimer(ITIMER_REAL, &off, NULL);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
@@ -305,7 +305,8 @@ static void fprint_quoted(FILE *f, char **argv)
 		int plain = *a != '\0';
 		for (const char *p = a; *p; p++)
 			if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				    "0123456789-_./=:,+@%", *p))
+				    "0123456789-_./=:,+@%",
+				    *p))
 				plain = 0;
 		if (i)
 			fputc(' ', f);
@@ -444,8 +445,7 @@ static void tp_worker(struct contender *c, double deadline, int fd)
 }
 
 /* One round of W workers on contender c; sums into *tot, returns elapsed ms. */
-static double tp_round(struct contender *c, long workers, double secs,
-		       struct tp_report *tot)
+static double tp_round(struct contender *c, long workers, double secs, struct tp_report *tot)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
@@ -490,25 +490,26 @@ static double tp_round(struct contender *c, long workers, double secs,
 	free(pids);
 	if (got != workers) {
 		tot->err++;
-		snprintf(tot->first_err, sizeof tot->first_err,
-			 "%ld of %ld workers did not report", workers - got, workers);
+		snprintf(tot->first_err, sizeof tot->first_err, "%ld of %ld workers did not report",
+			 workers - got, workers);
 	}
 	return end - t0;
 }
 
-static int throughput(struct contender *cs, int k, long seconds, long workers,
-		      long rounds, int rotate, const char *json_path)
+static int throughput(struct contender *cs, int k, long seconds, long workers, long rounds,
+		      int rotate, const char *json_path)
 {
 	double secs = (double)seconds / (double)rounds;
 	double *rate = calloc((size_t)(k * rounds), sizeof *rate);
 	double *el = calloc((size_t)k, sizeof *el), *busy = calloc((size_t)k, sizeof *busy);
 	long *ok = calloc((size_t)k, sizeof *ok), *errs = calloc((size_t)k, sizeof *errs);
-	char (*first)[160] = calloc((size_t)k, sizeof *first);
+	char(*first)[160] = calloc((size_t)k, sizeof *first);
 	if (!rate || !el || !busy || !ok || !errs || !first)
 		die("out of memory%s", "");
 
 	printf("launch: throughput, %d contender(s), %ld worker(s), %ld s each in %ld "
-	       "alternated round(s) of %.2f s\n", k, workers, seconds, rounds, secs);
+	       "alternated round(s) of %.2f s\n",
+	       k, workers, seconds, rounds, secs);
 	for (int c = 0; c < k; c++) {
 		printf("  %-12s ", cs[c].name);
 		fprint_quoted(stdout, cs[c].argv);
@@ -533,7 +534,8 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 			ok[c] += tot.ok;
 			if (tot.err && !errs[c]) {
 				memcpy(first[c], tot.first_err, sizeof first[c]);
-				fprintf(stderr, "launch: %s: round %ld: %ld failed launch(es): %s\n",
+				fprintf(stderr,
+					"launch: %s: round %ld: %ld failed launch(es): %s\n",
 					cs[c].name, r + 1, tot.err, tot.first_err);
 			}
 			errs[c] += tot.err;
@@ -556,12 +558,14 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 		mx[c] = tmp[rounds - 1];
 		all[c] = el[c] > 0 ? (double)ok[c] * 1e3 / el[c] : 0;
 		printf("%-12s %8ld %6ld %10.1f %10.1f %10.1f %10.1f %7.2fx %8.3f ms\n", cs[c].name,
-		       ok[c], errs[c], all[c], med[c], mn[c], mx[c], all[0] > 0 ? all[c] / all[0] : NAN,
+		       ok[c], errs[c], all[c], med[c], mn[c], mx[c],
+		       all[0] > 0 ? all[c] / all[0] : NAN,
 		       busy[c] >= 0 && ok[c] ? busy[c] / (double)ok[c] : NAN);
 	}
 	printf("(successful launches per second; ratio = overall rate / overall rate of '%s'; "
 	       "cpu/launch = the host's busy CPU time over its rounds / its launches; "
-	       "load avg before: %s, after: %s)\n", cs[0].name, load_before, load_after);
+	       "load avg before: %s, after: %s)\n",
+	       cs[0].name, load_before, load_after);
 	fflush(stdout);
 	int any_err = 0;
 	for (int c = 0; c < k; c++) {
@@ -575,7 +579,8 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 	if (json_path) {
 		FILE *f = fopen(json_path, "we");
 		if (!f) {
-			fprintf(stderr, "launch: cannot write %s: %s\n", json_path, strerror(errno));
+			fprintf(stderr, "launch: cannot write %s: %s\n", json_path,
+				strerror(errno));
 			return 2;
 		}
 		char tbuf[64];
@@ -583,7 +588,7 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 		gmtime_r(&wall0.tv_sec, &tm);
 		strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tm);
 		fprintf(f, "{\n  \"tool\": \"launch\",\n  \"mode\": \"throughput\",\n"
-			"  \"started_utc\": ");
+			   "  \"started_utc\": ");
 		json_str(f, tbuf);
 		fprintf(f, ",\n  \"seconds\": %ld,\n  \"workers\": %ld,\n  \"rounds\": %ld,\n",
 			seconds, workers, rounds);
@@ -604,7 +609,8 @@ static int throughput(struct contender *cs, int k, long seconds, long workers,
 					fputs(", ", f);
 				json_str(f, cs[c].argv[a]);
 			}
-			fprintf(f, "],\n     \"ok\": %ld, \"errors\": %ld, \"first_error\": ", ok[c],
+			fprintf(f,
+				"],\n     \"ok\": %ld, \"errors\": %ld, \"first_error\": ", ok[c],
 				errs[c]);
 			if (first[c][0])
 				json_str(f, first[c]);
@@ -828,8 +834,8 @@ int main(int argc, char **argv)
 	}
 
 	double ref = cs[0].median;
-	printf("\n%-12s %5s %5s %9s %9s %9s %9s %8s\n", "contender", "ok", "err",
-	       "median", "min", "p90", "max", "ratio");
+	printf("\n%-12s %5s %5s %9s %9s %9s %9s %8s\n", "contender", "ok", "err", "median", "min",
+	       "p90", "max", "ratio");
 	for (int c = 0; c < k; c++) {
 		struct contender *ct = &cs[c];
 		printf("%-12s %5d %5d", ct->name, ct->n_ok, ct->n_err + ct->n_warm_err);
@@ -845,14 +851,17 @@ int main(int argc, char **argv)
 		putchar('\n');
 	}
 	printf("(times in ms, wall clock spawn..reap; ratio = median / median of '%s'; "
-	       "load avg before: %s, after: %s)\n", cs[0].name, load_before, load_after);
+	       "load avg before: %s, after: %s)\n",
+	       cs[0].name, load_before, load_after);
 	fflush(stdout);
 
 	for (int c = 0; c < k; c++) {
 		struct contender *ct = &cs[c];
 		if (ct->n_err || ct->n_warm_err) {
-			fprintf(stderr, "launch: ERROR: %s: %d of %ld timed and %d of %ld warm-up "
-				"runs failed (first: %s)\n", ct->name, ct->n_err,
+			fprintf(stderr,
+				"launch: ERROR: %s: %d of %ld timed and %d of %ld warm-up "
+				"runs failed (first: %s)\n",
+				ct->name, ct->n_err,
 				ct->max_runs > 0 && ct->max_runs < runs ? ct->max_runs : runs,
 				ct->n_warm_err, warmup, ct->first_err);
 			diagnose(ct);
@@ -862,7 +871,8 @@ int main(int argc, char **argv)
 	if (json_path) {
 		FILE *f = fopen(json_path, "we");
 		if (!f) {
-			fprintf(stderr, "launch: cannot write %s: %s\n", json_path, strerror(errno));
+			fprintf(stderr, "launch: cannot write %s: %s\n", json_path,
+				strerror(errno));
 			return 2;
 		}
 		struct utsname u;
@@ -873,8 +883,9 @@ int main(int argc, char **argv)
 		strftime(tbuf, sizeof tbuf, "%Y-%m-%dT%H:%M:%SZ", &tm);
 		fprintf(f, "{\n  \"tool\": \"launch\",\n  \"started_utc\": ");
 		json_str(f, tbuf);
-		fprintf(f, ",\n  \"runs\": %ld,\n  \"warmup\": %ld,\n  \"rotate\": %s,\n"
-			   "  \"pause_ms\": %ld,\n",
+		fprintf(f,
+			",\n  \"runs\": %ld,\n  \"warmup\": %ld,\n  \"rotate\": %s,\n"
+			"  \"pause_ms\": %ld,\n",
 			runs, warmup, rotate ? "true" : "false", pause_ms);
 		fprintf(f, "  \"timer\": \"CLOCK_MONOTONIC, posix_spawn..wait4, ms\",\n");
 		fprintf(f, "  \"quantiles\": \"linear interpolation\",\n");
@@ -900,7 +911,8 @@ int main(int argc, char **argv)
 					fputs(", ", f);
 				json_str(f, ct->argv[a]);
 			}
-			fprintf(f, "],\n      \"runs_planned\": %ld, \"ok\": %d, \"errors\": %d, "
+			fprintf(f,
+				"],\n      \"runs_planned\": %ld, \"ok\": %d, \"errors\": %d, "
 				"\"warmup_errors\": %d,\n",
 				ct->max_runs > 0 && ct->max_runs < runs ? ct->max_runs : runs,
 				ct->n_ok, ct->n_err, ct->n_warm_err);

@@ -56,8 +56,8 @@ static int http_once(int fd, int port)
 {
 	char req[128], buf[RESP_MAX + 1];
 	size_t have = 0;
-	int len = snprintf(req, sizeof(req), "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n",
-			   port);
+	int len = snprintf(req, sizeof(req),
+			   "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", port);
 
 	if (send(fd, req, (size_t)len, MSG_NOSIGNAL) != len)
 		return fail("send");
@@ -170,8 +170,9 @@ int main(int argc, char **argv)
 			break;
 		}
 		if (i + 1 >= argc) {
-			fprintf(stderr, "usage: rtfloor --port P --count N [--warmup N] [--raw FILE] "
-					"[-- CMD [ARG]...]\n");
+			fprintf(stderr,
+				"usage: rtfloor --port P --count N [--warmup N] [--raw FILE] "
+				"[-- CMD [ARG]...]\n");
 			return 2;
 		}
 		if (strcmp(argv[i], "--port") == 0)

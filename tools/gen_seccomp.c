@@ -32,38 +32,87 @@
 #include "bpf_header.h"
 
 static const unsigned long ns_flags[] = {
-	CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
-	CLONE_NEWCGROUP, 0x80 /* CLONE_NEWTIME */,
+    CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,	 CLONE_NEWUSER,
+    CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, 0x80 /* CLONE_NEWTIME */,
 };
 
 /* personality flags that weaken the address space (READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, ...). */
 static const unsigned long bad_persona[] = {
-	0x0400000 /* READ_IMPLIES_EXEC */, 0x0040000 /* ADDR_NO_RANDOMIZE */,
-	0x0100000 /* MMAP_PAGE_ZERO */, 0x0200000 /* ADDR_COMPAT_LAYOUT */,
-	0x0800000 /* ADDR_LIMIT_32BIT */, 0x8000000 /* ADDR_LIMIT_3GB */,
+    0x0400000 /* READ_IMPLIES_EXEC */, 0x0040000 /* ADDR_NO_RANDOMIZE */,
+    0x0100000 /* MMAP_PAGE_ZERO */,    0x0200000 /* ADDR_COMPAT_LAYOUT */,
+    0x0800000 /* ADDR_LIMIT_32BIT */,  0x8000000 /* ADDR_LIMIT_3GB */,
 };
 
 /* Syscalls refused outright with EPERM. */
 static const char *const denied[] = {
-	/* debugging / other processes' memory */
-	"ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
-	"process_madvise",
-	/* kernel attack surface not needed by ordinary programs */
-	"bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
-	"io_uring_register", "add_key", "keyctl", "request_key", "lookup_dcookie",
-	/* mounts and namespaces */
-	"mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen",
-	"fsconfig", "fsmount", "fspick", "mount_setattr", "setns",
-	/* machine administration */
-	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon",
-	"swapoff", "reboot", "acct", "quotactl", "quotactl_fd", "syslog", "iopl", "ioperm",
-	"nfsservctl", "sysfs", "uselib", "vhangup", "ustat", "_sysctl",
-	/* file handles bypass path-based checks */
-	"open_by_handle_at", "name_to_handle_at",
-	/* time */
-	"clock_settime", "clock_adjtime", "settimeofday", "adjtimex", "stime",
-	/* misc */
-	"fanotify_init", "vm86", "vm86old", "get_kernel_syms", "query_module", "create_module",
+    /* debugging / other processes' memory */
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "kcmp",
+    "pidfd_getfd",
+    "process_madvise",
+    /* kernel attack surface not needed by ordinary programs */
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "add_key",
+    "keyctl",
+    "request_key",
+    "lookup_dcookie",
+    /* mounts and namespaces */
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "setns",
+    /* machine administration */
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "syslog",
+    "iopl",
+    "ioperm",
+    "nfsservctl",
+    "sysfs",
+    "uselib",
+    "vhangup",
+    "ustat",
+    "_sysctl",
+    /* file handles bypass path-based checks */
+    "open_by_handle_at",
+    "name_to_handle_at",
+    /* time */
+    "clock_settime",
+    "clock_adjtime",
+    "settimeofday",
+    "adjtimex",
+    "stime",
+    /* misc */
+    "fanotify_init",
+    "vm86",
+    "vm86old",
+    "get_kernel_syms",
+    "query_module",
+    "create_module",
 };
 
 static void die(const char *what, int rc)
@@ -133,16 +182,17 @@ static unsigned long bad_mask(void)
 
 int main(int argc, char **argv)
 {
-	const struct sock_filter prefix[] = { /* the personality(2) prefix described above */
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 7),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_personality, 0, 5),
-		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 16),
-		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffu, 2, 0),
-		BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (uint32_t)bad_mask(), 0, 2),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	const struct sock_filter prefix[] = {
+	    /* the personality(2) prefix described above */
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 4),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 0, 7),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_personality, 0, 5),
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, 16),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0xffffffffu, 2, 0),
+	    BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, (uint32_t)bad_mask(), 0, 2),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 	};
 	scmp_filter_ctx ctx;
 

@@ -356,7 +356,8 @@ static void build(struct tx *t, const char *link, struct in_addr gw, struct in_a
 	verdict(&b, NF_ACCEPT);
 	put_rule(t, &b);
 	for (size_t i = 0; i < sizeof(accepted) / sizeof(accepted[0]); i++) {
-		b = rule("input"); /* new TCP to the resolver, the proxy, the transparent listener */
+		b = rule(
+		    "input"); /* new TCP to the resolver, the proxy, the transparent listener */
 		iifname(&b, link);
 		ipv4(&b);
 		ip_addr(&b, IP_SADDR, NFT_CMP_EQ, sbx);
@@ -431,7 +432,8 @@ int net_nft_build(void *buf, size_t size, uint32_t first_seq, size_t *len, uint3
 	struct tx t = {.seq = first_seq};
 	uint32_t first;
 
-	if (inet_pton(AF_INET, NET_GW_ADDR, &gw) != 1 || inet_pton(AF_INET, NET_SBX_ADDR, &sbx) != 1)
+	if (inet_pton(AF_INET, NET_GW_ADDR, &gw) != 1 ||
+	    inet_pton(AF_INET, NET_SBX_ADDR, &sbx) != 1)
 		return -EINVAL;
 	t.batch = mnl_nlmsg_batch_start(buf, size);
 	if (!t.batch)

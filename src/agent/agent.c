@@ -151,7 +151,8 @@ static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 		/* To the command's shim (cmd.c), which knows its whole tree. */
 		if (!c->exited &&
 		    sigqueue(c->pid, SIGRTMIN,
-			     (union sigval){.sival_int = AGENT_KILL_VALUE(c->shim_job, m.signal)}) < 0) {
+			     (union sigval){.sival_int = AGENT_KILL_VALUE(c->shim_job, m.signal)}) <
+			0) {
 			agent_send_error(a, m.id, errno, "kill");
 			return;
 		}
@@ -256,7 +257,8 @@ static void prepare_commands(struct agent *a)
 
 	a->landlock_fd = -1;
 	jail_reset_signals();
-	if (jail_bset_limit(&err) < 0 || jail_landlock_build(a->workdir, &a->landlock_fd, &err) < 0) {
+	if (jail_bset_limit(&err) < 0 ||
+	    jail_landlock_build(a->workdir, &a->landlock_fd, &err) < 0) {
 		al_error_free(err);
 		al_closep(&a->landlock_fd);
 		return;

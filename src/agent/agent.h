@@ -11,14 +11,14 @@
 #include <sys/types.h>
 
 #define AGENT_LISTEN_FD 3
-#define AGENT_MAX_CMDS 1024           /* finished commands beyond this are forgotten, oldest first */
-#define AGENT_FORGET_MS 100           /* ... once a daemon has had this long to read its EXIT */
-#define AGENT_BUF_CAP (16u << 20)     /* output kept per stream for replays */
-#define AGENT_KEEP_MS 2000            /* ... after its command's end, once a daemon has had this long */
-#define AGENT_CHUNK (256u << 10)      /* largest OUTPUT payload */
-#define AGENT_STDIN_CAP (16u << 20)   /* stdin buffered per command */
-#define AGENT_IDLE_SHIMS 2            /* shims kept waiting for a next command */
-#define AGENT_SHIM_IDLE_MS 10000      /* ... for at most this long */
+#define AGENT_MAX_CMDS 1024	  /* finished commands beyond this are forgotten, oldest first */
+#define AGENT_FORGET_MS 100	  /* ... once a daemon has had this long to read its EXIT */
+#define AGENT_BUF_CAP (16u << 20) /* output kept per stream for replays */
+#define AGENT_KEEP_MS 2000	  /* ... after its command's end, once a daemon has had this long */
+#define AGENT_CHUNK (256u << 10)  /* largest OUTPUT payload */
+#define AGENT_STDIN_CAP (16u << 20)	/* stdin buffered per command */
+#define AGENT_IDLE_SHIMS 2		/* shims kept waiting for a next command */
+#define AGENT_SHIM_IDLE_MS 10000	/* ... for at most this long */
 #define AGENT_SHIM_JOB_MAX (128u << 10) /* a larger EXEC frame gets a new shim */
 
 /* A shim that takes a command from its control socket first answers one byte there
@@ -49,31 +49,31 @@ struct watch {
 
 struct obuf {
 	char *data;
-	size_t len, cap;  /* kept bytes: offsets [0, len) */
-	uint64_t total;   /* bytes produced (offset of the next byte) */
+	size_t len, cap; /* kept bytes: offsets [0, len) */
+	uint64_t total;	 /* bytes produced (offset of the next byte) */
 };
 
 struct agent_cmd {
 	char id[PROTO_ID_MAX + 1];
-	pid_t pid;        /* its shim's */
-	int shim_ctl;     /* the shim's control socket while it serves us (-1: none) */
+	pid_t pid;	   /* its shim's */
+	int shim_ctl;	   /* the shim's control socket while it serves us (-1: none) */
 	uint32_t shim_job; /* which of its shim's commands it is (1: the first) */
-	uint8_t *job;     /* the EXEC frame handed to an idle shim, until its "done": if the */
-	size_t job_len;   /* shim dies before it took it (no ack), it runs on a new shim */
-	int fd[3];        /* stdin (write end), stdout, stderr (read ends); -1 when closed */
-	int report_fd;    /* report pipe (read end): the exec error, then the shim's "done" */
+	uint8_t *job;	   /* the EXEC frame handed to an idle shim, until its "done": if the */
+	size_t job_len;	   /* shim dies before it took it (no ack), it runs on a new shim */
+	int fd[3];	   /* stdin (write end), stdout, stderr (read ends); -1 when closed */
+	int report_fd;	   /* report pipe (read end): the exec error, then the shim's "done" */
 	struct watch w_out, w_err, w_in, w_report;
-	char *in_buf;     /* stdin bytes accepted from the daemon, not yet in the pipe */
+	char *in_buf; /* stdin bytes accepted from the daemon, not yet in the pipe */
 	size_t in_len, in_off;
-	bool in_close;    /* close stdin once in_buf is drained */
-	bool in_watched;  /* stdin's pipe is in the epoll set (waiting for room) */
+	bool in_close;	 /* close stdin once in_buf is drained */
+	bool in_watched; /* stdin's pipe is in the epoll set (waiting for room) */
 	struct obuf buf[2];
 	uint64_t start_ms, end_ms;
 	/* Since when (CLOCK_MONOTONIC ms) a daemon has been connected to read its EXIT: from
 	 * its end, or from the connection made after it; 0 while none has been since. */
 	uint64_t seen_ms;
-	bool exited;      /* the process has been reaped */
-	bool finished;    /* EXIT was decided (exited and output drained) */
+	bool exited;   /* the process has been reaped */
+	bool finished; /* EXIT was decided (exited and output drained) */
 	int status;
 	int exec_err;
 	char exec_msg[256];
@@ -83,8 +83,8 @@ struct agent {
 	const char *workdir;
 	int ep, conn_fd, sig_fd;
 	/* Done once at start instead of in every command (jail_ctx.prepared). */
-	bool prepared;   /* no signal ignored, bounding set limited, Landlock built */
-	int landlock_fd; /* the command's ruleset (-1: no Landlock) */
+	bool prepared;	   /* no signal ignored, bounding set limited, Landlock built */
+	int landlock_fd;   /* the command's ruleset (-1: no Landlock) */
 	bool seccomp_held; /* the agent runs under the workload's filter; commands inherit it */
 	struct watch w_listen, w_conn, w_sig;
 	struct agent_cmd *cmds[AGENT_MAX_CMDS];
@@ -100,7 +100,7 @@ struct agent {
 		uint64_t since_ms;
 	} idle[AGENT_IDLE_SHIMS]; /* shims waiting for a command, oldest first */
 	size_t n_idle;
-	uint8_t *rbuf;    /* inbound bytes from the daemon */
+	uint8_t *rbuf; /* inbound bytes from the daemon */
 	size_t rlen, rcap;
 	/* Every frame to the daemon is built here (agent_frame): one allocation kept, where
 	 * musl's malloc mapped and unmapped a page around each frame (a page fault and two
@@ -137,13 +137,13 @@ __attribute__((noreturn)) void agent_shim_main(struct agent *a, const struct pro
 int agent_shim_send(int ctl, const uint8_t *frame, size_t len, const int fds[4]);
 /* A KILL for a shim's job-th command: SIGRTMIN's value carries both, so that a signal the
  * agent sent before it knew a command had ended never reaches the next one. */
-#define AGENT_KILL_VALUE(job, sig) \
-	((int)((((uint32_t)(job) & 0xffffffu) << 8) | ((uint32_t)(sig) & 0xffu)))
+#define AGENT_KILL_VALUE(job, sig)                                                                 \
+	((int)((((uint32_t)(job)&0xffffffu) << 8) | ((uint32_t)(sig)&0xffu)))
 /* cmd.c: forget an idle shim that was reaped (any other pid: nothing), and let go the idle
  * shims past their time */
 void agent_shim_reaped(struct agent *a, pid_t pid);
 int agent_shims_expire(struct agent *a); /* ms until the next expiry, -1: none */
-int agent_cmds_expire(struct agent *a);  /* frees kept output due; ms until the next, -1: none */
+int agent_cmds_expire(struct agent *a);	 /* frees kept output due; ms until the next, -1: none */
 void agent_cmds_connection(struct agent *a, bool up); /* a daemon connected, or went away */
 
 /* agent.c */

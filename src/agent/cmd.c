@@ -117,7 +117,8 @@ static int make_room(struct agent *a)
 		if (a->cmds[i]->finished && a->cmds[i]->seen_ms &&
 		    a->cmds[i]->seen_ms + AGENT_FORGET_MS <= now) {
 			cmd_free(a->cmds[i]);
-			memmove(&a->cmds[i], &a->cmds[i + 1], (a->n_cmds - i - 1) * sizeof(a->cmds[0]));
+			memmove(&a->cmds[i], &a->cmds[i + 1],
+				(a->n_cmds - i - 1) * sizeof(a->cmds[0]));
 			a->n_cmds--;
 			return 0;
 		}
@@ -139,7 +140,6 @@ static void watch_output(struct agent *a, struct agent_cmd *c)
 	ev.data.ptr = &c->w_report;
 	epoll_ctl(a->ep, EPOLL_CTL_ADD, c->report_fd, &ev);
 }
-
 
 static void shim_forget(struct agent *a, size_t i)
 {
@@ -291,8 +291,8 @@ static void close_agent_ends(const int p[8])
 
 /* c now runs on shim pid (control socket ctl; c is its job-th command) with pipes p: the
  * agent's ends watched, and the stdin its EXEC m carried queued. */
-static void cmd_attach(struct agent *a, struct agent_cmd *c, const struct proto_msg *m,
-		       pid_t pid, int ctl, uint32_t job, const int p[8])
+static void cmd_attach(struct agent *a, struct agent_cmd *c, const struct proto_msg *m, pid_t pid,
+		       int ctl, uint32_t job, const int p[8])
 {
 	c->pid = pid;
 	c->shim_ctl = ctl;
@@ -645,7 +645,8 @@ void agent_replay(struct agent *a, struct agent_cmd *c, int stream, uint64_t off
 		if (stream && stream != s)
 			continue;
 		while (pos < o->len && a->conn_fd >= 0) {
-			size_t n = o->len - pos < AGENT_CHUNK ? (size_t)(o->len - pos) : AGENT_CHUNK;
+			size_t n =
+			    o->len - pos < AGENT_CHUNK ? (size_t)(o->len - pos) : AGENT_CHUNK;
 
 			agent_send_output(a, c, s, pos, o->data + pos, n);
 			pos += n;

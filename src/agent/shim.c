@@ -9,9 +9,9 @@
  * its "done" record and waits on its control socket for the agent's next command (an EXEC
  * frame, its stdin, stdout, stderr and report pipe beside it): a fork and an exit less per
  * command (~0.13 ms here). Each KILL names the command it is for (AGENT_KILL_VALUE): one
- * the agent sent before it learnt that the last command had ended is ignored. When the command left processes running, or the agent lets it
- * go (its socket closes), the shim ends the way the command ended (exit code or signal);
- * background processes keep running, below PID 1.
+ * the agent sent before it learnt that the last command had ended is ignored. When the command left
+ * processes running, or the agent lets it go (its socket closes), the shim ends the way the command
+ * ended (exit code or signal); background processes keep running, below PID 1.
  */
 #include "agent/agent.h"
 #include "common/proc.h"
@@ -57,7 +57,8 @@ static char **collect(const struct proto_msg *m, bool env)
 
 	/* The iterators are O(1) a step (index access would rescan the frame each time). */
 	for (size_t i = 0; i < n; i++) {
-		s = env ? proto_msg_next_env(m, &cursor, &len) : proto_msg_next_arg(m, &cursor, &len);
+		s = env ? proto_msg_next_env(m, &cursor, &len)
+			: proto_msg_next_arg(m, &cursor, &len);
 		v[i] = dup_field(s ? s : "", s ? len : 0);
 	}
 	return v;
@@ -222,7 +223,8 @@ static int run_command(struct agent *a, const struct proto_msg *m, pid_t self, u
 			else if (kill(-cmd, sig) < 0)
 				kill(cmd, sig);
 		} else if (si.si_signo != SIGPIPE) {
-			kill(-cmd, si.si_signo); /* a signal for the shim is meant for the command */
+			kill(-cmd,
+			     si.si_signo); /* a signal for the shim is meant for the command */
 		}
 	}
 }
@@ -291,7 +293,8 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 	for (;;) {
 		int st = run_command(a, m, self, n_job), fds[4];
 		/* Another command only with room to take it and nothing of this one left. */
-		bool again = ctl >= 0 && (buf || (buf = malloc(AGENT_SHIM_JOB_MAX))) && tree_empty();
+		bool again =
+		    ctl >= 0 && (buf || (buf = malloc(AGENT_SHIM_JOB_MAX))) && tree_empty();
 		struct shim_done rec = {0, st, again};
 
 		(void)!write(SHIM_FD_REPORT, &rec, sizeof(rec));
@@ -300,12 +303,14 @@ void agent_shim_main(struct agent *a, const struct proto_msg *m, int stdio[3], i
 		close(SHIM_FD_REPORT); /* nothing follows "done" */
 		switch (next_job(buf, &job, fds)) {
 		case 0:
-			(void)!send(SHIM_FD_CTL, &(char){AGENT_SHIM_ACK}, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+			(void)!send(SHIM_FD_CTL, &(char){AGENT_SHIM_ACK}, 1,
+				    MSG_DONTWAIT | MSG_NOSIGNAL);
 			break;
 		case -1:
 			_exit(0); /* let go: no command of ours is running */
 		default:
-			_exit(AL_EXIT_SETUP); /* our exit stands for that command's: a set-up failure */
+			_exit(AL_EXIT_SETUP); /* our exit stands for that command's: a set-up
+						 failure */
 		}
 		adopt_fds(fds, a->landlock_fd >= 0 ? SHIM_FD_LANDLOCK : -1, SHIM_FD_CTL);
 		m = &job;

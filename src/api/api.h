@@ -15,13 +15,13 @@ struct al_error;
 struct api;
 
 struct api_opts {
-	const char *listen;       /* "127.0.0.1:7070", "[::1]:7070" (numeric; port 0 = any), or NULL */
-	const char *socket_path;  /* Unix socket, created with mode 0600, or NULL */
-	const char *tokens_path;  /* "TOKEN TEAM" per line; required */
-	size_t max_body;          /* JSON and other small bodies; 0: 1 MiB */
-	size_t max_upload;        /* tar uploads (and file reads); 0: 256 MiB */
+	const char *listen; /* "127.0.0.1:7070", "[::1]:7070" (numeric; port 0 = any), or NULL */
+	const char *socket_path; /* Unix socket, created with mode 0600, or NULL */
+	const char *tokens_path; /* "TOKEN TEAM" per line; required */
+	size_t max_body;	 /* JSON and other small bodies; 0: 1 MiB */
+	size_t max_upload;	 /* tar uploads (and file reads); 0: 256 MiB */
 	/* Optional (0: default). */
-	unsigned timeout_s;       /* idle timeout of a connection; default 60 */
+	unsigned timeout_s;	  /* idle timeout of a connection; default 60 */
 	unsigned max_connections; /* per listening socket; default 8192 */
 };
 

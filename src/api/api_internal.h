@@ -36,7 +36,7 @@ typedef void (*api_handler_fn)(struct api_req *r);
 enum {
 	API_ROUTE_NO_AUTH = 1 << 0, /* served without a token (health) */
 	API_ROUTE_UPLOAD = 1 << 1,  /* body limited by max_upload instead of max_body */
-	API_ROUTE_RAW = 1 << 2,     /* body is raw bytes, not JSON */
+	API_ROUTE_RAW = 1 << 2,	    /* body is raw bytes, not JSON */
 };
 
 struct api_route {
@@ -60,7 +60,7 @@ enum api_match { API_MATCH_OK, API_MATCH_NO_PATH, API_MATCH_NO_METHOD };
 struct api_params {
 	const char *names[API_MAX_PARAMS]; /* point into the pattern */
 	size_t name_lens[API_MAX_PARAMS];
-	char *values[API_MAX_PARAMS];      /* heap copies */
+	char *values[API_MAX_PARAMS]; /* heap copies */
 	size_t n;
 };
 
@@ -180,7 +180,7 @@ bool api_utf8_valid(const char *s, size_t len);
 
 struct dm_logs;
 enum api_stream_style {
-	API_STREAM_NATIVE_RUN,  /* start line, output lines, exit line */
+	API_STREAM_NATIVE_RUN,	/* start line, output lines, exit line */
 	API_STREAM_NATIVE_LOGS, /* output lines, exit line */
 };
 /*

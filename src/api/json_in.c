@@ -112,7 +112,8 @@ int api_json_fields(json_t *obj, const char *what, const char *const *allowed,
 
 	if (!json_is_object(obj))
 		return api_bad(err, "%s must be an object", what);
-	json_object_foreach(obj, key, v) {
+	json_object_foreach(obj, key, v)
+	{
 		size_t i;
 
 		for (i = 0; allowed[i]; i++)
@@ -197,7 +198,8 @@ int api_json_size(json_t *obj, const char *key, uint64_t *out, struct al_error *
 		return 0;
 	if (json_is_string(v)) {
 		if (al_parse_size(json_string_value(v), out) < 0)
-			return api_bad(err, "field '%s': bad size '%s' (e.g. 536870912 or \"512M\")",
+			return api_bad(err,
+				       "field '%s': bad size '%s' (e.g. 536870912 or \"512M\")",
 				       key, json_string_value(v));
 		return 0;
 	}
@@ -239,7 +241,8 @@ int api_json_env(json_t *obj, const char *key, char ***out, size_t *n, struct al
 	if (!json_is_object(v))
 		return api_bad(err, "field '%s' must be an object of strings", key);
 	env = xzalloc((json_object_size(v) + 1) * sizeof(*env));
-	json_object_foreach(v, k, val) {
+	json_object_foreach(v, k, val)
+	{
 		/* A name is no place for '=', blanks or control characters (a newline in one
 		 * would start another variable for whatever reads the environment as lines). */
 		if (!k[0] || strchr(k, '=') || !env_name_chars_ok(k)) {
@@ -271,7 +274,8 @@ int api_json_strings(json_t *obj, const char *key, const char ***out, size_t *n,
 	if (!json_is_array(v))
 		return api_bad(err, "field '%s' must be an array of strings", key);
 	vec = xzalloc((json_array_size(v) + 1) * sizeof(*vec));
-	json_array_foreach(v, i, item) {
+	json_array_foreach(v, i, item)
+	{
 		if (!json_is_string(item)) {
 			free(vec);
 			return api_bad(err, "field '%s': item %zu must be a string", key, i);

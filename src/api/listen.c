@@ -50,8 +50,8 @@ static int api_split_hostport(const char *spec, char **host, char **port, struct
 
 int api_listen_tcp(const char *spec, int *out_fd, int *out_port, struct al_error **err)
 {
-	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-				  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE };
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM,
+				 .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE};
 	_cleanup_free_ char *host = NULL, *port = NULL;
 	_cleanup_close_ int fd = -1;
 	struct sockaddr_storage ss;
@@ -63,8 +63,8 @@ int api_listen_tcp(const char *spec, int *out_fd, int *out_port, struct al_error
 		return -EINVAL;
 	r = getaddrinfo(host, port, &hints, &ai);
 	if (r != 0)
-		return api_bad(err, "listen address '%s': %s (a numeric address is required)",
-			       spec, gai_strerror(r));
+		return api_bad(err, "listen address '%s': %s (a numeric address is required)", spec,
+			       gai_strerror(r));
 	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		freeaddrinfo(ai);

@@ -19,7 +19,8 @@ static int api_policy_strings(json_t *v, const char *what, struct al_error **err
 
 	if (!json_is_array(v))
 		return api_bad(err, "%s must be an array of strings", what);
-	json_array_foreach(v, i, item) {
+	json_array_foreach(v, i, item)
+	{
 		if (!json_is_string(item) || json_string_length(item) == 0)
 			return api_bad(err, "%s[%zu] must be a non-empty string", what, i);
 	}
@@ -28,18 +29,20 @@ static int api_policy_strings(json_t *v, const char *what, struct al_error **err
 
 static int api_policy_rules(json_t *allow, const char *what, struct al_error **err)
 {
-	static const char *const rule_fields[] = { "match", "transform", "forwardURL", "response",
-						   NULL };
+	static const char *const rule_fields[] = {"match", "transform", "forwardURL", "response",
+						  NULL};
 	const char *domain;
 	json_t *rules, *rule;
 	size_t i;
 
-	json_object_foreach(allow, domain, rules) {
+	json_object_foreach(allow, domain, rules)
+	{
 		if (!domain[0])
 			return api_bad(err, "%s: empty domain", what);
 		if (!json_is_array(rules))
 			return api_bad(err, "%s.%s must be an array of rules", what, domain);
-		json_array_foreach(rules, i, rule) {
+		json_array_foreach(rules, i, rule)
+		{
 			if (api_json_fields(rule, "a rule", rule_fields, err) < 0)
 				return al_error_wrap(err, "%s.%s[%zu]", what, domain, i);
 		}
@@ -49,8 +52,8 @@ static int api_policy_rules(json_t *allow, const char *what, struct al_error **e
 
 int api_policy_check(json_t *p, const char *what, struct al_error **err)
 {
-	static const char *const fields[] = { "allow", "subnets", NULL };
-	static const char *const subnet_fields[] = { "allow", "deny", NULL };
+	static const char *const fields[] = {"allow", "subnets", NULL};
+	static const char *const subnet_fields[] = {"allow", "deny", NULL};
 	json_t *allow, *subnets, *v;
 
 	if (json_is_string(p)) {

@@ -94,8 +94,8 @@ void api_reply_error_code(struct api_req *r, unsigned status, const char *code, 
 	size_t clen;
 	_cleanup_free_ char *clean = al_utf8_sanitize(text, strlen(text), &clen);
 
-	api_reply_json(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
-					    clean));
+	api_reply_json(r, status,
+		       json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", clean));
 }
 
 unsigned api_status_of_errno(int code, const char **name)

@@ -49,10 +49,10 @@ static void api_reply_unauthorized(struct api_req *r)
 /* Size checks before any body byte is read. */
 static void api_req_check_length(struct api_req *r)
 {
-	const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
-	const char *expect = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-							 MHD_HTTP_HEADER_EXPECT);
+	const char *cl =
+	    MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *expect =
+	    MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
 	unsigned long long len;
 	char *end = NULL;
 
@@ -96,7 +96,7 @@ static void api_conn_notify(void *cls, struct MHD_Connection *c, void **socket_c
 static struct api_conn *api_conn_of(struct MHD_Connection *c)
 {
 	const union MHD_ConnectionInfo *i =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 	return i ? i->socket_context : NULL;
 }
@@ -239,8 +239,8 @@ static bool api_req_append(struct api_req *r, const char *data, size_t n)
 }
 
 static enum MHD_Result api_access(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_size, void **con_cls)
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_size, void **con_cls)
 {
 	struct api_req *r = *con_cls;
 
@@ -291,22 +291,17 @@ static void api_mhd_log(void *cls, const char *fmt, va_list ap)
 
 static struct MHD_Daemon *api_mhd_start(struct api *a, int fd, unsigned max_conn)
 {
-	return MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-					MHD_USE_POLL,
-				0, NULL, NULL, api_access, a,
-				MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
-				MHD_OPTION_CONNECTION_LIMIT, max_conn,
-				MHD_OPTION_CONNECTION_TIMEOUT, a->timeout_s,
-				/* One thread per connection: small stacks keep thousands of idle
-				 * clients from costing memory or locking others out. */
-				MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024),
-				MHD_OPTION_NOTIFY_COMPLETED, api_completed, a,
-				MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
-				MHD_OPTION_NOTIFY_CONNECTION, api_conn_notify, NULL,
-				MHD_OPTION_UNESCAPE_CALLBACK, api_unescape, NULL,
-				MHD_OPTION_STRICT_FOR_CLIENT, 1,
-				MHD_OPTION_END);
+	return MHD_start_daemon(
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL,
+	    NULL, api_access, a, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
+	    MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT, a->timeout_s,
+	    /* One thread per connection: small stacks keep thousands of idle
+	     * clients from costing memory or locking others out. */
+	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
+	    api_completed, a, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
+	    MHD_OPTION_NOTIFY_CONNECTION, api_conn_notify, NULL, MHD_OPTION_UNESCAPE_CALLBACK,
+	    api_unescape, NULL, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
 }
 
 static int api_start_listeners(struct api *a, const struct api_opts *o, struct al_error **err)

@@ -42,7 +42,7 @@ struct api_stream {
 	enum api_stream_style style;
 	char *team, *sbx, *cmd;
 	json_t *start;
-	char *out;          /* pending NDJSON bytes */
+	char *out; /* pending NDJSON bytes */
 	size_t out_len, out_off;
 	unsigned char carry[3][4]; /* per stream (1, 2): an incomplete UTF-8 tail */
 	size_t carry_len[3];
@@ -72,7 +72,7 @@ bool api_conn_gone(struct MHD_Connection *conn)
 static char *api_base64(const unsigned char *s, size_t n)
 {
 	static const char tab[] =
-		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	char *out = xzalloc((n + 2) / 3 * 4 + 1), *o = out;
 	size_t i;
 
@@ -132,8 +132,10 @@ static size_t api_utf8_tail(const unsigned char *p, size_t n)
 
 		if ((c & 0xc0) == 0x80)
 			continue; /* a continuation byte: look further back */
-		need = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3
-						 : c >= 0xc2 && c <= 0xdf ? 2 : 1;
+		need = c >= 0xf0 && c <= 0xf4	? 4
+		       : c >= 0xe0 && c <= 0xef ? 3
+		       : c >= 0xc2 && c <= 0xdf ? 2
+						: 1;
 		return need > back ? back : 0;
 	}
 	return 0;
@@ -154,8 +156,8 @@ static void api_stream_output(struct api_stream *s, int stream, const unsigned c
 		_cleanup_free_ char *clean = al_utf8_sanitize((const char *)p, n, &clen);
 		_cleanup_free_ char *b64 = api_base64(p, n);
 
-		line = json_pack("{s:s,s:s%,s:s}", "type", type, "data", clean, clen, "data_b64",
-				 b64);
+		line =
+		    json_pack("{s:s,s:s%,s:s}", "type", type, "data", clean, clen, "data_b64", b64);
 	}
 	api_stream_emit(s, line);
 }
@@ -211,7 +213,7 @@ static int api_stream_step(void *ctx, uint64_t timeout_ms)
 	} else if (r == 0) {
 		api_stream_finish(s);
 	} else {
-		struct al_error e = { .code = -r, .msg = (char *)"reading the command's output" };
+		struct al_error e = {.code = -r, .msg = (char *)"reading the command's output"};
 
 		api_stream_error(s, &e);
 	}
@@ -250,7 +252,8 @@ bool api_hold(struct api *a, void *ctx, int (*step)(void *, uint64_t),
 		uint64_t spent;
 
 		clock_gettime(CLOCK_MONOTONIC, &t);
-		spent = (uint64_t)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
+		spent =
+		    (uint64_t)((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000);
 		if (pending > API_HOLD_MAX || spent >= API_HOLD_MS || api_stopping(a))
 			return false;
 		step(ctx, API_HOLD_MS - spent);

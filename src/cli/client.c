@@ -33,7 +33,7 @@ int client_init(struct client *c, int argc, char **argv)
 	memset(c, 0, sizeof(*c));
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		char **slot = strcmp(a, "--url") == 0      ? &c->url
+		char **slot = strcmp(a, "--url") == 0	   ? &c->url
 			      : strcmp(a, "--socket") == 0 ? &c->socket
 			      : strcmp(a, "--token") == 0  ? &c->token
 							   : NULL;
@@ -67,9 +67,10 @@ int client_init(struct client *c, int argc, char **argv)
 	if (!c->url)
 		c->url = xstrdup("http://127.0.0.1:7070");
 	if (!c->token) {
-		fputs("airlock: no API token: pass --token, set AIRLOCK_TOKEN, or run as a user who "
-		      "can read /var/lib/airlock/tokens\n",
-		      stderr);
+		fputs(
+		    "airlock: no API token: pass --token, set AIRLOCK_TOKEN, or run as a user who "
+		    "can read /var/lib/airlock/tokens\n",
+		    stderr);
 		return -1;
 	}
 	curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -104,8 +105,8 @@ static CURL *prepare(struct client *c, const char *method, const char *path,
 		     struct curl_slist **hdrs, const char *content_type)
 {
 	CURL *h = curl_easy_init();
-	char *url = xasprintf("%s%s", c->url, path), *auth = xasprintf("Authorization: Bearer %s",
-								       c->token);
+	char *url = xasprintf("%s%s", c->url, path),
+	     *auth = xasprintf("Authorization: Bearer %s", c->token);
 
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -147,7 +148,8 @@ int client_call(struct client *c, const char *method, const char *path, const vo
 	curl_slist_free_all(hdrs);
 	curl_easy_cleanup(h);
 	if (rc != CURLE_OK) {
-		fprintf(stderr, "airlock: cannot reach airlockd at %s: %s (is `airlock serve` running?)\n",
+		fprintf(stderr,
+			"airlock: cannot reach airlockd at %s: %s (is `airlock serve` running?)\n",
 			c->socket ? c->socket : c->url, curl_easy_strerror(rc));
 		client_resp_free(out);
 		return -1;
@@ -179,8 +181,9 @@ static size_t stream_write(char *p, size_t sz, size_t n, void *arg)
 		j = json_loads(s->buf, 0, NULL);
 		if (j && json_is_object(json_object_get(j, "error"))) {
 			fprintf(stderr, "airlock: %s\n",
-				json_string_value(json_object_get(json_object_get(j, "error"),
-								  "message")) ?: "error");
+				json_string_value(
+				    json_object_get(json_object_get(j, "error"), "message"))
+				    ?: "error");
 			s->stopped = 1;
 		} else if (j && s->fn(s->ctx, j) < 0) {
 			s->stopped = 1;

@@ -9,10 +9,10 @@
 #include <stdio.h>
 
 struct client {
-	char *url;     /* base, e.g. http://127.0.0.1:7070 */
-	char *socket;  /* or a Unix socket path */
+	char *url;    /* base, e.g. http://127.0.0.1:7070 */
+	char *socket; /* or a Unix socket path */
 	char *token;
-	bool json;     /* --json: print the daemon's JSON */
+	bool json; /* --json: print the daemon's JSON */
 };
 
 struct client_resp {

@@ -58,7 +58,8 @@ static int pack(const char *src, struct membuf *out)
 			break;
 		}
 		if (rr != ARCHIVE_OK || archive_write_header(w, e) != ARCHIVE_OK) {
-			fprintf(stderr, "airlock: cp: %s\n", archive_error_string(rr != ARCHIVE_OK ? disk : w));
+			fprintf(stderr, "airlock: cp: %s\n",
+				archive_error_string(rr != ARCHIVE_OK ? disk : w));
 			archive_entry_free(e);
 			r = ARCHIVE_FATAL;
 			break;
@@ -113,8 +114,8 @@ static int copy_in(struct client *c, const char *src, const char *sbx, const cha
 static int copy_out(struct client *c, const char *sbx, const char *file, const char *dst)
 {
 	struct client_resp r;
-	char *q = client_escape(file), *path = xasprintf("/v1/sandboxes/%s/files/content?path=%s",
-						      sbx, q);
+	char *q = client_escape(file),
+	     *path = xasprintf("/v1/sandboxes/%s/files/content?path=%s", sbx, q);
 	int code = 0, fd;
 
 	if (client_call(c, "GET", path, NULL, 0, NULL, &r) < 0) {
@@ -122,8 +123,9 @@ static int copy_out(struct client *c, const char *sbx, const char *file, const c
 	} else if (r.status != 200) {
 		code = client_fail(&r, "cp");
 	} else {
-		fd = strcmp(dst, "-") == 0 ? STDOUT_FILENO
-					   : open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		fd = strcmp(dst, "-") == 0
+			 ? STDOUT_FILENO
+			 : open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 		if (fd < 0 || write(fd, r.body ? r.body : "", r.len) != (ssize_t)r.len) {
 			fprintf(stderr, "airlock: cp: write '%s': %s\n", dst, strerror(errno));
 			code = 1;

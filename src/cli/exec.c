@@ -64,7 +64,8 @@ static int on_line(void *ctx, json_t *line)
 	if (!type)
 		return 0;
 	if (strcmp(type, "start") == 0) {
-		const char *id = json_string_value(json_object_get(json_object_get(line, "command"), "id"));
+		const char *id =
+		    json_string_value(json_object_get(json_object_get(line, "command"), "id"));
 		snprintf(o->cmd_id, sizeof(o->cmd_id), "%s", id ? id : "");
 	} else if (!o->json && data && strcmp(type, "stdout") == 0) {
 		put(STDOUT_FILENO, data);
@@ -92,7 +93,8 @@ static char *read_stdin_all(size_t *len)
 		if (n == cap)
 			buf = xrealloc(buf, cap *= 2);
 		if (n > (768u << 10)) {
-			fprintf(stderr, "airlock: exec: stdin over 768 KiB; use `airlock cp` for data\n");
+			fprintf(stderr,
+				"airlock: exec: stdin over 768 KiB; use `airlock cp` for data\n");
 			free(buf);
 			return NULL;
 		}
@@ -127,7 +129,8 @@ int cli_exec(int argc, char **argv)
 			json_object_set_new(body, "cwd", json_string(v));
 		else if (strcmp(a, "--timeout") == 0 && al_parse_duration_ms(v, &ms) == 0 && ++i)
 			json_object_set_new(body, "timeout", json_integer((json_int_t)ms));
-		else if ((strcmp(a, "--env") == 0 || strcmp(a, "-e") == 0) && strchr(v, '=') && ++i) {
+		else if ((strcmp(a, "--env") == 0 || strcmp(a, "-e") == 0) && strchr(v, '=') &&
+			 ++i) {
 			char *k = strndup(v, (size_t)(strchr(v, '=') - v));
 			json_object_set_new(env, k, json_string(strchr(v, '=') + 1));
 			free(k);
@@ -168,7 +171,8 @@ int cli_exec(int argc, char **argv)
 			code = client_fail(&r, "exec");
 		else if ((j = json_loads(r.body, 0, NULL))) {
 			puts(c.json ? r.body
-				    : json_string_value(json_object_get(json_object_get(j, "command"), "id")));
+				    : json_string_value(
+					  json_object_get(json_object_get(j, "command"), "id")));
 			json_decref(j);
 		}
 		client_resp_free(&r);
@@ -183,11 +187,12 @@ int cli_exec(int argc, char **argv)
 		return status == 400 ? AL_EXIT_USAGE : 1;
 	return o.exit_code >= 0 ? o.exit_code : AL_EXIT_SETUP;
 usage:
-	fputs("usage: airlock exec [--sudo] [--cwd DIR] [--env K=V]... [--timeout DURATION] [-d] "
-	      "[--json] SANDBOX -- CMD [ARGS...]\n"
-	      "Runs CMD in a live sandbox, streams its output and exits with its exit code;\n"
-	      "stdin (when not a terminal) is passed to CMD. -d: print the command id and return.\n",
-	      stderr);
+	fputs(
+	    "usage: airlock exec [--sudo] [--cwd DIR] [--env K=V]... [--timeout DURATION] [-d] "
+	    "[--json] SANDBOX -- CMD [ARGS...]\n"
+	    "Runs CMD in a live sandbox, streams its output and exits with its exit code;\n"
+	    "stdin (when not a terminal) is passed to CMD. -d: print the command id and return.\n",
+	    stderr);
 	return AL_EXIT_USAGE;
 }
 

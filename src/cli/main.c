@@ -14,27 +14,31 @@
 
 static void usage(FILE *out)
 {
-	fputs("usage: airlock <command> [flags]\n"
-	      "\n"
-	      "commands:\n"
-	      "  run [flags] -- CMD [ARGS...]   run one command in a fresh sandbox, then remove it\n"
-	      "  serve [flags]                  run the daemon (airlockd): sandboxes behind an HTTP API\n"
-	      "  pool fill [N] | status | drain sandbox parts made ahead for `run` (opt-in)\n"
-	      "  template status | drop         the read-only root templates `run` keeps\n"
-	      "\n"
-	      "talking to airlockd (--url URL | --socket PATH, --token TOKEN, --json; or AIRLOCK_URL,\n"
-	      "AIRLOCK_SOCKET, AIRLOCK_TOKEN; default http://127.0.0.1:7070 and the daemon's token file):\n"
-	      "  create [--image DIR] [--memory SIZE] [--cpus N] [--timeout D] [--env K=V]...\n"
-	      "  exec [--sudo] [--cwd DIR] [--env K=V] [-d] SANDBOX -- CMD [ARGS...]\n"
-	      "  cp HOST_PATH SANDBOX:DIR | cp SANDBOX:FILE HOST_PATH\n"
-	      "  ls [SANDBOX[:PATH]]        list sandboxes, or files in a sandbox\n"
-	      "  logs SANDBOX COMMAND       replay and follow a command's output\n"
-	      "  stop SANDBOX\n"
-	      "  policy SANDBOX [deny-all | allow-all | JSON]\n"
-	      "\n"
-	      "  help                           this text; `airlock run --help` for run's flags\n"
-	      "  version                        print the version\n",
-	      out);
+	fputs(
+	    "usage: airlock <command> [flags]\n"
+	    "\n"
+	    "commands:\n"
+	    "  run [flags] -- CMD [ARGS...]   run one command in a fresh sandbox, then remove it\n"
+	    "  serve [flags]                  run the daemon (airlockd): sandboxes behind an HTTP "
+	    "API\n"
+	    "  pool fill [N] | status | drain sandbox parts made ahead for `run` (opt-in)\n"
+	    "  template status | drop         the read-only root templates `run` keeps\n"
+	    "\n"
+	    "talking to airlockd (--url URL | --socket PATH, --token TOKEN, --json; or "
+	    "AIRLOCK_URL,\n"
+	    "AIRLOCK_SOCKET, AIRLOCK_TOKEN; default http://127.0.0.1:7070 and the daemon's token "
+	    "file):\n"
+	    "  create [--image DIR] [--memory SIZE] [--cpus N] [--timeout D] [--env K=V]...\n"
+	    "  exec [--sudo] [--cwd DIR] [--env K=V] [-d] SANDBOX -- CMD [ARGS...]\n"
+	    "  cp HOST_PATH SANDBOX:DIR | cp SANDBOX:FILE HOST_PATH\n"
+	    "  ls [SANDBOX[:PATH]]        list sandboxes, or files in a sandbox\n"
+	    "  logs SANDBOX COMMAND       replay and follow a command's output\n"
+	    "  stop SANDBOX\n"
+	    "  policy SANDBOX [deny-all | allow-all | JSON]\n"
+	    "\n"
+	    "  help                           this text; `airlock run --help` for run's flags\n"
+	    "  version                        print the version\n",
+	    out);
 }
 
 /* exec NAME (a binary in this binary's directory) with argv = {NAME's subcommand, ...}. */
@@ -71,8 +75,9 @@ static int spawner(int argc, char **argv)
 
 	if (argc != 4 || getsockopt(3, SOL_SOCKET, SO_TYPE, &type, &len) < 0 ||
 	    type != SOCK_SEQPACKET) {
-		fputs("airlock: __spawner is airlockd's own (it needs airlockd's channel as fd 3)\n",
-		      stderr);
+		fputs(
+		    "airlock: __spawner is airlockd's own (it needs airlockd's channel as fd 3)\n",
+		    stderr);
 		return AL_EXIT_USAGE;
 	}
 	jail_spawner_serve(3, argv[2], argv[3]);
@@ -98,7 +103,8 @@ int main(int argc, char **argv)
 	 * airlock-remote) next to this one: they link libmicrohttpd, SQLite, libarchive and
 	 * libcurl, whose loading would cost `airlock run` ~10 ms on every sandbox.
 	 */
-	static const char *const remote[] = {"create", "exec", "cp", "ls", "logs", "stop", "policy"};
+	static const char *const remote[] = {"create", "exec", "cp",	"ls",
+					     "logs",   "stop", "policy"};
 	if (strcmp(argv[1], "serve") == 0)
 		return exec_sibling("airlockd", argv + 1);
 	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)

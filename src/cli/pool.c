@@ -17,24 +17,25 @@
 
 static void usage(FILE *out)
 {
-	fprintf(out,
-		"usage: airlock pool fill [N] | status | drain\n"
-		"\n"
-		"Sandbox parts made ahead, so that `airlock run` joins finished ones instead of\n"
-		"making them: a network namespace (with an allowlist also the link, the gateway's\n"
-		"namespace and ruleset, and the gateway itself, waiting), and the root of a sandbox\n"
-		"with default settings. Each entry serves one sandbox, once; runs refill the pool\n"
-		"in the background, except while one-shot launches occupy every CPU (then runs\n"
-		"go the cold way once it is empty). Off until filled.\n"
-		"\n"
-		"  fill [N]   keep N of each kind ready (deny-all, and linked for allowlists);\n"
-		"             default %u, at most %u; makes them now\n"
-		"  status     the size and how many are ready\n"
-		"  drain      release every entry and turn the pool off\n"
-		"\n"
-		"The pool lives in %s ($AIRLOCK_POOL to move it), one directory per build.\n"
-		"`airlock run --no-pool` ignores it.\n",
-		POOL_DEFAULT_SIZE, JAIL_POOL_MAX_SIZE, JAIL_POOL_ROOT);
+	fprintf(
+	    out,
+	    "usage: airlock pool fill [N] | status | drain\n"
+	    "\n"
+	    "Sandbox parts made ahead, so that `airlock run` joins finished ones instead of\n"
+	    "making them: a network namespace (with an allowlist also the link, the gateway's\n"
+	    "namespace and ruleset, and the gateway itself, waiting), and the root of a sandbox\n"
+	    "with default settings. Each entry serves one sandbox, once; runs refill the pool\n"
+	    "in the background, except while one-shot launches occupy every CPU (then runs\n"
+	    "go the cold way once it is empty). Off until filled.\n"
+	    "\n"
+	    "  fill [N]   keep N of each kind ready (deny-all, and linked for allowlists);\n"
+	    "             default %u, at most %u; makes them now\n"
+	    "  status     the size and how many are ready\n"
+	    "  drain      release every entry and turn the pool off\n"
+	    "\n"
+	    "The pool lives in %s ($AIRLOCK_POOL to move it), one directory per build.\n"
+	    "`airlock run --no-pool` ignores it.\n",
+	    POOL_DEFAULT_SIZE, JAIL_POOL_MAX_SIZE, JAIL_POOL_ROOT);
 }
 
 static int pool_error(struct al_error *err)
@@ -73,9 +74,11 @@ int cli_pool(int argc, char **argv)
 
 		if (argc == 3) {
 			n = strtoul(argv[2], &end, 10);
-			if (!argv[2][0] || *end || strspn(argv[2], "0123456789") != strlen(argv[2]) ||
-			    n < 1 || n > JAIL_POOL_MAX_SIZE) {
-				fprintf(stderr, "airlock pool fill: '%s': expected a number from 1 to %u\n",
+			if (!argv[2][0] || *end ||
+			    strspn(argv[2], "0123456789") != strlen(argv[2]) || n < 1 ||
+			    n > JAIL_POOL_MAX_SIZE) {
+				fprintf(stderr,
+					"airlock pool fill: '%s': expected a number from 1 to %u\n",
 					argv[2], JAIL_POOL_MAX_SIZE);
 				return AL_EXIT_USAGE;
 			}
@@ -90,8 +93,8 @@ int cli_pool(int argc, char **argv)
 	}
 	if (argc == 2 && strcmp(argv[1], "status") == 0) {
 		jail_pool_count(dir, &lo, &link);
-		printf("pool %s: size %u; ready: %u deny-all, %u linked\n", dir, jail_pool_size(dir),
-		       lo, link);
+		printf("pool %s: size %u; ready: %u deny-all, %u linked\n", dir,
+		       jail_pool_size(dir), lo, link);
 		return 0;
 	}
 	if (argc == 2 && strcmp(argv[1], "drain") == 0) {

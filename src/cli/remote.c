@@ -67,9 +67,10 @@ int cli_create(int argc, char **argv)
 			json_object_set_new(env, k, json_string(strchr(val, '=') + 1));
 			free(k);
 		} else {
-			fprintf(stderr, "usage: airlock create [--image DIR] [--memory SIZE] [--disk SIZE] "
-					"[--cpus N] [--timeout DURATION] [--env K=V]... [--workdir DIR] "
-					"[--json]\n");
+			fprintf(stderr,
+				"usage: airlock create [--image DIR] [--memory SIZE] [--disk SIZE] "
+				"[--cpus N] [--timeout DURATION] [--env K=V]... [--workdir DIR] "
+				"[--json]\n");
 			return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0 ? 0 : AL_EXIT_USAGE;
 		}
 		i++;
@@ -89,7 +90,8 @@ int cli_create(int argc, char **argv)
 		if (c.json)
 			print_json(j);
 		else
-			puts(json_string_value(json_object_get(json_object_get(j, "sandbox"), "id")));
+			puts(json_string_value(
+			    json_object_get(json_object_get(j, "sandbox"), "id")));
 		json_decref(j);
 	}
 	client_resp_free(&r);
@@ -144,14 +146,16 @@ int cli_policy(int argc, char **argv)
 	if (argc == 3 || (argc == 4 && strcmp(argv[3], "--json") == 0)) {
 		const char *p = argv[2];
 		json_t *j = strcmp(p, "deny-all") == 0 || strcmp(p, "allow-all") == 0
-				    ? json_string(p)
-				    : json_loads(p, 0, NULL);
+				? json_string(p)
+				: json_loads(p, 0, NULL);
 		char *body;
 		int code;
 
 		if (!j) {
-			fprintf(stderr, "airlock: policy: '%s' is not deny-all, allow-all or a JSON "
-					"policy object\n", p);
+			fprintf(stderr,
+				"airlock: policy: '%s' is not deny-all, allow-all or a JSON "
+				"policy object\n",
+				p);
 			return AL_EXIT_USAGE;
 		}
 		body = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -183,8 +187,10 @@ static int list_sandboxes(struct client *c)
 			printf("%-30s %-9s %s\n", "SANDBOX", "STATUS", "EXPIRES IN");
 			json_array_foreach(arr, i, s)
 			{
-				json_int_t left = json_integer_value(json_object_get(s, "expires_at"));
-				printf("%-30s %-9s %llds\n", json_string_value(json_object_get(s, "id")),
+				json_int_t left =
+				    json_integer_value(json_object_get(s, "expires_at"));
+				printf("%-30s %-9s %llds\n",
+				       json_string_value(json_object_get(s, "id")),
 				       json_string_value(json_object_get(s, "status")),
 				       (long long)(left / 1000 - (json_int_t)time(NULL)));
 			}

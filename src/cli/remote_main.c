@@ -11,8 +11,9 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
-	} cmds[] = {{"create", cli_create}, {"exec", cli_exec}, {"cp", cli_cp}, {"ls", cli_ls},
-		    {"logs", cli_logs},     {"stop", cli_stop}, {"policy", cli_policy}};
+	} cmds[] = {{"create", cli_create}, {"exec", cli_exec}, {"cp", cli_cp},
+		    {"ls", cli_ls},	    {"logs", cli_logs}, {"stop", cli_stop},
+		    {"policy", cli_policy}};
 
 	for (size_t i = 0; argc > 0 && i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		if (strcmp(argv[0], cmds[i].name) == 0)

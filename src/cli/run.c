@@ -27,65 +27,69 @@
 
 void cli_run_usage(FILE *out)
 {
-	fputs("usage: airlock run [flags] [--] CMD [ARGS...]\n"
-	      "\n"
-	      "Run CMD in a fresh sandbox: its own user, pid, mount, network, ipc, uts and\n"
-	      "cgroup namespaces, a read-only runtime, no network, no capabilities, seccomp,\n"
-	      "Landlock and cgroup limits. The sandbox is removed when CMD ends.\n"
-	      "\n"
-	      "flags:\n"
-	      "  --timeout DURATION   wall-clock limit: 30, 30s, 1.5s, 500ms, 2m, 1h (default 5m; 0 = none)\n"
-	      "  --memory SIZE        memory limit: 512K, 64M, 1G (default 1G; 0 = none)\n"
-	      "  --pids N             process/thread limit (default 512, at most 4194304; 0 = none)\n"
-	      "  --cpus N             CPU quota in CPUs, e.g. 0.5 (default: no limit)\n"
-	      "  --disk SIZE          cap on all the sandbox writes: /workspace, /tmp, /home/user,\n"
-	      "                       /dev/shm share one tmpfs of this size (default 1G)\n"
-	      "  --output-limit SIZE  per stream; beyond it output is dropped and reported\n"
-	      "                       (default 64M; 0 = none)\n"
-	      "  -e, --env K=V        add an environment variable (repeatable)\n"
-	      "  -w, --workdir DIR    working directory inside (default /workspace; created)\n"
-	      "  --image DIR          use DIR as the root filesystem instead of the host runtime\n"
-	      "  --file SRC:DST       copy a host file or directory in before CMD (repeatable, <= 64);\n"
-	      "                       a relative DST is relative to the working directory\n"
-	      "  --root               run as uid 0 inside the sandbox (still nobody on the host)\n"
-	      "  -i, --interactive    pass stdin through even when it is a terminal\n"
-	      "  -t, --tty            give CMD a pseudo-terminal (stdout and stderr merged)\n"
-	      "  --json               print one JSON result object at the end instead of streaming\n"
-	      "  --net deny|allow-all network: loopback only (the default), or the public internet\n"
-	      "                       through the gateway (metadata, private ranges, loopback refused)\n"
-	      "  --allow DOMAIN       allow a domain (repeatable); *.example.com = any depth below\n"
-	      "  --allow-cidr CIDR    allow an address range (also opens private ranges)\n"
-	      "  --deny-cidr CIDR     refuse an address range (wins over everything)\n"
-	      "  --policy FILE        a whole policy document (docs/network-policy.md)\n"
-	      "  --egress-log FILE    append every egress decision as a JSON line\n"
-	      "  --upstream-netns NS  the gateway dials out from network namespace NS\n"
-	      "  --upstream-dns IP[:PORT]  the resolver the gateway asks (default: the host's)\n"
-	      "  --upstream-ca FILE   CA certificates that upstreams of TLS-terminated domains\n"
-	      "                       (per-request rules) must chain to (default: the system's)\n"
-	      "  --hostname NAME      hostname inside: letters, digits, '-', '.' (default sandbox)\n"
-	      "  --no-pool            make every namespace now, even if `airlock pool fill` has\n"
-	      "                       some ready (`airlock pool --help`)\n"
-	      "  --no-template        build the sandbox's whole root now instead of copying the\n"
-	      "                       read-only template kept for default runs\n"
-	      "                       (`airlock template --help`)\n"
-	      "  -h, --help           this text\n"
-	      "\n"
-	      "Inside: uid 1000 (user), cwd /workspace, HOME=/home/user, environment PATH, HOME,\n"
-	      "LANG (and TERM with -t) plus --env; nothing of the caller's environment.\n"
-	      "CMD is found and run as POSIX execvp does: through PATH unless it has a '/',\n"
-	      "and a file without a #! line runs under /bin/sh.\n"
-	      "\n"
-	      "exit codes:\n"
-	      "  N        CMD exited with N\n"
-	      "  128+N    CMD was killed by signal N\n"
-	      "  64       usage error (bad flag or value)\n"
-	      "  122      out of memory: CMD was killed at the --memory limit\n"
-	      "  124      timeout: the whole sandbox was killed at --timeout\n"
-	      "  125      the sandbox could not be set up (reason on stderr); CMD never ran\n"
-	      "  126      CMD could not be executed\n"
-	      "  127      CMD was not found\n"
-	      "  130/143  airlock itself got SIGINT/SIGTERM; the sandbox was killed\n",
-	      out);
+	fputs(
+	    "usage: airlock run [flags] [--] CMD [ARGS...]\n"
+	    "\n"
+	    "Run CMD in a fresh sandbox: its own user, pid, mount, network, ipc, uts and\n"
+	    "cgroup namespaces, a read-only runtime, no network, no capabilities, seccomp,\n"
+	    "Landlock and cgroup limits. The sandbox is removed when CMD ends.\n"
+	    "\n"
+	    "flags:\n"
+	    "  --timeout DURATION   wall-clock limit: 30, 30s, 1.5s, 500ms, 2m, 1h (default 5m; 0 "
+	    "= none)\n"
+	    "  --memory SIZE        memory limit: 512K, 64M, 1G (default 1G; 0 = none)\n"
+	    "  --pids N             process/thread limit (default 512, at most 4194304; 0 = none)\n"
+	    "  --cpus N             CPU quota in CPUs, e.g. 0.5 (default: no limit)\n"
+	    "  --disk SIZE          cap on all the sandbox writes: /workspace, /tmp, /home/user,\n"
+	    "                       /dev/shm share one tmpfs of this size (default 1G)\n"
+	    "  --output-limit SIZE  per stream; beyond it output is dropped and reported\n"
+	    "                       (default 64M; 0 = none)\n"
+	    "  -e, --env K=V        add an environment variable (repeatable)\n"
+	    "  -w, --workdir DIR    working directory inside (default /workspace; created)\n"
+	    "  --image DIR          use DIR as the root filesystem instead of the host runtime\n"
+	    "  --file SRC:DST       copy a host file or directory in before CMD (repeatable, <= "
+	    "64);\n"
+	    "                       a relative DST is relative to the working directory\n"
+	    "  --root               run as uid 0 inside the sandbox (still nobody on the host)\n"
+	    "  -i, --interactive    pass stdin through even when it is a terminal\n"
+	    "  -t, --tty            give CMD a pseudo-terminal (stdout and stderr merged)\n"
+	    "  --json               print one JSON result object at the end instead of streaming\n"
+	    "  --net deny|allow-all network: loopback only (the default), or the public internet\n"
+	    "                       through the gateway (metadata, private ranges, loopback "
+	    "refused)\n"
+	    "  --allow DOMAIN       allow a domain (repeatable); *.example.com = any depth below\n"
+	    "  --allow-cidr CIDR    allow an address range (also opens private ranges)\n"
+	    "  --deny-cidr CIDR     refuse an address range (wins over everything)\n"
+	    "  --policy FILE        a whole policy document (docs/network-policy.md)\n"
+	    "  --egress-log FILE    append every egress decision as a JSON line\n"
+	    "  --upstream-netns NS  the gateway dials out from network namespace NS\n"
+	    "  --upstream-dns IP[:PORT]  the resolver the gateway asks (default: the host's)\n"
+	    "  --upstream-ca FILE   CA certificates that upstreams of TLS-terminated domains\n"
+	    "                       (per-request rules) must chain to (default: the system's)\n"
+	    "  --hostname NAME      hostname inside: letters, digits, '-', '.' (default sandbox)\n"
+	    "  --no-pool            make every namespace now, even if `airlock pool fill` has\n"
+	    "                       some ready (`airlock pool --help`)\n"
+	    "  --no-template        build the sandbox's whole root now instead of copying the\n"
+	    "                       read-only template kept for default runs\n"
+	    "                       (`airlock template --help`)\n"
+	    "  -h, --help           this text\n"
+	    "\n"
+	    "Inside: uid 1000 (user), cwd /workspace, HOME=/home/user, environment PATH, HOME,\n"
+	    "LANG (and TERM with -t) plus --env; nothing of the caller's environment.\n"
+	    "CMD is found and run as POSIX execvp does: through PATH unless it has a '/',\n"
+	    "and a file without a #! line runs under /bin/sh.\n"
+	    "\n"
+	    "exit codes:\n"
+	    "  N        CMD exited with N\n"
+	    "  128+N    CMD was killed by signal N\n"
+	    "  64       usage error (bad flag or value)\n"
+	    "  122      out of memory: CMD was killed at the --memory limit\n"
+	    "  124      timeout: the whole sandbox was killed at --timeout\n"
+	    "  125      the sandbox could not be set up (reason on stderr); CMD never ran\n"
+	    "  126      CMD could not be executed\n"
+	    "  127      CMD was not found\n"
+	    "  130/143  airlock itself got SIGINT/SIGTERM; the sandbox was killed\n",
+	    out);
 }
 
 struct buf {
@@ -100,7 +104,7 @@ struct run_opts {
 	bool json, interactive, no_pool, no_template;
 	struct buf out, err;
 	/* network flags, turned into one policy document */
-	const char *net_mode;    /* deny / allow-all, or NULL */
+	const char *net_mode; /* deny / allow-all, or NULL */
 	const char *policy_file;
 	json_t *allow, *allow_cidr, *deny_cidr;
 	const char *egress_log;
@@ -136,42 +140,59 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 }
 
 enum {
-	OPT_TIMEOUT = 256, OPT_MEMORY, OPT_PIDS, OPT_CPUS, OPT_DISK, OPT_OUTPUT, OPT_IMAGE,
-	OPT_FILE, OPT_ROOT, OPT_JSON, OPT_NET, OPT_HOSTNAME, OPT_ALLOW, OPT_ALLOW_CIDR,
-	OPT_DENY_CIDR, OPT_POLICY, OPT_UP_NETNS, OPT_UP_DNS, OPT_UP_CA, OPT_EGRESS_LOG,
+	OPT_TIMEOUT = 256,
+	OPT_MEMORY,
+	OPT_PIDS,
+	OPT_CPUS,
+	OPT_DISK,
+	OPT_OUTPUT,
+	OPT_IMAGE,
+	OPT_FILE,
+	OPT_ROOT,
+	OPT_JSON,
+	OPT_NET,
+	OPT_HOSTNAME,
+	OPT_ALLOW,
+	OPT_ALLOW_CIDR,
+	OPT_DENY_CIDR,
+	OPT_POLICY,
+	OPT_UP_NETNS,
+	OPT_UP_DNS,
+	OPT_UP_CA,
+	OPT_EGRESS_LOG,
 	OPT_NO_POOL,
 	OPT_NO_TEMPLATE,
 };
 
 static const struct option long_opts[] = {
-	{"timeout", required_argument, NULL, OPT_TIMEOUT},
-	{"memory", required_argument, NULL, OPT_MEMORY},
-	{"pids", required_argument, NULL, OPT_PIDS},
-	{"cpus", required_argument, NULL, OPT_CPUS},
-	{"disk", required_argument, NULL, OPT_DISK},
-	{"output-limit", required_argument, NULL, OPT_OUTPUT},
-	{"env", required_argument, NULL, 'e'},
-	{"workdir", required_argument, NULL, 'w'},
-	{"image", required_argument, NULL, OPT_IMAGE},
-	{"file", required_argument, NULL, OPT_FILE},
-	{"root", no_argument, NULL, OPT_ROOT},
-	{"interactive", no_argument, NULL, 'i'},
-	{"tty", no_argument, NULL, 't'},
-	{"json", no_argument, NULL, OPT_JSON},
-	{"net", required_argument, NULL, OPT_NET},
-	{"hostname", required_argument, NULL, OPT_HOSTNAME},
-	{"allow", required_argument, NULL, OPT_ALLOW},
-	{"allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR},
-	{"deny-cidr", required_argument, NULL, OPT_DENY_CIDR},
-	{"policy", required_argument, NULL, OPT_POLICY},
-	{"upstream-netns", required_argument, NULL, OPT_UP_NETNS},
-	{"upstream-dns", required_argument, NULL, OPT_UP_DNS},
-	{"upstream-ca", required_argument, NULL, OPT_UP_CA},
-	{"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
-	{"no-pool", no_argument, NULL, OPT_NO_POOL},
-	{"no-template", no_argument, NULL, OPT_NO_TEMPLATE},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"pids", required_argument, NULL, OPT_PIDS},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"output-limit", required_argument, NULL, OPT_OUTPUT},
+    {"env", required_argument, NULL, 'e'},
+    {"workdir", required_argument, NULL, 'w'},
+    {"image", required_argument, NULL, OPT_IMAGE},
+    {"file", required_argument, NULL, OPT_FILE},
+    {"root", no_argument, NULL, OPT_ROOT},
+    {"interactive", no_argument, NULL, 'i'},
+    {"tty", no_argument, NULL, 't'},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"net", required_argument, NULL, OPT_NET},
+    {"hostname", required_argument, NULL, OPT_HOSTNAME},
+    {"allow", required_argument, NULL, OPT_ALLOW},
+    {"allow-cidr", required_argument, NULL, OPT_ALLOW_CIDR},
+    {"deny-cidr", required_argument, NULL, OPT_DENY_CIDR},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"upstream-netns", required_argument, NULL, OPT_UP_NETNS},
+    {"upstream-dns", required_argument, NULL, OPT_UP_DNS},
+    {"upstream-ca", required_argument, NULL, OPT_UP_CA},
+    {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
+    {"no-pool", no_argument, NULL, OPT_NO_POOL},
+    {"no-template", no_argument, NULL, OPT_NO_TEMPLATE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
 };
 
 /* A hostname the sandbox's /etc/hosts and uname can carry: RFC 1123 characters only. */
@@ -179,8 +200,9 @@ static bool hostname_ok(const char *h)
 {
 	size_t n = strlen(h);
 
-	return n >= 1 && n <= 63 && strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-					      "0123456789-.") == n &&
+	return n >= 1 && n <= 63 &&
+	       strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			 "0123456789-.") == n &&
 	       h[0] != '-' && h[0] != '.' && h[n - 1] != '-' && h[n - 1] != '.';
 }
 
@@ -225,8 +247,10 @@ static int parse_limit_opt(struct al_config *cfg, int c, const char *arg)
 	switch (c) {
 	case OPT_TIMEOUT:
 		if (al_parse_duration_ms(arg, &cfg->timeout_ms) < 0)
-			return usage_error("--timeout '%s': expected a duration like 30s, 500ms, 2m "
-					   "(1ms to 30 days; 0 = none)", arg);
+			return usage_error(
+			    "--timeout '%s': expected a duration like 30s, 500ms, 2m "
+			    "(1ms to 30 days; 0 = none)",
+			    arg);
 		break;
 	case OPT_MEMORY:
 		if (al_parse_size(arg, &cfg->memory_bytes) < 0)
@@ -271,7 +295,8 @@ static int parse_file_opt(struct run_opts *o, const char *arg)
 		return AL_EXIT_USAGE;
 	if (strlen(colon + 1) >= AL_FILE_DST_MAX)
 		return usage_error("--file '%s': the destination is too long (at most %d "
-				   "bytes)", arg, AL_FILE_DST_MAX - 1);
+				   "bytes)",
+				   arg, AL_FILE_DST_MAX - 1);
 	o->files = xrealloc(o->files, (cfg->n_files + 1) * sizeof(*o->files));
 	o->files[cfg->n_files].src = strndup(arg, (size_t)(colon - arg));
 	o->files[cfg->n_files++].dst = colon + 1;
@@ -315,14 +340,17 @@ static int parse_net_opt(struct run_opts *o, int c, const char *arg)
 		else if (strcmp(arg, "allow-all") == 0)
 			o->net_mode = "allow-all";
 		else
-			return usage_error("--net '%s': expected deny or allow-all (use --allow for "
-					   "domains)", arg);
+			return usage_error(
+			    "--net '%s': expected deny or allow-all (use --allow for "
+			    "domains)",
+			    arg);
 		break;
 	case OPT_ALLOW:
 	case OPT_ALLOW_CIDR:
 	case OPT_DENY_CIDR: {
-		json_t **list = c == OPT_ALLOW ? &o->allow : c == OPT_ALLOW_CIDR ? &o->allow_cidr
-										: &o->deny_cidr;
+		json_t **list = c == OPT_ALLOW	      ? &o->allow
+				: c == OPT_ALLOW_CIDR ? &o->allow_cidr
+						      : &o->deny_cidr;
 		if (!*list)
 			*list = json_array();
 		json_array_append_new(*list, json_string(arg));
@@ -334,7 +362,7 @@ static int parse_net_opt(struct run_opts *o, int c, const char *arg)
 	case OPT_UP_NETNS:
 		if (!arg[0])
 			return usage_error("%s", "--upstream-netns '': expected a name under "
-					   "/run/netns or a path");
+						 "/run/netns or a path");
 		cfg->upstream_netns = arg;
 		break;
 	case OPT_UP_DNS:
@@ -346,7 +374,8 @@ static int parse_net_opt(struct run_opts *o, int c, const char *arg)
 		if (access(arg, R_OK) < 0 || stat(arg, &st) < 0)
 			return usage_error("--upstream-ca '%s': %s", arg, strerror(errno));
 		if (!S_ISREG(st.st_mode))
-			return usage_error("--upstream-ca '%s': not a file of PEM certificates", arg);
+			return usage_error("--upstream-ca '%s': not a file of PEM certificates",
+					   arg);
 		cfg->upstream_ca = arg;
 		break;
 	}
@@ -407,7 +436,8 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 	case OPT_HOSTNAME:
 		if (!hostname_ok(arg))
 			return usage_error("--hostname '%s': 1 to 63 letters, digits, '-' and '.', "
-					   "not starting or ending with '-' or '.'", arg);
+					   "not starting or ending with '-' or '.'",
+					   arg);
 		cfg->hostname = arg;
 		break;
 	case 'h':
@@ -528,10 +558,11 @@ static int build_policy(struct run_opts *o, char **out)
 	*out = NULL;
 	if (o->policy_file && (lists || o->net_mode))
 		return -!!usage_error("%s", "--policy cannot be combined with --net, --allow, "
-					 "--allow-cidr or --deny-cidr");
+					    "--allow-cidr or --deny-cidr");
 	if (o->net_mode && lists)
 		return -!!usage_error("--net %s cannot be combined with --allow, --allow-cidr or "
-				      "--deny-cidr", o->net_mode);
+				      "--deny-cidr",
+				      o->net_mode);
 	if (o->policy_file) {
 		char *buf = read_policy_file(o->policy_file);
 
@@ -651,8 +682,12 @@ static void copy_egress_log(int json_fd, int egress_fd)
 int cli_run(int argc, char **argv)
 {
 	struct run_opts o;
-	struct al_io io = {.stdin_fd = -1, .signal_fd = -1, .tty_fd = -1, .out_fd = -1,
-			   .err_fd = -1, .egress_log_fd = -1};
+	struct al_io io = {.stdin_fd = -1,
+			   .signal_fd = -1,
+			   .tty_fd = -1,
+			   .out_fd = -1,
+			   .err_fd = -1,
+			   .egress_log_fd = -1};
 	struct al_result res;
 	struct al_error *err = NULL;
 	struct tty_state tty = {0};

@@ -114,8 +114,9 @@ static int count_arg(const char *name, const char *arg, unsigned long lo, unsign
 static int size_arg(const char *name, const char *arg, uint64_t *out)
 {
 	if (al_parse_size(arg, out) < 0 || *out < 4096) {
-		fprintf(stderr, "airlock: serve: --%s '%s': a size of at least 4K (e.g. 512M, 2G)\n",
-			name, arg);
+		fprintf(stderr,
+			"airlock: serve: --%s '%s': a size of at least 4K (e.g. 512M, 2G)\n", name,
+			arg);
 		return -1;
 	}
 	return 0;
@@ -129,23 +130,25 @@ static char *default_agent(void)
 }
 
 /* airlock serve's options (parse_serve_opt). */
-static const struct option serve_opts[] = {
-	{"listen", required_argument, NULL, 'l'}, {"socket", required_argument, NULL, 's'},
-	{"state-dir", required_argument, NULL, 'd'},
-	{"tokens", required_argument, NULL, 't'}, {"agent", required_argument, NULL, 'a'},
-	{"upstream-netns", required_argument, NULL, 'n'},
-	{"upstream-dns", required_argument, NULL, 'u'},
-	{"upstream-ca", required_argument, NULL, 'c'},
-	{"pool", required_argument, NULL, 'p'},
-	{"images", required_argument, NULL, 'i'},
-	{"retention", required_argument, NULL, 'r'},
-	{"keep-ended", required_argument, NULL, 'k'},
-	{"sandbox-output-max", required_argument, NULL, 'o'},
-	{"sandbox-records-max", required_argument, NULL, 'R'},
-	{"keep-commands", required_argument, NULL, 'K'},
-	{"keep-ended-output", required_argument, NULL, 'O'},
-	{"team-max-sandboxes", required_argument, NULL, 'T'},
-	{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+static const struct option serve_opts[] = {{"listen", required_argument, NULL, 'l'},
+					   {"socket", required_argument, NULL, 's'},
+					   {"state-dir", required_argument, NULL, 'd'},
+					   {"tokens", required_argument, NULL, 't'},
+					   {"agent", required_argument, NULL, 'a'},
+					   {"upstream-netns", required_argument, NULL, 'n'},
+					   {"upstream-dns", required_argument, NULL, 'u'},
+					   {"upstream-ca", required_argument, NULL, 'c'},
+					   {"pool", required_argument, NULL, 'p'},
+					   {"images", required_argument, NULL, 'i'},
+					   {"retention", required_argument, NULL, 'r'},
+					   {"keep-ended", required_argument, NULL, 'k'},
+					   {"sandbox-output-max", required_argument, NULL, 'o'},
+					   {"sandbox-records-max", required_argument, NULL, 'R'},
+					   {"keep-commands", required_argument, NULL, 'K'},
+					   {"keep-ended-output", required_argument, NULL, 'O'},
+					   {"team-max-sandboxes", required_argument, NULL, 'T'},
+					   {"help", no_argument, NULL, 'h'},
+					   {NULL, 0, NULL, 0}};
 
 /*
  * One option into the daemon's and the API's settings: -1 to go on, else the exit code
@@ -155,24 +158,44 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 			   struct api_opts *aopt, char **agent)
 {
 	switch (c) {
-	case 'l': aopt->listen = strcmp(optarg, "none") == 0 ? NULL : optarg; break;
-	case 's': aopt->socket_path = optarg; break;
-	case 'd': dopt->state_dir = optarg; break;
-	case 't': aopt->tokens_path = optarg; break;
-	case 'a': *agent = xstrdup(optarg); break;
-	case 'n': dopt->upstream_netns = optarg; break;
-	case 'u': dopt->upstream_dns = optarg; break;
-	case 'c': dopt->upstream_ca = optarg; break;
-	case 'i': dopt->images_dir = optarg; break;
+	case 'l':
+		aopt->listen = strcmp(optarg, "none") == 0 ? NULL : optarg;
+		break;
+	case 's':
+		aopt->socket_path = optarg;
+		break;
+	case 'd':
+		dopt->state_dir = optarg;
+		break;
+	case 't':
+		aopt->tokens_path = optarg;
+		break;
+	case 'a':
+		*agent = xstrdup(optarg);
+		break;
+	case 'n':
+		dopt->upstream_netns = optarg;
+		break;
+	case 'u':
+		dopt->upstream_dns = optarg;
+		break;
+	case 'c':
+		dopt->upstream_ca = optarg;
+		break;
+	case 'i':
+		dopt->images_dir = optarg;
+		break;
 	case 'p':
 		if (count_arg("pool", optarg, 0, DM_POOL_LIMIT, &dopt->pool) < 0)
 			return AL_EXIT_USAGE;
 		break;
 	case 'r':
-		if (al_parse_duration_ms(optarg, &dopt->retain_ms) < 0 ||
-		    dopt->retain_ms < 1000 || dopt->retain_ms > 30ull * 86400 * 1000) {
-			fprintf(stderr, "airlock: serve: --retention '%s': a duration "
-				"from 1s to 720h (e.g. 90s, 2h)\n", optarg);
+		if (al_parse_duration_ms(optarg, &dopt->retain_ms) < 0 || dopt->retain_ms < 1000 ||
+		    dopt->retain_ms > 30ull * 86400 * 1000) {
+			fprintf(stderr,
+				"airlock: serve: --retention '%s': a duration "
+				"from 1s to 720h (e.g. 90s, 2h)\n",
+				optarg);
 			return AL_EXIT_USAGE;
 		}
 		break;
@@ -200,7 +223,9 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 		if (count_arg("keep-ended", optarg, 1, 1000000, &dopt->max_ended) < 0)
 			return AL_EXIT_USAGE;
 		break;
-	case 'h': cli_serve_usage(stdout); return 0;
+	case 'h':
+		cli_serve_usage(stdout);
+		return 0;
 	default:
 		fprintf(stderr, "airlock: serve: bad option '%s'\n", as_written);
 		cli_serve_usage(stderr);
@@ -244,7 +269,8 @@ int cli_serve(int argc, char **argv)
 		return AL_EXIT_USAGE;
 	}
 	if (!aopt.listen && !aopt.socket_path) {
-		fputs("airlock: serve: nothing to listen on (--listen none and no --socket)\n", stderr);
+		fputs("airlock: serve: nothing to listen on (--listen none and no --socket)\n",
+		      stderr);
 		return AL_EXIT_USAGE;
 	}
 	if (mkdir(dopt.state_dir, 0700) < 0 && errno != EEXIST) {

@@ -56,7 +56,8 @@ int cli_template(int argc, char **argv)
 	if (strcmp(argv[1], "drop") == 0) {
 		n = jail_template_drop(dir, &err);
 		if (n < 0) {
-			fprintf(stderr, "airlock template: %s\n", err && err->msg ? err->msg : "failed");
+			fprintf(stderr, "airlock template: %s\n",
+				err && err->msg ? err->msg : "failed");
 			al_error_free(err);
 			return AL_EXIT_SETUP;
 		}

@@ -15,13 +15,13 @@
 #include <airlock/airlock.h>
 
 int al_error_set(struct al_error **err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* The same for a logical error (bad input, not found, ...): errnum is its category and
  * strerror is not appended. */
 int al_error_msg(struct al_error **err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 int al_error_wrap(struct al_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 /* Rebuild an error from a code and a complete message (e.g. received over a pipe). */
 int al_error_from(struct al_error **err, int errnum, const char *msg);
 

@@ -50,10 +50,11 @@ ssize_t al_recv_with_fds(int sock, void *buf, size_t len, int flags, int *fds, s
 {
 	union fd_control u;
 	struct iovec iov = {.iov_base = buf, .iov_len = len};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = CMSG_SPACE((max_fds < AL_FDPASS_MAX ? max_fds
-									: AL_FDPASS_MAX) *
-							 sizeof(int))};
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
+			    .msg_controllen = CMSG_SPACE(
+				(max_fds < AL_FDPASS_MAX ? max_fds : AL_FDPASS_MAX) * sizeof(int))};
 	ssize_t n;
 
 	*n_fds = 0;

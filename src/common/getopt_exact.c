@@ -13,7 +13,8 @@ int al_getopt_exact(int argc, char **argv, const char *shortopts, const struct o
 	if (c != -1 && li >= 0 && tok && strncmp(tok, "--", 2) == 0) {
 		size_t len = strcspn(tok + 2, "=");
 
-		if (strlen(longopts[li].name) != len || strncmp(tok + 2, longopts[li].name, len) != 0) {
+		if (strlen(longopts[li].name) != len ||
+		    strncmp(tok + 2, longopts[li].name, len) != 0) {
 			optind = before + 1; /* argv[optind - 1]: the option as written */
 			return '?';
 		}

@@ -29,8 +29,8 @@
 #endif
 
 struct al_clone_args {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls,
-		set_tid, set_tid_size, cgroup;
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+	    set_tid_size, cgroup;
 };
 
 static inline pid_t sys_clone3(struct al_clone_args *args)
@@ -69,11 +69,11 @@ static inline int sys_close_range(unsigned first, unsigned last, unsigned flags)
 #define AL_LL_FS_MAKE_FIFO (1ULL << 10)
 #define AL_LL_FS_MAKE_BLOCK (1ULL << 11)
 #define AL_LL_FS_MAKE_SYM (1ULL << 12)
-#define AL_LL_FS_REFER (1ULL << 13)    /* ABI 2 */
-#define AL_LL_FS_TRUNCATE (1ULL << 14) /* ABI 3 */
-#define AL_LL_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
+#define AL_LL_FS_REFER (1ULL << 13)		     /* ABI 2 */
+#define AL_LL_FS_TRUNCATE (1ULL << 14)		     /* ABI 3 */
+#define AL_LL_FS_IOCTL_DEV (1ULL << 15)		     /* ABI 5 */
 #define AL_LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
-#define AL_LL_SCOPE_SIGNAL (1ULL << 1)               /* ABI 6 */
+#define AL_LL_SCOPE_SIGNAL (1ULL << 1)		     /* ABI 6 */
 
 struct al_landlock_ruleset_attr {
 	uint64_t handled_access_fs;

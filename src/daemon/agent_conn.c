@@ -39,9 +39,9 @@ int dm_agent_send(struct dm_sbx *s, struct proto_buf *b)
 
 	pthread_mutex_lock(&s->send_mu);
 	while (r == 0 && off < b->len) {
-		ssize_t n = s->agent_fd < 0 ? -1
-					    : send(s->agent_fd, b->data + off, b->len - off,
-						   MSG_NOSIGNAL);
+		ssize_t n = s->agent_fd < 0
+				? -1
+				: send(s->agent_fd, b->data + off, b->len - off, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
@@ -140,10 +140,10 @@ static void finish_cmd(struct daemon *d, struct dm_cmd *c, const struct proto_ms
 	} else {
 		c->signal = WIFSIGNALED(st) ? WTERMSIG(st) : SIGKILL;
 		jail_sandbox_stats(c->sbx->id, &peak, &ooms);
-		reason = c->timed_out			       ? AL_REASON_TIMEOUT
-			 : c->signal == SIGSYS		       ? AL_REASON_SECCOMP
+		reason = c->timed_out			      ? AL_REASON_TIMEOUT
+			 : c->signal == SIGSYS		      ? AL_REASON_SECCOMP
 			 : (c->signal == SIGKILL && ooms > 0) ? AL_REASON_OOM
-							       : AL_REASON_SIGNALED;
+							      : AL_REASON_SIGNALED;
 	}
 	c->finished = true;
 	c->reason = reason;
@@ -295,8 +295,8 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	if (r >= 0)
 		c->out_gen++; /* readers (dm_logs_next) look in the store again */
 	if (r >= 0 && m->offset + len > c->stored[m->stream - 1]) {
-		uint64_t from = m->offset > c->stored[m->stream - 1] ? m->offset
-								       : c->stored[m->stream - 1];
+		uint64_t from =
+		    m->offset > c->stored[m->stream - 1] ? m->offset : c->stored[m->stream - 1];
 
 		s->out_total += m->offset + len - from; /* what a replay re-sent counts once */
 		c->stored[m->stream - 1] = m->offset + len;

@@ -40,15 +40,18 @@ static int validate_exec(const struct dm_exec *e, struct al_error **err)
 		return al_error_msg(err, EINVAL, "cmd must be a non-empty string");
 	/* The agent protocol's limits: refuse here rather than send a frame it would reject. */
 	if (too_long(e->cmd) || (e->cwd && too_long(e->cwd)))
-		return al_error_msg(err, E2BIG, "cmd and cwd are limited to %u bytes", PROTO_MAX_STR);
+		return al_error_msg(err, E2BIG, "cmd and cwd are limited to %u bytes",
+				    PROTO_MAX_STR);
 	for (size_t i = 0; i < e->n_args; i++) {
 		if (too_long(e->args[i]))
-			return al_error_msg(err, E2BIG, "args[%zu] is over %u bytes", i, PROTO_MAX_STR);
+			return al_error_msg(err, E2BIG, "args[%zu] is over %u bytes", i,
+					    PROTO_MAX_STR);
 		total += strlen(e->args[i]) + 8;
 	}
 	for (size_t i = 0; i < e->n_env; i++) {
 		if (too_long(e->env[i]))
-			return al_error_msg(err, E2BIG, "an env entry is over %u bytes", PROTO_MAX_STR);
+			return al_error_msg(err, E2BIG, "an env entry is over %u bytes",
+					    PROTO_MAX_STR);
 		total += strlen(e->env[i]) + 8;
 	}
 	if (total > PROTO_MAX_FRAME / 2)
@@ -102,12 +105,12 @@ static bool build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c
 		       const struct dm_sbx *s, const struct dm_exec *e, bool with_net, bool with_ca)
 {
 	static const char *const base[] = {
-		"PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
-		"HOME=/home/user", "LANG=C.UTF-8"};
+	    "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "HOME=/home/user",
+	    "LANG=C.UTF-8"};
 	static const char *const proxy[] = {
-		"HTTP_PROXY=http://100.96.0.1:3128", "HTTPS_PROXY=http://100.96.0.1:3128",
-		"http_proxy=http://100.96.0.1:3128", "https_proxy=http://100.96.0.1:3128",
-		"NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1"};
+	    "HTTP_PROXY=http://100.96.0.1:3128", "HTTPS_PROXY=http://100.96.0.1:3128",
+	    "http_proxy=http://100.96.0.1:3128", "https_proxy=http://100.96.0.1:3128",
+	    "NO_PROXY=localhost,127.0.0.1",	 "no_proxy=localhost,127.0.0.1"};
 	uint32_t uid = e->sudo ? 0 : 1000;
 	size_t n_sbx = 0, n = 0;
 	const char **all;
@@ -220,9 +223,13 @@ static int store_new_cmd(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 			 struct al_error **err)
 {
 	struct store_command row = {
-		.id = c->id, .sandbox_id = s->id, .argv_json = c->argv_json, .cwd = c->cwd,
-		.sudo = c->sudo, .started_ms = c->started_ms,
-		.deadline_ms = (int64_t)c->deadline_ms,
+	    .id = c->id,
+	    .sandbox_id = s->id,
+	    .argv_json = c->argv_json,
+	    .cwd = c->cwd,
+	    .sudo = c->sudo,
+	    .started_ms = c->started_ms,
+	    .deadline_ms = (int64_t)c->deadline_ms,
 	};
 	struct dm_cmd_end end;
 	bool ended;
@@ -313,8 +320,8 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	 * meet, not one that wrapped into the past: saturated at INT64_MAX. */
 	c->deadline_ms = !e->timeout_ms ? 0
 			 : e->timeout_ms > (uint64_t)(INT64_MAX - c->started_ms)
-				 ? (uint64_t)INT64_MAX
-				 : (uint64_t)c->started_ms + e->timeout_ms;
+			     ? (uint64_t)INT64_MAX
+			     : (uint64_t)c->started_ms + e->timeout_ms;
 	c->seq = ++s->cmd_seq;
 	s->cmds = xrealloc(s->cmds, (s->n_cmds + 1) * sizeof(*s->cmds));
 	s->cmds[s->n_cmds++] = c;
@@ -391,8 +398,8 @@ static struct dm_cmd *find(struct daemon *d, const char *team, const char *sbx, 
 	return c;
 }
 
-int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *cmd,
-	       json_t **out, struct al_error **err)
+int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *cmd, json_t **out,
+	       struct al_error **err)
 {
 	return dm_cmd_wait(d, team, sbx, cmd, 0, out, err);
 }
@@ -519,9 +526,9 @@ struct dm_logs {
 	struct daemon *d;
 	struct dm_cmd *c;
 	char id[DM_ID_LEN + 1];
-	int64_t seq;     /* last chunk delivered */
+	int64_t seq;	  /* last chunk delivered */
 	uint64_t out_gen; /* the command's out_gen when a look in the store found no more */
-	char *pend;      /* rest of a chunk bigger than the caller's buffer */
+	char *pend;	  /* rest of a chunk bigger than the caller's buffer */
 	size_t pend_len, pend_off;
 	int pend_stream;
 };
@@ -574,7 +581,8 @@ int dm_logs_next(struct dm_logs *l, char *buf, size_t cap, int *stream, size_t *
 		ts.tv_sec++, ts.tv_nsec -= 1000000000;
 	for (;;) {
 		if (l->pend) {
-			size_t n = l->pend_len - l->pend_off < cap ? l->pend_len - l->pend_off : cap;
+			size_t n =
+			    l->pend_len - l->pend_off < cap ? l->pend_len - l->pend_off : cap;
 
 			memcpy(buf, l->pend + l->pend_off, n);
 			l->pend_off += n;

@@ -21,15 +21,15 @@
 struct daemon;
 
 struct daemon_opts {
-	const char *state_dir;   /* SQLite db, agent sockets, the token file */
-	const char *agent_path;  /* the airlock-agent binary */
+	const char *state_dir;	/* SQLite db, agent sockets, the token file */
+	const char *agent_path; /* the airlock-agent binary */
 	uint64_t default_timeout_ms;
 	const char *upstream_netns; /* where sandbox gateways dial out from (NULL: the host) */
 	const char *upstream_dns;   /* the resolver they ask (NULL: the host's) */
-	unsigned pool;              /* fresh sandboxes kept ready for creates (0: none) */
+	unsigned pool;		    /* fresh sandboxes kept ready for creates (0: none) */
 #define DM_POOL_LIMIT 64
-	const char *upstream_ca;    /* CA file for terminated upstreams (NULL: the system's) */
-	const char *images_dir;     /* where a create's "image" may come from (NULL: nowhere) */
+	const char *upstream_ca; /* CA file for terminated upstreams (NULL: the system's) */
+	const char *images_dir;	 /* where a create's "image" may come from (NULL: nowhere) */
 	/* An ended sandbox (stopped or failed) is forgotten, with its commands and their
 	 * output, once it ended this long ago (0: DM_RETAIN_DEFAULT_MS), or when more than
 	 * max_ended ended ones are held (oldest first; 0: DM_MAX_ENDED_DEFAULT). */
@@ -52,7 +52,7 @@ struct daemon_opts {
 	 * and a command that would not fit beside the running ones is refused (429). */
 	uint64_t sbx_records_max;
 #define DM_SBX_RECORDS_DEFAULT (16ull << 20)
-	unsigned team_max_sbxs;     /* live sandboxes one team may have at once (0: no limit) */
+	unsigned team_max_sbxs; /* live sandboxes one team may have at once (0: no limit) */
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);
@@ -62,20 +62,20 @@ void daemon_close(struct daemon *d);
 /* --- sandboxes ------------------------------------------------------------ */
 
 struct dm_create {
-	const char *image;       /* NULL: host runtime */
-	double vcpus;            /* 0: no CPU limit */
-	uint64_t memory_bytes;   /* 0: default (1 GiB) */
-	uint64_t disk_bytes;     /* 0: default (1 GiB) */
-	uint64_t timeout_ms;     /* 0: the daemon's default */
-	const char *const *env;  /* KEY=VALUE for every command */
+	const char *image;	/* NULL: host runtime */
+	double vcpus;		/* 0: no CPU limit */
+	uint64_t memory_bytes;	/* 0: default (1 GiB) */
+	uint64_t disk_bytes;	/* 0: default (1 GiB) */
+	uint64_t timeout_ms;	/* 0: the daemon's default */
+	const char *const *env; /* KEY=VALUE for every command */
 	size_t n_env;
-	const char *workdir;     /* NULL: /workspace */
-	json_t *network_policy;  /* NULL: "deny-all"; stored, enforced by the network gateway */
+	const char *workdir;	/* NULL: /workspace */
+	json_t *network_policy; /* NULL: "deny-all"; stored, enforced by the network gateway */
 };
 
 /* Creates and starts a sandbox; *out_id is a heap string "sbx_...". */
-int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c,
-		      char **out_id, struct al_error **err);
+int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c, char **out_id,
+		      struct al_error **err);
 /*
  * JSON views (new references):
  * {id, status: running|stopping|stopped|failed, created_at, expires_at, stopped_at|null
@@ -84,8 +84,7 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
  */
 int dm_sandbox_get(struct daemon *d, const char *team, const char *id, json_t **out,
 		   struct al_error **err);
-int dm_sandbox_list(struct daemon *d, const char *team, json_t **out_array,
-		    struct al_error **err);
+int dm_sandbox_list(struct daemon *d, const char *team, json_t **out_array, struct al_error **err);
 int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct al_error **err);
 /* Pushes the expiry by add_ms (bounded by a maximum lifetime of 24 h). */
 int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64_t add_ms,
@@ -107,14 +106,14 @@ struct dm_exec {
 	const char *cmd;
 	const char *const *args;
 	size_t n_args;
-	const char *const *env;  /* KEY=VALUE, added to the sandbox's env */
+	const char *const *env; /* KEY=VALUE, added to the sandbox's env */
 	size_t n_env;
-	const char *cwd;         /* NULL: the sandbox workdir */
-	bool sudo;               /* uid 0 inside */
-	uint64_t timeout_ms;     /* 0: none (the sandbox's own timeout still applies) */
-	const void *stdin_data;  /* written to stdin, then closed unless keep_stdin */
+	const char *cwd;	/* NULL: the sandbox workdir */
+	bool sudo;		/* uid 0 inside */
+	uint64_t timeout_ms;	/* 0: none (the sandbox's own timeout still applies) */
+	const void *stdin_data; /* written to stdin, then closed unless keep_stdin */
 	size_t stdin_len;
-	bool keep_stdin;         /* leave stdin open for dm_cmd_write_stdin */
+	bool keep_stdin; /* leave stdin open for dm_cmd_write_stdin */
 };
 
 int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
@@ -124,8 +123,8 @@ int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const stru
  *  running|finished, exit_code|null, signal|null, reason|null}
  * reason uses the al_reason_name() vocabulary (exited, signaled, timeout, oom, ...).
  */
-int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *cmd,
-	       json_t **out, struct al_error **err);
+int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *cmd, json_t **out,
+	       struct al_error **err);
 /* Blocks until the command finishes or timeout_ms passes (-ETIMEDOUT); then like dm_cmd_get. */
 int dm_cmd_wait(struct daemon *d, const char *team, const char *sbx, const char *cmd,
 		uint64_t timeout_ms, json_t **out, struct al_error **err);
@@ -161,14 +160,14 @@ void dm_logs_close(struct dm_logs *l);
 int dm_fs_write_tar(struct daemon *d, const char *team, const char *sbx, const char *dir,
 		    const void *data, size_t len, struct al_error **err);
 /* Reads a regular file (ENOENT if missing, EISDIR for a directory, E2BIG over max). */
-int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *path,
-	       size_t max, char **out, size_t *out_len, struct al_error **err);
-int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char *path,
-		bool parents, struct al_error **err);
+int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *path, size_t max,
+	       char **out, size_t *out_len, struct al_error **err);
+int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char *path, bool parents,
+		struct al_error **err);
 /* Would writes to every one of paths[0..n) pass the path rules (files_writable)? Checked
  * before a request that writes in several places writes anything. */
-int dm_fs_writable(struct daemon *d, const char *team, const char *sbx,
-		   const char *const *paths, size_t n, struct al_error **err);
+int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const char *const *paths,
+		   size_t n, struct al_error **err);
 /* [{name, type: file|dir|symlink|other, size, mode, mtime}] */
 int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,
 	       json_t **out_array, struct al_error **err);

@@ -55,7 +55,7 @@ const char *files_show(struct files_show *sh, const char *s)
  * refused in API paths (api) and dropped in archive names; ".." is refused.
  */
 int files_path_add(struct files_path *p, const char *s, bool api, const char *show,
-			  struct al_error **err)
+		   struct al_error **err)
 {
 	const char *c = s, *end;
 	size_t clen;
@@ -116,7 +116,7 @@ static const char *files_path_str(const struct files_path *p, char *out)
 
 /* An API path: absolute, or relative to workdir; normalized lexically. */
 int files_api_path(const char *workdir, const char *path, struct files_path *p,
-			  struct files_show *sh, struct al_error **err)
+		   struct files_show *sh, struct al_error **err)
 {
 	const char *wd = workdir ? workdir : FILES_DEFAULT_WORKDIR;
 
@@ -139,7 +139,7 @@ int files_api_path(const char *workdir, const char *path, struct files_path *p,
 
 /* The writable-area rule: p must be an area or lie under one. Workdir "/" is no area. */
 int files_check_writable(const char *workdir, const struct files_path *p, const char *show,
-				struct al_error **err)
+			 struct al_error **err)
 {
 	static const char *const areas[] = {"/workspace", "/tmp", "/home/user", "/dev/shm", NULL};
 	struct files_path a;
@@ -190,8 +190,7 @@ int files_check_fs(int fd, const char *show, struct al_error **err)
 	return 0;
 }
 
-int files_open_error(int dir, int e, const char *name, const char *show,
-			    struct al_error **err)
+int files_open_error(int dir, int e, const char *name, const char *show, struct al_error **err)
 {
 	struct stat st;
 
@@ -245,7 +244,7 @@ static int files_step(int dir, const char *name, bool create, uid_t owner, const
 
 /* Opens the directory made of the first n components of p below start, with files_step. */
 int files_walk(int start, const struct files_path *p, size_t n, bool create, uid_t owner,
-		      const char *show, struct al_error **err)
+	       const char *show, struct al_error **err)
 {
 	_cleanup_close_ int dir = fcntl(start, F_DUPFD_CLOEXEC, 3);
 	const char *c = p->buf;

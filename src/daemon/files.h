@@ -23,8 +23,8 @@
 #include <sys/types.h>
 
 struct files_limits {
-	uint64_t max_bytes;    /* total uncompressed bytes an archive may write */
-	uint64_t max_entries;  /* entries in one archive */
+	uint64_t max_bytes;   /* total uncompressed bytes an archive may write */
+	uint64_t max_entries; /* entries in one archive */
 };
 
 /*

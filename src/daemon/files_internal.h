@@ -34,14 +34,13 @@ struct files_show {
 
 /* An API path: absolute, or relative to workdir; normalized lexically. */
 int files_api_path(const char *workdir, const char *path, struct files_path *p,
-			  struct files_show *sh, struct al_error **err);
+		   struct files_show *sh, struct al_error **err);
 /* Refuses pseudo file systems: read or written by host root, they would reach the host. */
 int files_check_fs(int fd, const char *show, struct al_error **err);
 /* The writable-area rule: p must be an area or lie under one. Workdir "/" is no area. */
 int files_check_writable(const char *workdir, const struct files_path *p, const char *show,
-				struct al_error **err);
-int files_open_error(int dir, int e, const char *name, const char *show,
-			    struct al_error **err);
+			 struct al_error **err);
+int files_open_error(int dir, int e, const char *name, const char *show, struct al_error **err);
 /* Chown to owner and set mode on a directory or file fd we hold. */
 int files_own(int fd, uid_t owner, mode_t mode, const char *show, struct al_error **err);
 /*
@@ -49,13 +48,13 @@ int files_own(int fd, uid_t owner, mode_t mode, const char *show, struct al_erro
  * refused in API paths (api) and dropped in archive names; ".." is refused.
  */
 int files_path_add(struct files_path *p, const char *s, bool api, const char *show,
-			  struct al_error **err);
+		   struct al_error **err);
 /* The last component of p (n >= 1); *off is its offset, i.e. the parent's length. */
 const char *files_path_last(const struct files_path *p, size_t *off);
 /* s as a name fit for an error message (sh holds it). */
 const char *files_show(struct files_show *sh, const char *s);
 /* Opens the directory made of the first n components of p below start, with files_step. */
 int files_walk(int start, const struct files_path *p, size_t n, bool create, uid_t owner,
-		      const char *show, struct al_error **err);
+	       const char *show, struct al_error **err);
 
 #endif

@@ -74,7 +74,7 @@ static int open_root(struct daemon *d, const char *team, const char *sbx, char *
 	s = dm_find_sbx(d, team, sbx, err);
 	if (s && s->state != DM_SBX_RUNNING)
 		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, dm_sbx_state_name(s->state)),
-			s = NULL;
+		    s = NULL;
 	if (s) {
 		json_t *cfg = json_loads(s->config_json, 0, NULL);
 

@@ -25,7 +25,8 @@
 #define DM_ID_LEN 28 /* "sbx_" / "cmd_" + 24 */
 #define DM_MAX_LIFETIME_MS (24ull * 3600 * 1000)
 #define DM_MIN_DISK (1ull << 20) /* a sandbox's smallest disk (its own /etc and directories) */
-#define DM_SLOT_FIRST 0x2000u /* uid slots (<< 16 above 0x40000000); one-shot runs use 0..0x1fff */
+/* uid slots (<< 16 above 0x40000000); one-shot runs use 0..0x1fff */
+#define DM_SLOT_FIRST 0x2000u
 #define DM_SLOT_LAST 0x3fffu
 /* The most of the store's time one sandbox's command output may take, in percent
  * (agent_conn.c: the reader pauses after each append to keep to it). */
@@ -46,20 +47,20 @@ struct dm_cmd {
 	int64_t started_ms, finished_ms;
 	int32_t exit_code, signal;
 	bool finished;
-	enum al_reason reason;   /* why it finished (al_reason_name: the store's and the
-				  * API's spelling); nothing while running */
-	uint64_t stored[2];      /* bytes persisted of stdout, stderr */
-	uint64_t out_gen;        /* bumped (d->mu held) once each output chunk is in the store;
-				  * 1 for a command loaded at start, whose output may be there */
-	uint64_t deadline_ms;    /* command timeout (epoch ms), 0 none */
-	bool timed_out;          /* we killed it for its timeout */
-	bool truncated;          /* output beyond DM_OUTPUT_MAX was dropped */
-	bool row_stored;         /* its store row exists (the start path writes it while the
-				  * agent starts the command; whoever comes second of that
-				  * write and the command's end writes the end) */
-	unsigned refs;           /* callers using it outside d->mu or waiting for it
-				  * (dm_cmd_hold): a finished command is forgotten (freed)
-				  * beyond --keep-commands only when none is */
+	enum al_reason reason; /* why it finished (al_reason_name: the store's and the
+				* API's spelling); nothing while running */
+	uint64_t stored[2];    /* bytes persisted of stdout, stderr */
+	uint64_t out_gen;      /* bumped (d->mu held) once each output chunk is in the store;
+				* 1 for a command loaded at start, whose output may be there */
+	uint64_t deadline_ms;  /* command timeout (epoch ms), 0 none */
+	bool timed_out;	       /* we killed it for its timeout */
+	bool truncated;	       /* output beyond DM_OUTPUT_MAX was dropped */
+	bool row_stored;       /* its store row exists (the start path writes it while the
+				* agent starts the command; whoever comes second of that
+				* write and the command's end writes the end) */
+	unsigned refs;	       /* callers using it outside d->mu or waiting for it
+				* (dm_cmd_hold): a finished command is forgotten (freed)
+				* beyond --keep-commands only when none is */
 };
 
 /* A command's end, copied under d->mu so that it can be written to the store without
@@ -74,7 +75,7 @@ struct dm_cmd_end {
 struct dm_pending {
 	uint32_t id;
 	bool done;
-	int err;                 /* 0 = OK */
+	int err; /* 0 = OK */
 	uint32_t pid;
 	char msg[256];
 };
@@ -98,45 +99,45 @@ struct dm_sbx {
 	pid_t pid;
 	uint64_t start_time;
 	uid_t host_base;
-	char *config_json;       /* the creation parameters */
+	char *config_json; /* the creation parameters */
 	char *policy_json;
 	int64_t policy_gen;
-	unsigned gw_conns;       /* connections its gateway serves at once (net_gateway_conn_budget
-				  * of its memory and DM_SANDBOX_PIDS) */
+	unsigned gw_conns;	/* connections its gateway serves at once (net_gateway_conn_budget
+				 * of its memory and DM_SANDBOX_PIDS) */
 	int64_t gw_quiet_until; /* the watchdog leaves the gateway alone until then (a start or
 				 * an update is in progress) */
 	char *workdir;
-	bool image;               /* an --image root: its CA lives in /run/airlock, not /etc */
-	char **env;              /* KEY=VALUE for every command */
+	bool image; /* an --image root: its CA lives in /run/airlock, not /etc */
+	char **env; /* KEY=VALUE for every command */
 	uint64_t timeout_ms;
 
-	int agent_fd;            /* -1 when not connected */
+	int agent_fd; /* -1 when not connected */
 	pthread_mutex_t send_mu;
 	pthread_t reader;
 	bool reader_running;
-	bool cgroup_left;        /* ended, but its cgroup is not removed yet (timer retries) */
-	int root_held;           /* a stopped sandbox's mount namespace, until the timer closes
-				  * it (jail_sandbox_end_held), or -1 */
+	bool cgroup_left; /* ended, but its cgroup is not removed yet (timer retries) */
+	int root_held;	  /* a stopped sandbox's mount namespace, until the timer closes
+			   * it (jail_sandbox_end_held), or -1 */
 	uint32_t next_req;
 	struct dm_pending pending[16];
-	int64_t out_debt_ns;     /* reader only: store time its output still owes as a pause */
-	uint64_t out_total;      /* output bytes its kept commands have in the store (d->mu;
-				  * at start, what the store has of them) */
-	uint64_t rec_total;	 /* bytes of its kept commands' records (argv, cwd: what the
-				  * tenant chose, in memory and the store), against
-				  * --sandbox-records-max (d->mu) */
+	int64_t out_debt_ns; /* reader only: store time its output still owes as a pause */
+	uint64_t out_total;  /* output bytes its kept commands have in the store (d->mu;
+			      * at start, what the store has of them) */
+	uint64_t rec_total;  /* bytes of its kept commands' records (argv, cwd: what the
+			      * tenant chose, in memory and the store), against
+			      * --sandbox-records-max (d->mu) */
 
 	struct dm_cmd **cmds; /* in start order, seq increasing */
 	size_t n_cmds;
-	uint64_t cmd_seq;	 /* the last seq given */
-	pthread_cond_t cv;       /* this sandbox's events (under d->mu): replies, output, exits */
-	uint64_t gen;            /* bumped with every change cv's waiters look for (each frame
-				  * from the agent, ...), before cv is broadcast: waiters compare
-				  * it, so no wake-up is lost */
-	uint64_t woken_gen;      /* gen when the reader last woke cv's waiters (d->mu held) */
-	bool warm;               /* taken from the warm pool (started before its create) */
-	unsigned refs;           /* callers using it outside d->mu (dm_hold_sbx): an ended
-				  * sandbox is forgotten (freed) only when none is */
+	uint64_t cmd_seq;   /* the last seq given */
+	pthread_cond_t cv;  /* this sandbox's events (under d->mu): replies, output, exits */
+	uint64_t gen;	    /* bumped with every change cv's waiters look for (each frame
+			     * from the agent, ...), before cv is broadcast: waiters compare
+			     * it, so no wake-up is lost */
+	uint64_t woken_gen; /* gen when the reader last woke cv's waiters (d->mu held) */
+	bool warm;	    /* taken from the warm pool (started before its create) */
+	unsigned refs;	    /* callers using it outside d->mu (dm_hold_sbx): an ended
+			     * sandbox is forgotten (freed) only when none is */
 };
 
 struct daemon {
@@ -148,20 +149,20 @@ struct daemon {
 	struct dm_sbx **sbxs;
 	size_t n_sbxs;
 	bool closing;
-	uid_t reserved[64];  /* uid ranges of creates in flight (not yet in sbxs) */
+	uid_t reserved[64]; /* uid ranges of creates in flight (not yet in sbxs) */
 	size_t n_reserved;
-	char **creating;     /* the team of each create in flight (--team-max-sandboxes) */
+	char **creating; /* the team of each create in flight (--team-max-sandboxes) */
 	size_t n_creating;
 	pthread_t timer, reaper;
 	pthread_mutex_t spawn_mu; /* one create at a time through the spawner (spawner.c) */
-	pthread_cond_t pool_cv;   /* a pooled sandbox was taken (pool.c refills) */
-	pthread_t pool_thread;    /* joined at close: a create it has in flight must land */
+	pthread_cond_t pool_cv;	  /* a pooled sandbox was taken (pool.c refills) */
+	pthread_t pool_thread;	  /* joined at close: a create it has in flight must land */
 	bool pool_running;
 	uint64_t pool_taken, pool_missed; /* creates served warm / cold while a pool is kept */
-	int spawner_fd;           /* its end of the channel, -1 when it must be forked again */
+	int spawner_fd; /* its end of the channel, -1 when it must be forked again */
 	pid_t spawner_pid;
-	char *spawner_exe;        /* the static airlock binary next to airlockd, or NULL */
-	int lock_fd;              /* holds the state directory's flock (statelock.c), or -1 */
+	char *spawner_exe; /* the static airlock binary next to airlockd, or NULL */
+	int lock_fd;	   /* holds the state directory's flock (statelock.c), or -1 */
 };
 
 /* registry.c */
@@ -170,7 +171,7 @@ struct daemon {
 void dm_log(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* dm_log of "<fmt>: <the error's message>"; frees *err (and sets it NULL). */
 void dm_log_err(struct daemon *d, struct al_error **err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 int64_t dm_now_ms(void);
 const char *dm_sbx_state_name(enum dm_sbx_state st);
 /* A state as the store spells it; -EINVAL for anything else. */

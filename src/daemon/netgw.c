@@ -155,8 +155,8 @@ void *dm_netwatch_main(void *arg)
 			if (!dm_gateway_running(d, todo[i].id)) {
 				struct al_error *err = NULL;
 
-				dm_apply_policy(d, todo[i].id, todo[i].pid, todo[i].policy, todo[i].gen,
-						todo[i].conns, &err);
+				dm_apply_policy(d, todo[i].id, todo[i].pid, todo[i].policy,
+						todo[i].gen, todo[i].conns, &err);
 				al_error_free(err); /* tried again next second */
 			}
 			free(todo[i].policy);
@@ -269,8 +269,9 @@ int dm_gateway_attach(struct dm_gw_launch *gl, pid_t pid, struct al_error **err)
 {
 	int r = expect_line(gl->fd, NET_GWCTL_READY, err); /* its namespace, ruleset, listeners */
 
-	if (r == 0 && net_gwctl_send(gl->fd, &(struct net_gwctl){.kind = NET_GWCTL_PID,
-								 .gen = (unsigned long long)pid}) < 0)
+	if (r == 0 &&
+	    net_gwctl_send(gl->fd, &(struct net_gwctl){.kind = NET_GWCTL_PID,
+						       .gen = (unsigned long long)pid}) < 0)
 		r = al_error_set(err, errno, "talk to the network gateway");
 	if (r == 0) /* linked, serving, its control socket up */
 		r = expect_line(gl->fd, NET_GWCTL_ATTACHED, err);
@@ -303,7 +304,8 @@ static int push_policy(struct daemon *d, const char *id, const char *policy, int
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return al_error_set(err, errno, "connect to the network gateway");
 	if (net_gwctl_send(fd, &(struct net_gwctl){.kind = NET_GWCTL_POLICY,
-						   .gen = (unsigned long long)gen, .text = policy}) < 0)
+						   .gen = (unsigned long long)gen,
+						   .text = policy}) < 0)
 		return al_error_set(err, errno, "send the policy to the network gateway");
 	if (read_line(fd, 10000, line, sizeof(line), &m, err) < 0)
 		return -1;

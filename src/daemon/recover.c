@@ -87,10 +87,9 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	s->policy_json = xstrdup(r->policy_json ? r->policy_json : "\"deny-all\"");
 	s->policy_gen = r->policy_gen;
 	s->gw_conns = net_gateway_conn_budget(
-		(uint64_t)json_integer_value(json_object_get(cfg, "memory_bytes")), DM_SANDBOX_PIDS);
+	    (uint64_t)json_integer_value(json_object_get(cfg, "memory_bytes")), DM_SANDBOX_PIDS);
 	s->timeout_ms = (uint64_t)(s->expires_ms - s->created_ms);
-	s->workdir = xstrdup(json_string_value(json_object_get(cfg, "workdir"))
-				     ?: "/workspace");
+	s->workdir = xstrdup(json_string_value(json_object_get(cfg, "workdir")) ?: "/workspace");
 	s->image = json_is_string(json_object_get(cfg, "image"));
 	env = json_object_get(cfg, "env");
 	s->env = xzalloc((json_array_size(env) + 1) * sizeof(char *));
@@ -117,9 +116,8 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	/* Still the same PID 1? Then reconnect to its agent, which replays what we missed.
 	 * A pooled sandbox of an earlier run is not reused: it is stopped. So is one whose
 	 * stop was under way. */
-	if (known && !stopping && s->team[0] &&
-	    jail_proc_start_time(s->pid, &st) == 0 && st == s->start_time &&
-	    dm_agent_connect(d, s, NULL) == 0)
+	if (known && !stopping && s->team[0] && jail_proc_start_time(s->pid, &st) == 0 &&
+	    st == s->start_time && dm_agent_connect(d, s, NULL) == 0)
 		return 0;
 	jail_sandbox_kill(s->pid, s->start_time, s->id);
 	pthread_mutex_lock(&d->mu);
@@ -140,8 +138,10 @@ static int check_agent(const char *path, struct al_error **err)
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & 0111) ||
 	    read(fd, magic, sizeof(magic)) != (ssize_t)sizeof(magic) ||
 	    memcmp(magic, "\177ELF", 4) != 0)
-		return al_error_msg(err, ENOEXEC, "--agent '%s' is not an executable ELF file "
-				    "(the airlock-agent binary is)", path);
+		return al_error_msg(err, ENOEXEC,
+				    "--agent '%s' is not an executable ELF file "
+				    "(the airlock-agent binary is)",
+				    path);
 	return 0;
 }
 
@@ -203,10 +203,11 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	/* Every sandbox's agent socket is SOCK_DIR/<id>.sock: refuse to start rather than fail
 	 * every create later (a client's request would look at fault). */
 	if (strlen(d->sock_dir) + 1 + DM_ID_LEN + strlen(".sock") > sock_max) {
-		al_error_msg(err, ENAMETOOLONG,
-			     "--state-dir '%s' is too long: the agents' sockets under it need at most "
-			     "%zu bytes of path; use a shorter directory",
-			     d->state_dir, sock_max);
+		al_error_msg(
+		    err, ENAMETOOLONG,
+		    "--state-dir '%s' is too long: the agents' sockets under it need at most "
+		    "%zu bytes of path; use a shorter directory",
+		    d->state_dir, sock_max);
 		daemon_close(d);
 		return -1;
 	}
@@ -248,8 +249,8 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	/* Ended sandboxes of earlier runs are not loaded (nothing serves them): their rows go
 	 * once past the retention, and with them their egress logs. */
 	if (store_prune(d->store,
-			dm_now_ms() - (int64_t)(d->opts.retain_ms ? d->opts.retain_ms
-								 : DM_RETAIN_DEFAULT_MS),
+			dm_now_ms() -
+			    (int64_t)(d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS),
 			&why) < 0)
 		dm_log_err(d, &why, "pruning ended sandboxes (again at the next start)");
 	dm_prune_egress_logs(d);

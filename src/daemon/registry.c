@@ -156,17 +156,16 @@ static json_t *sbx_json(const struct dm_sbx *s)
 
 	pol = json_loads(s->policy_json ? s->policy_json : "\"deny-all\"", JSON_DECODE_ANY, NULL);
 	o = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I}", "id", s->id, "status",
-		      dm_sbx_state_name(s->state),
-		      "created_at", (json_int_t)s->created_ms, "expires_at",
-		      (json_int_t)s->expires_ms, "stopped_at",
+		      dm_sbx_state_name(s->state), "created_at", (json_int_t)s->created_ms,
+		      "expires_at", (json_int_t)s->expires_ms, "stopped_at",
 		      s->stopped_ms ? json_integer(s->stopped_ms) : json_null(), "timeout_ms",
 		      (json_int_t)s->timeout_ms);
 	json_object_set_new(o, "resources",
 			    json_pack("{s:O?, s:O?, s:O?}", "vcpus", json_object_get(c, "vcpus"),
 				      "memory_bytes", json_object_get(c, "memory_bytes"),
 				      "disk_bytes", json_object_get(c, "disk_bytes")));
-	json_object_set(o, "image", json_object_get(c, "image") ? json_object_get(c, "image")
-							       : json_null());
+	json_object_set(o, "image",
+			json_object_get(c, "image") ? json_object_get(c, "image") : json_null());
 	json_object_set_new(o, "workdir", json_string(s->workdir));
 	/* Secret header values (per-request rules) never leave the daemon. */
 	json_object_set_new(o, "network_policy",
@@ -317,8 +316,8 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 	if (!dm_sbx_has_ended(s)) {
 		s->state = final;
 		s->stopped_ms = now;
-		if (store_sandbox_set_status(d->store, s->id, dm_sbx_state_name(final), now,
-					     &err) < 0)
+		if (store_sandbox_set_status(d->store, s->id, dm_sbx_state_name(final), now, &err) <
+		    0)
 			dm_log_err(d, &err, "sandbox %s ended", s->id);
 	}
 	s->gen++;
@@ -365,8 +364,9 @@ static char *make_config(const struct dm_create *c, uint64_t timeout_ms, const c
 		json_array_append_new(env, json_string(c->env[i]));
 	json_object_set_new(o, "image", c->image ? json_string(c->image) : json_null());
 	json_object_set_new(o, "vcpus", json_real(c->vcpus));
-	json_object_set_new(o, "memory_bytes",
-			    json_integer((json_int_t)(c->memory_bytes ? c->memory_bytes : 1ull << 30)));
+	json_object_set_new(
+	    o, "memory_bytes",
+	    json_integer((json_int_t)(c->memory_bytes ? c->memory_bytes : 1ull << 30)));
 	json_object_set_new(o, "disk_bytes",
 			    json_integer((json_int_t)(c->disk_bytes ? c->disk_bytes : 1ull << 30)));
 	json_object_set_new(o, "timeout_ms", json_integer((json_int_t)timeout_ms));
@@ -392,14 +392,18 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 					    c->env[i]);
 		total += strlen(c->env[i]) + 8;
 		if (strlen(c->env[i]) > PROTO_MAX_STR || total > PROTO_MAX_FRAME / 4)
-			return al_error_msg(err, E2BIG, "env is limited to %u bytes an entry and "
-					    "%u in all", PROTO_MAX_STR, PROTO_MAX_FRAME / 4);
+			return al_error_msg(err, E2BIG,
+					    "env is limited to %u bytes an entry and "
+					    "%u in all",
+					    PROTO_MAX_STR, PROTO_MAX_FRAME / 4);
 	}
 	if (c->vcpus < 0 || c->vcpus > 1024 || (c->vcpus > 0 && c->vcpus < 0.01))
-		return al_error_msg(err, EINVAL, "resources: vcpus must be 0.01 to 1024 (or 0: no "
+		return al_error_msg(err, EINVAL,
+				    "resources: vcpus must be 0.01 to 1024 (or 0: no "
 				    "limit)");
 	if (c->disk_bytes && c->disk_bytes < DM_MIN_DISK)
-		return al_error_msg(err, EINVAL, "resources: disk must be at least 1 MiB (the "
+		return al_error_msg(err, EINVAL,
+				    "resources: disk must be at least 1 MiB (the "
 				    "sandbox's own /etc and directories live there)");
 	if (c->workdir && al_path_in_pseudo_fs(c->workdir))
 		return al_error_msg(err, EINVAL,
@@ -431,8 +435,10 @@ static int resolve_image(const struct daemon *d, const char *image, char **out,
 	if (!image)
 		return 0;
 	if (!d->opts.images_dir)
-		return al_error_msg(err, EINVAL, "image '%.200s': this daemon serves no images "
-				    "(airlock serve --images DIR)", image);
+		return al_error_msg(err, EINVAL,
+				    "image '%.200s': this daemon serves no images "
+				    "(airlock serve --images DIR)",
+				    image);
 	root = realpath(d->opts.images_dir, NULL);
 	if (!root)
 		return al_error_msg(err, EIO, "the daemon's --images '%s': %s", d->opts.images_dir,
@@ -443,8 +449,10 @@ static int resolve_image(const struct daemon *d, const char *image, char **out,
 	if (!real || strncmp(real, root, n) != 0 || real[n] != '/' || stat(real, &st) < 0 ||
 	    !S_ISDIR(st.st_mode)) {
 		free(real);
-		return al_error_msg(err, EINVAL, "image '%.200s' is not a directory under the "
-				    "daemon's images", image);
+		return al_error_msg(err, EINVAL,
+				    "image '%.200s' is not a directory under the "
+				    "daemon's images",
+				    image);
 	}
 	*out = real;
 	return 0;
@@ -455,9 +463,9 @@ static int resolve_image(const struct daemon *d, const char *image, char **out,
 static void assign_create(struct daemon *d, struct dm_sbx *s, const char *team,
 			  const struct dm_create *c)
 {
-	char *pol = c->network_policy ? json_dumps(c->network_policy,
-						   JSON_COMPACT | JSON_ENCODE_ANY)
-				      : NULL;
+	char *pol = c->network_policy
+			? json_dumps(c->network_policy, JSON_COMPACT | JSON_ENCODE_ANY)
+			: NULL;
 
 	free(s->team);
 	s->team = xstrdup(team);
@@ -556,7 +564,8 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 		pthread_mutex_unlock(&d->mu);
 		return -1;
 	}
-	if (canon && dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, s->gw_conns, err) < 0) {
+	if (canon &&
+	    dm_apply_policy(d, s->id, s->pid, canon, s->policy_gen, s->gw_conns, err) < 0) {
 		pthread_mutex_lock(&d->mu);
 		dm_sbx_stop_locked(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
@@ -586,8 +595,8 @@ static size_t team_load(const struct daemon *d, const char *team)
 	return n;
 }
 
-static int create(struct daemon *d, const char *team, const struct dm_create *asked,
-		  char **out_id, struct al_error **err);
+static int create(struct daemon *d, const char *team, const struct dm_create *asked, char **out_id,
+		  struct al_error **err);
 
 int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *asked,
 		      char **out_id, struct al_error **err)
@@ -621,8 +630,8 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	return r;
 }
 
-static int create(struct daemon *d, const char *team, const struct dm_create *asked,
-		  char **out_id, struct al_error **err)
+static int create(struct daemon *d, const char *team, const struct dm_create *asked, char **out_id,
+		  struct al_error **err)
 {
 	struct al_config cfg;
 	struct store_sandbox row;
@@ -801,11 +810,12 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	} else if (s->state != DM_SBX_RUNNING) {
 		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id,
 				 dm_sbx_state_name(s->state));
-	} else if (add_ms == 0 || (uint64_t)(s->expires_ms - s->created_ms) + add_ms >
-					  DM_MAX_LIFETIME_MS) {
-		r = al_error_msg(err, EINVAL, "a sandbox lives at most 24 h (and extend needs > 0)");
-	} else if (store_sandbox_set_expiry(d->store, s->id, s->expires_ms + (int64_t)add_ms,
-					    err) < 0) {
+	} else if (add_ms == 0 ||
+		   (uint64_t)(s->expires_ms - s->created_ms) + add_ms > DM_MAX_LIFETIME_MS) {
+		r = al_error_msg(err, EINVAL,
+				 "a sandbox lives at most 24 h (and extend needs > 0)");
+	} else if (store_sandbox_set_expiry(d->store, s->id, s->expires_ms + (int64_t)add_ms, err) <
+		   0) {
 		/* Not extended: an expiry the store lacks would be lost at a restart. */
 		al_error_wrap(err, "extending sandbox '%s'", s->id);
 		r = server_error(err);
@@ -872,8 +882,10 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 		 * did not take it makes the update fail, so the caller knows and can retry. */
 		if (r == 0 &&
 		    store_sandbox_set_policy(d->store, s->id, s->policy_json, gen, err) < 0) {
-			al_error_wrap(err, "the network policy of sandbox '%s' is in force but was "
-				      "not stored", s->id);
+			al_error_wrap(err,
+				      "the network policy of sandbox '%s' is in force but was "
+				      "not stored",
+				      s->id);
 			r = server_error(err);
 		} else if (r < 0 && store_sandbox_set_policy(d->store, s->id, s->policy_json, gen,
 							     &late) < 0) {

@@ -46,7 +46,7 @@ static void kill_cmd(struct dm_sbx *s, const char *cmd_id, int sig)
  */
 size_t dm_reclaim_cgroups(struct daemon *d)
 {
-	char (*ids)[DM_ID_LEN + 1] = NULL;
+	char(*ids)[DM_ID_LEN + 1] = NULL;
 	int *roots = NULL;
 	size_t n = 0, left = 0, n_roots = 0;
 
@@ -155,10 +155,10 @@ static void forget_ended(struct daemon *d)
 {
 	uint64_t retain = d->opts.retain_ms ? d->opts.retain_ms : DM_RETAIN_DEFAULT_MS;
 	size_t max = d->opts.max_ended ? d->opts.max_ended : DM_MAX_ENDED_DEFAULT;
-	uint64_t max_bytes = d->opts.ended_output_max ? d->opts.ended_output_max
-						      : DM_ENDED_OUTPUT_DEFAULT;
+	uint64_t max_bytes =
+	    d->opts.ended_output_max ? d->opts.ended_output_max : DM_ENDED_OUTPUT_DEFAULT;
 	int64_t now = dm_now_ms();
-	char (*ids)[DM_ID_LEN + 1] = NULL;
+	char(*ids)[DM_ID_LEN + 1] = NULL;
 	size_t n = 0, ended = 0;
 	uint64_t bytes = 0; /* the output the ended ones hold in the store */
 
@@ -178,7 +178,8 @@ static void forget_ended(struct daemon *d)
 				pick = i;
 				break;
 			}
-			if (over && (pick == d->n_sbxs || s->stopped_ms < d->sbxs[pick]->stopped_ms))
+			if (over &&
+			    (pick == d->n_sbxs || s->stopped_ms < d->sbxs[pick]->stopped_ms))
 				pick = i;
 		}
 		if (pick == d->n_sbxs)
@@ -187,7 +188,8 @@ static void forget_ended(struct daemon *d)
 		strcpy(ids[n++], d->sbxs[pick]->id);
 		dm_sub_floor0(&bytes, d->sbxs[pick]->out_total);
 		dm_sbx_free(d->sbxs[pick]);
-		memmove(&d->sbxs[pick], &d->sbxs[pick + 1], (d->n_sbxs - pick - 1) * sizeof(*d->sbxs));
+		memmove(&d->sbxs[pick], &d->sbxs[pick + 1],
+			(d->n_sbxs - pick - 1) * sizeof(*d->sbxs));
 		d->n_sbxs--;
 		ended--;
 	}

@@ -11,11 +11,11 @@
  * binary next to airlockd (`airlock __spawner`, src/jail/ahead/spawner.c): its
  * clone3 per sandbox then copies 13 mappings, not the ~170 of airlockd's
  * libraries (~0.5 ms a create). If that binary cannot be run or is of another
- * build (its hello says), the forked child serves itself. It serves every create over a SOCK_SEQPACKET pair: one
- * request (the sandbox's few settings) in, one report out, one at a time. Its
- * clone3 uses CLONE_PARENT, so each sandbox's PID 1 is the daemon's child
- * (reaped by its reaper thread with __WALL: such a child has no exit signal).
- * If the spawner dies it is forked again on the next create.
+ * build (its hello says), the forked child serves itself. It serves every create over a
+ * SOCK_SEQPACKET pair: one request (the sandbox's few settings) in, one report out, one at a time.
+ * Its clone3 uses CLONE_PARENT, so each sandbox's PID 1 is the daemon's child (reaped by its reaper
+ * thread with __WALL: such a child has no exit signal). If the spawner dies it is forked again on
+ * the next create.
  */
 #include "daemon/internal.h"
 #include "jail/ahead/spawner.h"
@@ -54,8 +54,9 @@ static int spawner_hello(int fd, pid_t pid, const char *exe, struct al_error **e
 		return 0;
 	if (n != (ssize_t)sizeof(hello))
 		return al_error_msg(err, EPROTO, "the sandbox spawner '%s' did not say hello", exe);
-	return al_error_msg(err, EPROTO, "the sandbox spawner '%s' is another build ('%.64s', not '%s')",
-			    exe, hello.msg, want);
+	return al_error_msg(err, EPROTO,
+			    "the sandbox spawner '%s' is another build ('%.64s', not '%s')", exe,
+			    hello.msg, want);
 }
 
 /* Fork a spawner: the airlock binary at exe (or, with exe NULL, this process's own copy),
@@ -130,7 +131,7 @@ void dm_spawner_stop(struct daemon *d)
 
 /* One request and its report; -1 when the spawner is gone. */
 static int spawner_call(struct daemon *d, const struct jail_spawn_req *q,
-			 struct jail_spawn_report *rep)
+			struct jail_spawn_report *rep)
 {
 	ssize_t n;
 
@@ -142,15 +143,14 @@ static int spawner_call(struct daemon *d, const struct jail_spawn_req *q,
 	return n == (ssize_t)sizeof(*rep) ? 0 : -1;
 }
 
-int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
-	     struct al_error **err)
+int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg, struct al_error **err)
 {
 	struct jail_spawn_req q = {
-		.memory_bytes = cfg->memory_bytes,
-		.disk_bytes = cfg->disk_bytes,
-		.cpus = cfg->cpus,
-		.pids = cfg->pids,
-		.host_base = s->host_base,
+	    .memory_bytes = cfg->memory_bytes,
+	    .disk_bytes = cfg->disk_bytes,
+	    .cpus = cfg->cpus,
+	    .pids = cfg->pids,
+	    .host_base = s->host_base,
 	};
 	struct jail_spawn_report rep = {0};
 	int r = -1;

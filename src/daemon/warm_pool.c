@@ -64,7 +64,8 @@ void *dm_pool_main(void *arg)
 			char *id = NULL;
 
 			pthread_mutex_unlock(&d->mu);
-			nanosleep(&(struct timespec){.tv_nsec = POOL_REFILL_DELAY_MS * 1000000L}, NULL);
+			nanosleep(&(struct timespec){.tv_nsec = POOL_REFILL_DELAY_MS * 1000000L},
+				  NULL);
 			c.workdir = need;
 			if (__atomic_load_n(&d->closing, __ATOMIC_RELAXED)) {
 				pthread_mutex_lock(&d->mu);
@@ -72,7 +73,8 @@ void *dm_pool_main(void *arg)
 			}
 			if (dm_sandbox_create(d, DM_POOL_TEAM, &c, &id, &err) < 0) {
 				dm_log_err(d, &err, "pool");
-				nanosleep(&(struct timespec){.tv_sec = 1}, NULL); /* no busy retry */
+				nanosleep(&(struct timespec){.tv_sec = 1},
+					  NULL); /* no busy retry */
 			}
 			free(id);
 			pthread_mutex_lock(&d->mu);

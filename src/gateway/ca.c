@@ -26,7 +26,7 @@ struct ca_leaf {
 };
 
 struct net_ca {
-	EVP_PKEY *key;	    /* the CA's */
+	EVP_PKEY *key; /* the CA's */
 	X509 *cert;
 	char *pem;
 	EVP_PKEY *leaf_key; /* shared by every leaf of this sandbox */

@@ -136,7 +136,8 @@ static int open_ns(const char *name, struct al_error **err)
 	/* A name or path that is no network namespace is the caller's mistake (EINVAL). */
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return al_error_msg(err, EINVAL, "--upstream-netns '%s': %s", name, strerror(errno));
+		return al_error_msg(err, EINVAL, "--upstream-netns '%s': %s", name,
+				    strerror(errno));
 	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
 		close(fd);
 		return al_error_msg(err, EINVAL, "--upstream-netns '%s': not a network namespace",
@@ -211,7 +212,8 @@ static int listen_on(int type, int port, struct al_error **err)
 	    (type == SOCK_STREAM && listen(fd, 128) < 0)) {
 		int e = errno;
 		close(fd);
-		return al_error_set(err, e, "bind %s:%d in the gateway namespace", NET_GW_ADDR, port);
+		return al_error_set(err, e, "bind %s:%d in the gateway namespace", NET_GW_ADDR,
+				    port);
 	}
 	return fd;
 }
@@ -298,7 +300,8 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 			return al_error_set(err, errno, "unshare(CLONE_NEWNET) for the gateway");
 		g->gw_ns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	}
-	r = g->gw_ns < 0 ? al_error_set(err, errno, "open the gateway netns") : build_in_gw_ns(g, err);
+	r = g->gw_ns < 0 ? al_error_set(err, errno, "open the gateway netns")
+			 : build_in_gw_ns(g, err);
 	if (setns(host_ns, CLONE_NEWNET) < 0 && r == 0)
 		r = al_error_set(err, errno, "setns back to the host netns");
 	return r < 0 ? al_error_wrap(err, "network gateway") : 0;
@@ -370,7 +373,7 @@ int net_gateway_attach(struct net_gateway *g, pid_t pid, struct al_error **err)
 /* The service threads, each with the socket it serves (-1: not there, no thread). */
 #define GW_SERVICES 5
 static void *(*const service_main[GW_SERVICES])(void *) = {
-	gw_dns_udp_main, gw_dns_tcp_main, gw_proxy_main, gw_tproxy_main, gw_nflog_main};
+    gw_dns_udp_main, gw_dns_tcp_main, gw_proxy_main, gw_tproxy_main, gw_nflog_main};
 
 static int service_fd(const struct net_gateway *g, size_t i)
 {
@@ -450,8 +453,8 @@ void net_gateway_stop(struct net_gateway *g)
 {
 	if (!g)
 		return;
-	int fds[] = {g->fd_udp, g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy, g->fd_nflog, g->gw_ns,
-		     g->up_ns};
+	int fds[] = {g->fd_udp,	  g->fd_tcp_dns, g->fd_proxy, g->fd_tproxy,
+		     g->fd_nflog, g->gw_ns,	 g->up_ns};
 
 	net_gateway_quiesce(g);
 	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
@@ -467,4 +470,3 @@ void net_gateway_stop(struct net_gateway *g)
 	free(g->sandbox_id);
 	free(g);
 }
-

@@ -28,12 +28,12 @@ struct net_gateway_opts {
 	struct net_policy *policy;  /* taken over by the gateway */
 	const char *upstream_netns; /* a name under /run/netns, a path, or NULL (the host's) */
 	const char *upstream_dns;   /* "IP" or "IP:PORT"; NULL: the host's resolv.conf */
-	int log_fd;                 /* egress decisions as JSON lines, or -1 */
+	int log_fd;		    /* egress decisions as JSON lines, or -1 */
 	const char *sandbox_id;
-	const char *ca_dir;         /* the sandbox CA's directory on the host (TLS termination) */
-	const char *upstream_ca;    /* CA file for verifying terminated upstreams; NULL: system */
-	bool ca_constrain;          /* name-constrain a new CA to the policy's domains */
-	bool ca_ephemeral;          /* keep the CA key in memory only (one-shot runs) */
+	const char *ca_dir;	 /* the sandbox CA's directory on the host (TLS termination) */
+	const char *upstream_ca; /* CA file for verifying terminated upstreams; NULL: system */
+	bool ca_constrain;	 /* name-constrain a new CA to the policy's domains */
+	bool ca_ephemeral;	 /* keep the CA key in memory only (one-shot runs) */
 	/* A namespace from the one-shot pool (jail/ahead/pool.h): its ruleset and link are made
 	 * (the sandbox joins the other end), so prepare and attach only bind and check. */
 	const char *pooled_netns;

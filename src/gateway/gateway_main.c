@@ -75,10 +75,11 @@ static int fail(struct al_error *err)
 /* Point the running sandbox's resolver at the gateway (its /etc is ours, not the sandbox's). */
 static void set_resolver(pid_t pid)
 {
-	static const char conf[] = "# airlock: the sandbox's egress gateway\nnameserver 100.96.0.1\n";
+	static const char conf[] =
+	    "# airlock: the sandbox's egress gateway\nnameserver 100.96.0.1\n";
 	struct open_how how = {.flags = O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-					  RESOLVE_NO_SYMLINKS};
+			       .resolve =
+				   RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS};
 	char path[64];
 	int root, fd;
 
@@ -99,8 +100,8 @@ static int put_in_sandbox(int root, const char *rel, const char *data)
 {
 	struct open_how how = {.flags = O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 			       .mode = 0644,
-			       .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS |
-					  RESOLVE_NO_SYMLINKS};
+			       .resolve =
+				   RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS};
 	int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how)), r = 0;
 
 	if (fd < 0)
@@ -165,7 +166,8 @@ static int control_listen(const char *path, struct al_error **err)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	if (fd < 0 || strlen(path) >= sizeof(sa.sun_path))
-		return al_error_set(err, fd < 0 ? errno : ENAMETOOLONG, "control socket '%s'", path);
+		return al_error_set(err, fd < 0 ? errno : ENAMETOOLONG, "control socket '%s'",
+				    path);
 	strcpy(sa.sun_path, path);
 	unlink(path);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
@@ -211,20 +213,25 @@ static void control_serve(struct net_gateway *g, int c, pid_t pid, bool *ca_inst
 				p->generation = m.gen;
 				if (net_gateway_set_policy(g, p, &err) == 0) {
 					install_ca(g, pid, ca_installed);
-					net_gwctl_send(c, &(struct net_gwctl){.kind = NET_GWCTL_ATTACHED,
-									  .gen = m.gen});
+					net_gwctl_send(
+					    c, &(struct net_gwctl){.kind = NET_GWCTL_ATTACHED,
+								   .gen = m.gen});
 				} else {
 					set_deny_all(g, m.gen);
-					net_gwctl_send(c, &(struct net_gwctl){
-						.kind = NET_GWCTL_ERROR, .code = err ? err->code : EIO,
-						.text = err && err->msg ? err->msg : "failed"});
+					net_gwctl_send(
+					    c, &(struct net_gwctl){
+						   .kind = NET_GWCTL_ERROR,
+						   .code = err ? err->code : EIO,
+						   .text = err && err->msg ? err->msg : "failed"});
 				}
 			} else {
 				/* A failed update leaves deny-all, never the old policy. */
 				set_deny_all(g, ok ? m.gen : 0);
-				net_gwctl_send(c, &(struct net_gwctl){
-					.kind = NET_GWCTL_ERROR, .code = EINVAL,
-					.text = err && err->msg ? err->msg : "bad command"});
+				net_gwctl_send(c, &(struct net_gwctl){.kind = NET_GWCTL_ERROR,
+								      .code = EINVAL,
+								      .text = err && err->msg
+										  ? err->msg
+										  : "bad command"});
 			}
 			al_error_free(err);
 			n -= (size_t)(nl + 1 - line);
@@ -253,9 +260,11 @@ static int serve_daemon_mode(struct net_gateway *g, pid_t pid, const char *ctl_p
 	net_gwctl_send(CTL, &(struct net_gwctl){.kind = ready});
 	close(CTL);
 	if (start && (gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0))
-		return fail(err); /* the caller has gone on: nothing flows, the watchdog restarts us */
+		return fail(
+		    err); /* the caller has gone on: nothing flows, the watchdog restarts us */
 	for (;;) {
-		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN}, {.fd = lfd, .events = POLLIN}};
+		struct pollfd p[2] = {{.fd = pidfd, .events = POLLIN},
+				      {.fd = lfd, .events = POLLIN}};
 
 		if (poll(p, 2, -1) < 0 && errno == EINTR)
 			continue;
@@ -308,8 +317,10 @@ static int check_seccomp(void)
 	TRY("setns_net", setns(nsfd, CLONE_NEWNET));
 	TRY("setuid", setuid(0));
 	TRY("io_uring_setup", syscall(SYS_io_uring_setup, 1, NULL));
-	printf("thread %s\n", pthread_create(&t, NULL, thread_ok, NULL) == 0 &&
-				       pthread_join(t, NULL) == 0 ? "allowed" : "failed");
+	printf("thread %s\n",
+	       pthread_create(&t, NULL, thread_ok, NULL) == 0 && pthread_join(t, NULL) == 0
+		   ? "allowed"
+		   : "failed");
 #undef TRY
 	return 0;
 }
@@ -362,7 +373,8 @@ static unsigned parse_conns(const char *v)
 
 	errno = 0;
 	n = strtoul(v, &end, 10);
-	if (errno || end == v || *end || v[0] == '-' || n < NET_GW_CONNS_MIN || n > NET_GW_CONNS_MAX)
+	if (errno || end == v || *end || v[0] == '-' || n < NET_GW_CONNS_MIN ||
+	    n > NET_GW_CONNS_MAX)
 		return NET_GW_CONNS_MIN;
 	return (unsigned)n;
 }
@@ -567,7 +579,7 @@ static int pool_serve(struct gw_args *a)
 		return fail(err);
 	}
 	*slash = '\0';
-	name = slash + 1 - dir + a->pool_serve; /* the socket's name inside dir */
+	name = slash + 1 - dir + a->pool_serve;		     /* the socket's name inside dir */
 	dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC); /* follows the entry's renames */
 	if (dirfd < 0 || net_gateway_prepare(&a->o, &g, &err) < 0)
 		return fail(err);
@@ -634,8 +646,8 @@ int main(int argc, char **argv)
 			al_error_msg(&err, EINVAL, "--attach-pid needs --control-socket");
 			return fail(err);
 		}
-		if (net_gateway_attach(g, a.attach_pid, &err) < 0 ||
-		    gw_seccomp_install(&err) < 0 || net_gateway_start(g, &err) < 0)
+		if (net_gateway_attach(g, a.attach_pid, &err) < 0 || gw_seccomp_install(&err) < 0 ||
+		    net_gateway_start(g, &err) < 0)
 			return fail(err);
 		set_resolver(a.attach_pid);
 		return serve_daemon_mode(g, a.attach_pid, a.ctl_path, NET_GWCTL_READY, false);

@@ -19,27 +19,27 @@
 /* File descriptors: a spliced connection holds 6 (two sockets, two pipes). */
 #define GW_NOFILE (GW_MAX_CONNS * 6 + 1024)
 #define GW_CONN_STACK (128 * 1024) /* a connection thread's stack (no big buffers on it) */
-#define GW_MAX_ADDRS 16      /* addresses kept from one resolution */
-#define GW_IO_TIMEOUT_MS 30000 /* a silent client or upstream, before the head is complete */
+#define GW_MAX_ADDRS 16		   /* addresses kept from one resolution */
+#define GW_IO_TIMEOUT_MS 30000	   /* a silent client or upstream, before the head is complete */
 
 /* A proxied connection (gw_proxy.c; gw_mitm.c for terminated ones). */
 struct gw_conn {
 	struct net_gateway *g;
-	bool literal;             /* dialled an IP literal (judged by address only) */
-	bool cut;                 /* closed because the policy changed */
+	bool literal; /* dialled an IP literal (judged by address only) */
+	bool cut;     /* closed because the policy changed */
 	bool registered;
-	bool terminated;          /* TLS terminated here (per-request rules): cut on any change */
-	int c, u;                 /* client (sandbox) and upstream sockets */
+	bool terminated; /* TLS terminated here (per-request rules): cut on any change */
+	int c, u;	 /* client (sandbox) and upstream sockets */
 	bool transparent;
 	const char *layer;
 	char name[NET_NAME_MAX + 1]; /* the checked name ("" for an IP literal) */
-	struct net_addr addr;     /* what we dialled */
+	struct net_addr addr;	     /* what we dialled */
 	int port;
 	uint64_t out, in;
-	uint64_t gen; /* the policy generation its first upstream byte went under (0: none yet) */
-	uint64_t flow;            /* its id in the log once its "open" line is out (0: none) */
-	bool flow_closed;         /* its closing line is out */
-	bool refused;             /* a refusal of it was logged: its closing line is no allow */
+	uint64_t gen;  /* the policy generation its first upstream byte went under (0: none yet) */
+	uint64_t flow; /* its id in the log once its "open" line is out (0: none) */
+	bool flow_closed; /* its closing line is out */
+	bool refused;	  /* a refusal of it was logged: its closing line is no allow */
 	char buf[NET_HTTP_MAX_HEAD + 1]; /* bytes read from the client, not yet forwarded */
 	size_t len;
 	uint8_t scratch[NET_TLS_MAX_HELLO];
@@ -60,7 +60,7 @@ struct gw_bucket {
 	double tokens, rate, burst;
 	double last; /* monotonic seconds */
 };
-#define GW_LOG_RATE 200.0   /* log lines a second, sustained */
+#define GW_LOG_RATE 200.0 /* log lines a second, sustained */
 #define GW_LOG_BURST 1000.0
 /* A sandbox's egress log stops here, with a last "log_full" line (what airlockd serves of
  * it is capped alike): at GW_LOG_RATE a day of a flood would be ~4 GB of host disk. */
@@ -72,14 +72,14 @@ struct gw_bucket {
 #define GW_AGG_SLOTS 256
 #define GW_AGG_PROBE 8
 #define GW_AGG_WINDOW 2.0
-#define GW_DNS_RATE 2000.0  /* DNS queries a second from one sandbox */
+#define GW_DNS_RATE 2000.0 /* DNS queries a second from one sandbox */
 #define GW_DNS_BURST 4000.0
 
 /* One aggregation window (under the gateway's mu); until == 0: free. */
 struct gw_agg {
-	double until;   /* monotonic seconds */
+	double until;	/* monotonic seconds */
 	uint64_t count; /* repeats not written */
-	uint64_t gen;   /* the policy generation: a new policy opens new windows */
+	uint64_t gen;	/* the policy generation: a new policy opens new windows */
 	bool allow, has_name, has_addr;
 	int port;
 	char layer[16];
@@ -96,24 +96,24 @@ struct net_gateway {
 	struct net_vet_ctx vet;
 	struct net_cidr forbidden[2];
 	char *sandbox_id;
-	int gw_ns;              /* the gateway's netns */
-	bool pooled;            /* gw_ns came ready from the one-shot pool: ruleset and link made */
-	int up_ns;              /* where upstream sockets are made (-1: the caller's) */
+	int gw_ns;   /* the gateway's netns */
+	bool pooled; /* gw_ns came ready from the one-shot pool: ruleset and link made */
+	int up_ns;   /* where upstream sockets are made (-1: the caller's) */
 	struct sockaddr_storage dns_up;
 	socklen_t dns_up_len;
 	int fd_udp, fd_tcp_dns, fd_proxy, fd_tproxy, fd_nflog;
-	int stop_pipe[2];       /* readable when stopping */
+	int stop_pipe[2]; /* readable when stopping */
 	pthread_t threads[5];
 	int n_threads;
-	pthread_mutex_t mu;     /* the log and the connection count */
+	pthread_mutex_t mu; /* the log and the connection count */
 	int log_fd;
 	struct gw_bucket log_bucket, dns_bucket;
 	uint64_t log_suppressed; /* lines dropped by the log's rate limit, not yet reported */
-	uint64_t log_bytes;      /* in the log file (its size when we got it, then ours) */
-	bool log_full;           /* GW_LOG_MAX_BYTES reached: nothing more is written */
+	uint64_t log_bytes;	 /* in the log file (its size when we got it, then ours) */
+	bool log_full;		 /* GW_LOG_MAX_BYTES reached: nothing more is written */
 	struct gw_agg agg[GW_AGG_SLOTS]; /* repeated lines being counted (gw_audit.c) */
-	double agg_next;         /* the earliest window end (0: none open) */
-	uint64_t flows;          /* flow ids handed out */
+	double agg_next;		 /* the earliest window end (0: none open) */
+	uint64_t flows;			 /* flow ids handed out */
 	int n_conns;
 	int max_conns; /* this sandbox's budget of n_conns (net_gateway_conn_budget) */
 	pthread_cond_t conns_cv;
@@ -125,23 +125,23 @@ struct net_gateway {
 	pthread_mutex_t tls_mu;
 	struct net_ca *ca;
 	void *ssl_srv, *ssl_cli; /* SSL_CTX * */
-	char *ca_dir;            /* where the CA lives on the host (NULL: termination off) */
-	char *upstream_ca;       /* CA file for upstream verification (NULL: the system's) */
-	bool ca_constrain;       /* name-constrain a new CA to the policy's domains */
-	bool ca_ephemeral;       /* the CA key stays in memory (one-shot runs) */
+	char *ca_dir;		 /* where the CA lives on the host (NULL: termination off) */
+	char *upstream_ca;	 /* CA file for upstream verification (NULL: the system's) */
+	bool ca_constrain;	 /* name-constrain a new CA to the policy's domains */
+	bool ca_ephemeral;	 /* the CA key stays in memory (one-shot runs) */
 };
 
 /* One decision, as one JSON line. */
 struct gw_event {
-	const char *layer;   /* dns, proxy, transparent, tls */
+	const char *layer; /* dns, proxy, transparent, tls */
 	bool allow;
 	const char *reason;
-	const char *name;    /* or NULL */
+	const char *name;	     /* or NULL */
 	const struct net_addr *addr; /* or NULL */
-	int port;            /* or 0 */
+	int port;		     /* or 0 */
 	uint64_t bytes_out, bytes_in;
 	uint64_t generation; /* the policy generation it was decided under (0: the current) */
-	uint64_t flow;       /* a proxied flow's id, or 0 */
+	uint64_t flow;	     /* a proxied flow's id, or 0 */
 	const char *event;   /* a flow's "open" or "close", or NULL */
 	const char *detail;  /* a parser's reason (malformed input), or NULL */
 };
@@ -228,7 +228,7 @@ int gw_nflog_open(struct al_error **err);
 void *gw_nflog_main(void *arg);
 
 /* gw_proxy.c */
-void *gw_proxy_main(void *arg);  /* explicit proxy accept loop */
+void *gw_proxy_main(void *arg);	 /* explicit proxy accept loop */
 void *gw_tproxy_main(void *arg); /* transparent proxy accept loop */
 
 /* Enter the upstream namespace in the calling thread (for its upstream sockets). */

@@ -321,7 +321,9 @@ void gw_flow_end(struct gw_conn *k)
 		return;
 	gw_log(k->g, &(struct gw_event){.layer = k->layer,
 					.allow = !cut && !k->refused,
-					.reason = cut ? "policy_changed" : k->refused ? "refused" : "ended",
+					.reason = cut	       ? "policy_changed"
+						  : k->refused ? "refused"
+							       : "ended",
 					.name = k->name[0] ? k->name : NULL,
 					.addr = &k->addr,
 					.port = k->port,

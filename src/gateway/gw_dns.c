@@ -25,8 +25,8 @@
  * vets again, under the policy in force then), kept for min(TTL, 60 s). One per
  * gateway, so per sandbox: nothing one sandbox resolves helps or poisons another.
  */
-static bool cache_get(struct net_gateway *g, const char *canon, struct net_addr *out,
-		      int *n, uint32_t *ttl)
+static bool cache_get(struct net_gateway *g, const char *canon, struct net_addr *out, int *n,
+		      uint32_t *ttl)
 {
 	double now = (double)time(NULL);
 	bool hit = false;
@@ -46,8 +46,8 @@ static bool cache_get(struct net_gateway *g, const char *canon, struct net_addr 
 	return hit;
 }
 
-static void cache_put(struct net_gateway *g, const char *canon, const struct net_addr *addrs,
-		      int n, uint32_t ttl)
+static void cache_put(struct net_gateway *g, const char *canon, const struct net_addr *addrs, int n,
+		      uint32_t ttl)
 {
 	double now = (double)time(NULL);
 	int slot = 0;
@@ -71,8 +71,8 @@ static void cache_put(struct net_gateway *g, const char *canon, const struct net
 }
 
 /* Vet cached or fresh addresses under the current policy. */
-static int vet_all(struct net_gateway *g, const struct net_addr *raw, int n,
-		   struct net_addr *out, int max, const char **reason)
+static int vet_all(struct net_gateway *g, const struct net_addr *raw, int n, struct net_addr *out,
+		   int max, const char **reason)
 {
 	int got = 0;
 
@@ -87,8 +87,8 @@ static int vet_all(struct net_gateway *g, const struct net_addr *raw, int n,
 	return got;
 }
 
-static int resolve_upstream(struct net_gateway *g, const char *canon, struct net_addr *out,
-			    int max, uint32_t *ttl, const char **reason);
+static int resolve_upstream(struct net_gateway *g, const char *canon, struct net_addr *out, int max,
+			    uint32_t *ttl, const char **reason);
 
 int gw_resolve(struct net_gateway *g, const char *canon, struct net_addr *out, int max,
 	       uint32_t *ttl, const char **reason)
@@ -107,8 +107,8 @@ int gw_resolve(struct net_gateway *g, const char *canon, struct net_addr *out, i
 }
 
 /* One A query upstream over UDP from the upstream namespace; unvetted addresses. */
-static int resolve_upstream(struct net_gateway *g, const char *canon, struct net_addr *out,
-			    int max, uint32_t *ttl, const char **reason)
+static int resolve_upstream(struct net_gateway *g, const char *canon, struct net_addr *out, int max,
+			    uint32_t *ttl, const char **reason)
 {
 	uint8_t q[512], resp[4096], wire[NET_DNS_MAX_WIRE_NAME];
 	struct net_dns_rr rr[32];
@@ -227,8 +227,8 @@ static ssize_t refuse_malformed(struct net_gateway *g, const uint8_t *msg, size_
 }
 
 /* Judge and answer one query; returns the reply length (0: no reply). */
-static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, bool tcp,
-		      uint8_t *out, size_t cap)
+static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, bool tcp, uint8_t *out,
+		      size_t cap)
 {
 	struct net_dns_query q;
 	char canon[NET_NAME_MAX + 1];
@@ -259,8 +259,9 @@ static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, boo
 		return net_dns_build_reply(&q, NET_DNS_REFUSED, out, cap);
 	}
 	if (q.qtype == NET_DNS_AAAA || q.qtype == NET_DNS_HTTPS || q.qtype == NET_DNS_SVCB) {
-		gw_log(g, &(struct gw_event){.layer = "dns", .allow = true, .reason = "nodata_type",
-					     .name = canon});
+		gw_log(g,
+		       &(struct gw_event){
+			   .layer = "dns", .allow = true, .reason = "nodata_type", .name = canon});
 		return net_dns_build_reply(&q, NET_DNS_NOERROR, out, cap);
 	}
 	if (q.qtype != NET_DNS_A) {
@@ -277,8 +278,11 @@ static ssize_t answer(struct net_gateway *g, const uint8_t *msg, size_t len, boo
 		rec[i] = (struct net_dns_addr){.type = NET_DNS_A, .ttl = ttl > 60 ? 60 : ttl};
 		memcpy(rec[i].addr, addrs[i].bytes, 4);
 	}
-	gw_log(g, &(struct gw_event){.layer = "dns", .allow = true, .reason = "listed",
-				     .name = canon, .addr = &addrs[0]});
+	gw_log(g, &(struct gw_event){.layer = "dns",
+				     .allow = true,
+				     .reason = "listed",
+				     .name = canon,
+				     .addr = &addrs[0]});
 	return net_dns_build_answer(&q, rec, (size_t)n, net_dns_reply_limit(&q, tcp), out, cap);
 }
 

@@ -108,8 +108,9 @@ int gw_tls_ensure(struct net_gateway *g, const struct net_policy *p, struct al_e
 		return 0;
 	pthread_mutex_lock(&g->tls_mu);
 	if (!g->ca_dir) {
-		r = al_error_msg(err, ENOTSUP, "per-request rules need TLS termination, and this "
-					       "gateway has no CA directory (--ca-dir)");
+		r = al_error_msg(err, ENOTSUP,
+				 "per-request rules need TLS termination, and this "
+				 "gateway has no CA directory (--ca-dir)");
 	} else if (!g->ca) {
 		const char **names = xzalloc((p->n_domains + 1) * sizeof(char *));
 		size_t n = 0;
@@ -204,7 +205,7 @@ static void replay_init(void)
 
 struct mitm {
 	struct gw_conn *k;
-	SSL *cs, *us;       /* client (sandbox) side, upstream side */
+	SSL *cs, *us; /* client (sandbox) side, upstream side */
 	struct replay rp;
 	char *secrets[NET_SECRET_MAX_TOKENS]; /* net_rule_secret_tokens, longest first */
 	size_t n_secrets, max_secret;
@@ -238,16 +239,20 @@ static void answer(struct mitm *m, int status, const char *reason, const char *t
 	(void)ssl_write_all(m->cs, resp, (size_t)n);
 	m->k->in += (uint64_t)n;
 	m->k->refused = true;
-	gw_log(m->k->g, &(struct gw_event){.layer = "tls", .reason = reason, .name = m->k->name,
-					   .addr = &m->k->addr, .port = m->k->port,
-					   .bytes_out = m->k->out, .bytes_in = m->k->in});
+	gw_log(m->k->g, &(struct gw_event){.layer = "tls",
+					   .reason = reason,
+					   .name = m->k->name,
+					   .addr = &m->k->addr,
+					   .port = m->k->port,
+					   .bytes_out = m->k->out,
+					   .bytes_in = m->k->in});
 }
 
 static bool hop_by_hop(const char *name, size_t len)
 {
-	static const char *const drop[] = {"host", "connection", "proxy-connection",
-					   "proxy-authorization", "keep-alive", "te", "upgrade",
-					   "trailer", "http2-settings", "expect"};
+	static const char *const drop[] = {
+	    "host", "connection", "proxy-connection", "proxy-authorization", "keep-alive",
+	    "te",   "upgrade",	  "trailer",	      "http2-settings",	     "expect"};
 
 	for (size_t i = 0; i < ARRAY_SIZE(drop); i++)
 		if (len == strlen(drop[i]) && !strncasecmp(name, drop[i], len))
@@ -262,7 +267,8 @@ static void redact(struct mitm *m, char *buf, size_t n)
 		size_t sl = strlen(m->secrets[s]);
 		char *p = buf, *end = buf + n;
 
-		while ((size_t)(end - p) >= sl && (p = memmem(p, (size_t)(end - p), m->secrets[s], sl))) {
+		while ((size_t)(end - p) >= sl &&
+		       (p = memmem(p, (size_t)(end - p), m->secrets[s], sl))) {
 			memset(p, '*', sl);
 			p += sl;
 			m->redacted++;
@@ -302,13 +308,15 @@ static int read_request(struct mitm *m, struct net_http_req *req)
 			if (k->len)
 				answer(m, 400, "incomplete_request", "Bad Request");
 			else /* e.g. a pinning client that refused our leaf after the handshake */
-				gw_log(k->g, &(struct gw_event){.layer = "tls",
-								.reason = __atomic_load_n(&k->cut,
-											  __ATOMIC_SEQ_CST)
-										  ? "policy_changed"
-										  : "client_closed_before_request",
-								.name = k->name, .addr = &k->addr,
-								.port = k->port});
+				gw_log(k->g,
+				       &(struct gw_event){
+					   .layer = "tls",
+					   .reason = __atomic_load_n(&k->cut, __ATOMIC_SEQ_CST)
+							 ? "policy_changed"
+							 : "client_closed_before_request",
+					   .name = k->name,
+					   .addr = &k->addr,
+					   .port = k->port});
 			return -1;
 		}
 		k->len += (size_t)n;
@@ -538,8 +546,7 @@ static int send_raw_head(struct mitm *m, const char *head, size_t head_len)
  * bytes) starts with the carry bytes read with the head; with a Content-Length (bounded),
  * left is what is still to come after them.
  */
-static int stream_raw_body(struct mitm *m, char *buf, size_t carry, bool bounded,
-			   uint64_t left)
+static int stream_raw_body(struct mitm *m, char *buf, size_t carry, bool bounded, uint64_t left)
 {
 	size_t keep = m->max_secret ? m->max_secret - 1 : 0;
 	int n;
@@ -1017,10 +1024,12 @@ void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 		goto out;
 	if (check_request(&m, req) < 0)
 		goto out;
-	rule = net_rules_match(rules, &(struct net_rule_req){
-					  .method = req->method.p, .method_len = req->method.len,
-					  .path = req->path.p, .path_len = req->path.len,
-					  .headers = req->headers, .n_headers = req->n_headers});
+	rule = net_rules_match(rules, &(struct net_rule_req){.method = req->method.p,
+							     .method_len = req->method.len,
+							     .path = req->path.p,
+							     .path_len = req->path.len,
+							     .headers = req->headers,
+							     .n_headers = req->n_headers});
 	if (rule && rule->action == NET_RULE_RESPONSE) {
 		synthesize(&m, rule);
 		gw_conn_log_allow(k, "rule_response");
@@ -1031,8 +1040,9 @@ void gw_mitm_serve(struct gw_conn *k, const struct net_rules *rules)
 	m.head_req = req->method.len == 4 && !memcmp(req->method.p, "HEAD", 4);
 	if (forward_request(&m, req, rule, &fwd_fd) < 0)
 		goto out;
-	verdict = !rule ? "passthrough" : rule->action == NET_RULE_FORWARD ? "rule_forward"
-									     : "rule_transform";
+	verdict = !rule				     ? "passthrough"
+		  : rule->action == NET_RULE_FORWARD ? "rule_forward"
+						     : "rule_transform";
 	gw_conn_log_allow(k, verdict);
 out:
 	if (m.us) {

@@ -17,8 +17,9 @@ int gw_tls_ensure(struct net_gateway *g, const struct net_policy *p, struct al_e
 {
 	if (!net_policy_has_rules(p))
 		return 0;
-	return al_error_msg(err, ENOTSUP, "per-request rules need TLS termination, which "
-					  "airlock-gateway-lite does not have (airlock-gateway has)");
+	return al_error_msg(err, ENOTSUP,
+			    "per-request rules need TLS termination, which "
+			    "airlock-gateway-lite does not have (airlock-gateway has)");
 }
 
 void gw_tls_policy_changed(struct net_gateway *g)

@@ -30,12 +30,11 @@
 #define SPLICE_IDLE_MS (10 * 60 * 1000)
 #define PIPE_IDLE_MS 250 /* a tunnel quiet this long gives its pipes back */
 
-
 /* Answer an explicit-proxy client with an error status (transparent ones are just closed). */
 static void respond(struct gw_conn *k, const char *reason, int status)
 {
-	static const char *const text[] = {[400] = "Bad Request", [403] = "Forbidden",
-					   [502] = "Bad Gateway"};
+	static const char *const text[] = {
+	    [400] = "Bad Request", [403] = "Forbidden", [502] = "Bad Gateway"};
 	char resp[512];
 	int n;
 
@@ -52,8 +51,8 @@ static void respond(struct gw_conn *k, const char *reason, int status)
 static void deny(struct gw_conn *k, const char *reason, const char *name, int status)
 {
 	k->refused = true;
-	gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = reason, .name = name,
-					.port = k->port});
+	gw_log(k->g, &(struct gw_event){
+			 .layer = k->layer, .reason = reason, .name = name, .port = k->port});
 	respond(k, reason, status);
 }
 
@@ -107,8 +106,8 @@ void gw_proxy_rejudge(struct net_gateway *g)
 		/* A terminated flow ran under the old rules: always cut it. */
 		ok = !__atomic_load_n(&k->terminated, __ATOMIC_SEQ_CST) &&
 		     (k->literal ? gw_decide_literal(g, &k->addr, &reason) == NET_ALLOW
-				: gw_decide_name(g, k->name, &reason) == NET_ALLOW &&
-					  gw_vet(g, &k->addr, &reason) == NET_ALLOW);
+				 : gw_decide_name(g, k->name, &reason) == NET_ALLOW &&
+				       gw_vet(g, &k->addr, &reason) == NET_ALLOW);
 		if (ok)
 			continue;
 		/* Mark it first, then cut both directions: the connection's thread wakes on the
@@ -140,8 +139,8 @@ static bool allowed_locked(struct gw_conn *k, const struct net_addr *a, const ch
  * change waits for it, and one acknowledged before it refuses it. The socket is published
  * in gate->u (with gate->addr) before the SYN, so that gw_proxy_rejudge can cut it.
  */
-static int connect_addrs(struct net_gateway *g, struct gw_conn *gate,
-			 const struct net_addr *addrs, int n, int port, struct net_addr *used)
+static int connect_addrs(struct net_gateway *g, struct gw_conn *gate, const struct net_addr *addrs,
+			 int n, int port, struct net_addr *used)
 {
 	for (int i = 0; i < n; i++) {
 		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -226,7 +225,7 @@ static int judge_and_dial(struct gw_conn *k, const char *host, size_t host_len, 
 
 	k->port = port;
 	k->name[0] = '\0';
-	register_conn(k); /* from now on a policy change sees it (gw_proxy_rejudge) */
+	register_conn(k);  /* from now on a policy change sees it (gw_proxy_rejudge) */
 	if (port == 853) { /* DNS over TLS would bypass the resolver's decisions */
 		deny(k, "dns_over_tls", NULL, 403);
 		return -1;
@@ -236,10 +235,11 @@ static int judge_and_dial(struct gw_conn *k, const char *host, size_t host_len, 
 			deny(k, "bad_address", NULL, 400);
 			return -1;
 		}
-		if (gw_decide_literal(k->g, &addrs[0], &reason) !=
-		    NET_ALLOW) {
-			gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = reason,
-							.addr = &addrs[0], .port = port});
+		if (gw_decide_literal(k->g, &addrs[0], &reason) != NET_ALLOW) {
+			gw_log(k->g, &(struct gw_event){.layer = k->layer,
+							.reason = reason,
+							.addr = &addrs[0],
+							.port = port});
 			respond(k, reason, 403);
 			return -1;
 		}
@@ -367,8 +367,8 @@ static void splice_both(struct gw_conn *k)
 				}
 			}
 			while (pending[i] > 0) {
-				ssize_t w = splice(pipes[i][0], NULL, to, NULL, pending[i],
-						   SPLICE_F_MOVE);
+				ssize_t w =
+				    splice(pipes[i][0], NULL, to, NULL, pending[i], SPLICE_F_MOVE);
 				if (w <= 0)
 					goto out; /* the other side is gone */
 				pending[i] -= (size_t)w;
@@ -625,18 +625,30 @@ int gw_send_all(int fd, const void *p, size_t n)
 static void log_allow(struct gw_conn *k, const char *reason)
 {
 	if (__atomic_load_n(&k->cut, __ATOMIC_SEQ_CST)) {
-		gw_log(k->g, &(struct gw_event){.layer = k->layer, .reason = "policy_changed",
-						.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
-						.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
-						.flow = gw_flow_take(k), .event = "close"});
+		gw_log(k->g, &(struct gw_event){.layer = k->layer,
+						.reason = "policy_changed",
+						.name = k->name[0] ? k->name : NULL,
+						.addr = &k->addr,
+						.port = k->port,
+						.bytes_out = k->out,
+						.bytes_in = k->in,
+						.flow = gw_flow_take(k),
+						.event = "close"});
 		return;
 	}
 	/* Under the generation it was let through by (a policy change after that, which did
 	 * not cut it, may be in force by now). */
-	gw_log(k->g, &(struct gw_event){.layer = k->layer, .allow = true, .reason = reason,
-					.name = k->name[0] ? k->name : NULL, .addr = &k->addr,
-					.port = k->port, .bytes_out = k->out, .bytes_in = k->in,
-					.generation = k->gen, .flow = gw_flow_take(k), .event = "close"});
+	gw_log(k->g, &(struct gw_event){.layer = k->layer,
+					.allow = true,
+					.reason = reason,
+					.name = k->name[0] ? k->name : NULL,
+					.addr = &k->addr,
+					.port = k->port,
+					.bytes_out = k->out,
+					.bytes_in = k->in,
+					.generation = k->gen,
+					.flow = gw_flow_take(k),
+					.event = "close"});
 }
 
 /* A tunnel's first bytes (the ClientHello read from the sandbox), through first_send. */
@@ -715,8 +727,7 @@ static void serve_explicit(struct gw_conn *k)
 		if (check_hello(k, connect_name[0] ? connect_name : NULL) < 0)
 			return;
 		if (!connect_name[0] &&
-		    gw_decide_name(k->g, k->name, &(const char *){NULL}) !=
-			    NET_ALLOW) {
+		    gw_decide_name(k->g, k->name, &(const char *){NULL}) != NET_ALLOW) {
 			deny(k, "sni_not_allowed", k->name, 0);
 			return;
 		}

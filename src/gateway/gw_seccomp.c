@@ -36,8 +36,8 @@
 int gw_seccomp_install(struct al_error **err)
 {
 	struct sock_fprog prog = {
-		.len = ARRAY_SIZE(gw_seccomp_insns),
-		.filter = (struct sock_filter *)gw_seccomp_insns,
+	    .len = ARRAY_SIZE(gw_seccomp_insns),
+	    .filter = (struct sock_filter *)gw_seccomp_insns,
 	};
 
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)

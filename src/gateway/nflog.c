@@ -107,8 +107,9 @@ static void handle_packet(struct net_gateway *g, struct nlmsghdr *h)
 		have_dst = true;
 	}
 	(void)gm;
-	gw_log(g, &(struct gw_event){.layer = "nft", .reason = reason,
-				     .addr = have_dst ? &dst : NULL, .port = port});
+	gw_log(g,
+	       &(struct gw_event){
+		   .layer = "nft", .reason = reason, .addr = have_dst ? &dst : NULL, .port = port});
 }
 
 void *gw_nflog_main(void *arg)

@@ -27,13 +27,13 @@
 
 struct gw_client {
 	pid_t pid;
-	int pidfd;        /* a pooled gateway's (not our child): to wait for and signal it */
+	int pidfd; /* a pooled gateway's (not our child): to wait for and signal it */
 	int ctl;
-	char ca_dir[64];  /* a private directory for the sandbox CA's certificate ("" if none) */
-	char *ca_pem;     /* the certificate, when the policy has per-request rules */
+	char ca_dir[64]; /* a private directory for the sandbox CA's certificate ("" if none) */
+	char *ca_pem;	 /* the certificate, when the policy has per-request rules */
 	enum { GW_STARTING, GW_READY, GW_LINKED } state;
 	bool policy_refused; /* its "E" came at start with EINVAL */
-	char line[1024];  /* the control line being read */
+	char line[1024];     /* the control line being read */
 	size_t len;
 };
 
@@ -157,7 +157,8 @@ static int exec_gateway(void *arg)
 	} dfl = {SIG_DFL, 0, NULL, 0};
 	struct exec_args *x = arg;
 	/* Move them out of the way first: any may already sit on 3, 4 or 5. */
-	int ctl = fcntl(x->ctl, F_DUPFD, 10), log = x->log_fd >= 0 ? fcntl(x->log_fd, F_DUPFD, 10) : -1;
+	int ctl = fcntl(x->ctl, F_DUPFD, 10),
+	    log = x->log_fd >= 0 ? fcntl(x->log_fd, F_DUPFD, 10) : -1;
 	int pol = x->policy_fd >= 0 ? fcntl(x->policy_fd, F_DUPFD, 10) : -1;
 
 	if (ctl < 0 || dup2(ctl, 3) < 0 || (x->log_fd >= 0 && (log < 0 || dup2(log, 4) < 0)) ||
@@ -174,8 +175,8 @@ static int exec_gateway(void *arg)
 
 		snprintf(msg, sizeof(msg), "cannot run %.300s: %s%s%.200s", x->path, strerror(e),
 			 x->hint ? " " : "", x->hint ? x->hint : "");
-		net_gwctl_send(3, &(struct net_gwctl){.kind = NET_GWCTL_ERROR, .code = e,
-						      .text = msg});
+		net_gwctl_send(
+		    3, &(struct net_gwctl){.kind = NET_GWCTL_ERROR, .code = e, .text = msg});
 	}
 	_exit(127);
 }
@@ -229,15 +230,14 @@ pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd, co
 	/* vfork-style: no copy of the caller's address space (for airlockd: every thread's
 	 * stack and mapping) to make and tear down again; we are suspended until it execs. */
 	pid = al_clone_vfork(exec_gateway, &(struct exec_args){path, pfd >= 0 ? args : argv, ctl,
-								log_fd, pfd, hint});
+							       log_fd, pfd, hint});
 	if (pfd >= 0)
 		close(pfd);
 	return pid;
 }
 
-int gw_client_start(const struct al_config *cfg, bool no_rules, const char *sandbox_id,
-		    int log_fd, const char *pooled_netns, struct gw_client **out,
-		    struct al_error **err)
+int gw_client_start(const struct al_config *cfg, bool no_rules, const char *sandbox_id, int log_fd,
+		    const char *pooled_netns, struct gw_client **out, struct al_error **err)
 {
 	struct gw_client *c = xzalloc(sizeof(*c));
 	char *path = NULL, logfd[16], conns[16];
@@ -329,7 +329,8 @@ static int send_claim(int fd, const char *const *kv, int n, int log_fd)
 	}
 	/* The fd goes with the first bytes; a stream socket may take the rest later. */
 	sent = al_send_with_fd(fd, buf, off, log_fd);
-	for (size_t done = sent > 0 ? (size_t)sent : 0; sent > 0 && done < off; done += (size_t)sent)
+	for (size_t done = sent > 0 ? (size_t)sent : 0; sent > 0 && done < off;
+	     done += (size_t)sent)
 		sent = send(fd, buf + done, off - done, MSG_NOSIGNAL);
 	free(buf);
 	return sent > 0 ? 0 : -1;
@@ -388,7 +389,8 @@ int gw_client_ready(struct gw_client *c, struct al_error **err)
 		struct pollfd p = {.fd = c->ctl, .events = POLLIN};
 
 		if (poll(&p, 1, 10000) <= 0)
-			return al_error_msg(err, ETIMEDOUT, "the network gateway did not answer (start)");
+			return al_error_msg(err, ETIMEDOUT,
+					    "the network gateway did not answer (start)");
 		if (gw_client_step(c, err) < 0)
 			return -1;
 	}

@@ -36,15 +36,13 @@ char *gw_sibling(const char *name);
 #define GW_POLICY_ARGV_MAX (64 * 1024)
 #define GW_POLICY_FD 5
 #define GW_POLICY_FD_ARG "5"
-pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd,
-	      const char *hint);
+pid_t gw_exec(const char *path, const char *const *argv, int ctl, int log_fd, const char *hint);
 
 /* Spawn; does not wait. A policy surely without per-request rules (no_rules:
  * jail_policy_without_rules) gets airlock-gateway-lite, when it is next to airlock, and no
  * CA. pooled_netns: the gateway namespace of a pool entry (jail/ahead/pool.h), or NULL. */
-int gw_client_start(const struct al_config *cfg, bool no_rules, const char *sandbox_id,
-		    int log_fd, const char *pooled_netns, struct gw_client **out,
-		    struct al_error **err);
+int gw_client_start(const struct al_config *cfg, bool no_rules, const char *sandbox_id, int log_fd,
+		    const char *pooled_netns, struct gw_client **out, struct al_error **err);
 /* Claim the gateway a pool entry made ahead, waiting at sock_path (jail/ahead/pool.h: the lite
  * gateway, so only for a policy surely without rules): it takes the policy, sandbox id,
  * upstream settings and log fd, and from then on is like one started. -1 (nothing to

@@ -32,8 +32,7 @@ static void *tail(struct nlreq *r)
 	return r->raw + NLMSG_ALIGN(r->h.nlmsg_len);
 }
 
-static struct rtattr *put_attr(struct nlreq *r, unsigned short type, const void *data,
-			       size_t len)
+static struct rtattr *put_attr(struct nlreq *r, unsigned short type, const void *data, size_t len)
 {
 	struct rtattr *a = tail(r);
 
@@ -159,8 +158,8 @@ static int veth_create_split(int nl, const char *name, const char *peer, unsigne
 {
 	struct al_error *first = NULL;
 
-	if (veth_create(nl, name, peer, ns_attr, ns, NET_VETH_INDEX, NET_VETH_INDEX + 1,
-			&first) == 0)
+	if (veth_create(nl, name, peer, ns_attr, ns, NET_VETH_INDEX, NET_VETH_INDEX + 1, &first) ==
+	    0)
 		return 0;
 	if (first->code != EBUSY && first->code != EEXIST) {
 		*err = first;

@@ -31,19 +31,21 @@ static int read_acks(int fd, struct al_error **err)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return al_error_set(err, n < 0 ? errno : EIO, "nft ruleset for the gateway");
+			return al_error_set(err, n < 0 ? errno : EIO,
+					    "nft ruleset for the gateway");
 		for (struct nlmsghdr *h = &buf.align; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
 			const struct nlmsgerr *e = NLMSG_DATA(h);
 
 			if (h->nlmsg_type != NLMSG_ERROR)
 				continue;
 			if (h->nlmsg_len < NLMSG_LENGTH(sizeof(*e)))
-				return al_error_msg(err, EIO, "nft ruleset for the gateway: short ack");
+				return al_error_msg(err, EIO,
+						    "nft ruleset for the gateway: short ack");
 			if (e->error)
-				return al_error_set(err, -e->error,
-						    "nft ruleset for the gateway (message %u of %u)",
-						    h->nlmsg_seq - GW_NFT_BATCH_FIRST_ACK + 1,
-						    GW_NFT_BATCH_ACKS);
+				return al_error_set(
+				    err, -e->error,
+				    "nft ruleset for the gateway (message %u of %u)",
+				    h->nlmsg_seq - GW_NFT_BATCH_FIRST_ACK + 1, GW_NFT_BATCH_ACKS);
 			got++;
 		}
 	}

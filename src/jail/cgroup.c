@@ -235,7 +235,7 @@ static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
 /* "run-<pid>-..." or "ahead-<pid>-...": the pid of the process that made it, else 0. */
 static long maker_pid(const char *name)
 {
-	const char *p = strncmp(name, "run-", 4) == 0	 ? name + 4
+	const char *p = strncmp(name, "run-", 4) == 0	  ? name + 4
 			: strncmp(name, "ahead-", 6) == 0 ? name + 6
 							  : NULL;
 	char *end;
@@ -279,7 +279,8 @@ static void remove_v1_name(const char *root, const char *name)
 	char *dir[V1_N];
 
 	for (int i = 0; i < V1_N; i++) {
-		snprintf(path[i], sizeof(path[i]), "%s/%s/airlock/%s", root, v1_controllers[i], name);
+		snprintf(path[i], sizeof(path[i]), "%s/%s/airlock/%s", root, v1_controllers[i],
+			 name);
 		dir[i] = path[i];
 	}
 	remove_dirs(dir, 0);
@@ -380,8 +381,7 @@ int jail_cgroup_join_memory(const char *dir, const struct al_config *cfg, struct
 	return 0;
 }
 
-int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out,
-		      struct al_error **err)
+int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out, struct al_error **err)
 {
 	const char *root = cgroup_root();
 	struct timespec ts;

@@ -128,7 +128,8 @@ static int child_uts_net(struct jail_ctx *ctx, struct al_error **err)
 	switch (ctx->netns) {
 	case JAIL_NETNS_AHEAD:
 		if (setns(ctx->netns_fd, CLONE_NEWNET) < 0)
-			return al_error_set(err, errno, "setns to the network namespace made ahead");
+			return al_error_set(err, errno,
+					    "setns to the network namespace made ahead");
 		close(ctx->netns_fd);
 		return 0;
 	case JAIL_NETNS_CLONE:
@@ -238,7 +239,7 @@ void jail_child_main(struct jail_ctx *ctx)
 	if (child_rootfs(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 
-	/* C5b. The parent's GO: cgroups in place, then the cgroup namespace (child_enter_limits). */
+	/* C5b. The parent's GO: cgroups in place, then the cgroup namespace. */
 	if (child_enter_limits(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 

@@ -57,9 +57,9 @@ int jail_mkdir_p(int root_fd, const char *path, uid_t owner, struct al_error **e
 		next = openat(dir, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		close(dir);
 		if (next < 0)
-			return al_error_set(err, errno == ELOOP ? ENOTDIR : errno,
-					    "open '%s' (a component is a symlink or not a directory)",
-					    path);
+			return al_error_set(
+			    err, errno == ELOOP ? ENOTDIR : errno,
+			    "open '%s' (a component is a symlink or not a directory)", path);
 		dir = next;
 	}
 	return dir;
@@ -230,15 +230,13 @@ int jail_copy_in(int src_fd, const char *src_name, int root_fd, const char *dst,
 		if (S_ISREG(st.st_mode))
 			return copy_reg(src, wdir, base, st.st_mode, uid, gid, src_name, err);
 		if (!S_ISDIR(st.st_mode))
-			return al_error_set(err, EINVAL,
-					    "--file source '%s' is not a file or directory",
-					    src_name);
+			return al_error_set(
+			    err, EINVAL, "--file source '%s' is not a file or directory", src_name);
 		if (mkdirat(wdir, base, 0755) < 0 && errno != EEXIST)
 			return al_error_set(err, errno, "mkdir '%s'", dst);
 		{
-			_cleanup_close_ int d = openat(wdir, base,
-						       O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-							       O_CLOEXEC);
+			_cleanup_close_ int d =
+			    openat(wdir, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 			if (d < 0 || fchown(d, uid, gid) < 0)
 				return al_error_set(err, errno, "open '%s'", dst);
 			return copy_tree(src, d, src_name, uid, gid, 0, err);

@@ -82,8 +82,8 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	if (exec_pipe == 3 ? fcntl(3, F_SETFD, FD_CLOEXEC) < 0 : dup3(exec_pipe, 3, O_CLOEXEC) < 0)
 		_exit(AL_EXIT_SETUP);
 	exec_pipe = 3;
-	if (ll_fd >= 0 && (ll_fd == 4 ? fcntl(4, F_SETFD, FD_CLOEXEC) < 0
-				      : dup3(ll_fd, 4, O_CLOEXEC) < 0))
+	if (ll_fd >= 0 &&
+	    (ll_fd == 4 ? fcntl(4, F_SETFD, FD_CLOEXEC) < 0 : dup3(ll_fd, 4, O_CLOEXEC) < 0))
 		_exit(AL_EXIT_SETUP);
 	ll_fd = ll_fd >= 0 ? 4 : -1;
 	sys_close_range(ll_fd >= 0 ? 5 : 4, ~0U, 0);
@@ -99,8 +99,8 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	}
 
 	if (jail_drop_privileges(ctx, &err) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
-	    (ctx->prepared ? jail_landlock_restrict(ll_fd, &err)
-				 : jail_landlock_apply(ctx, &err)) < 0 ||
+	    (ctx->prepared ? jail_landlock_restrict(ll_fd, &err) : jail_landlock_apply(ctx, &err)) <
+		0 ||
 	    (ll_fd >= 0 && close(ll_fd) < 0) ||
 	    (!ctx->seccomp_held && jail_seccomp_install(&err) < 0)) {
 		/* A set-up failure, not the command's: reported as a negative errno. */
@@ -165,7 +165,8 @@ void jail_execvp(char *const argv[])
 		if (dl + 1 + strlen(file) < sizeof(buf)) {
 			memcpy(buf, p, dl);
 			buf[dl] = '/';
-			strcpy(buf + dl + (dl > 0), file); /* an empty entry is the working directory */
+			strcpy(buf + dl + (dl > 0),
+			       file); /* an empty entry is the working directory */
 			exec_file(buf, argv);
 			switch (errno) {
 			case EACCES:

@@ -42,33 +42,33 @@ enum jail_netns {
 
 struct jail_ctx {
 	const struct al_config *cfg;
-	uid_t host_base;     /* inside uid/gid 0 maps to this host id; the range is JAIL_UID_RANGE */
-	uid_t uid;           /* the workload's uid/gid inside (JAIL_USER_UID, or 0 with --root) */
-	char **envp;         /* the workload's complete environment */
-	int sync_fd;         /* child's end of the sync socket */
-	int stdio[3];        /* child's ends of the stdio pipes (-1 in tty mode: the PTY is used) */
-	struct winsize winsz; /* initial PTY size */
-	bool net_link;        /* the sandbox has a link to its gateway (eth0) */
-	bool link_ready;      /* JMSG_LINK came: the gateway made and configured eth0 */
-	const char *ca_pem;   /* the sandbox CA to trust (TLS termination), or NULL */
-	bool clone_parent;    /* PID 1 is our parent's child, not ours (CLONE_PARENT) */
+	uid_t host_base; /* inside uid/gid 0 maps to this host id; the range is JAIL_UID_RANGE */
+	uid_t uid;	 /* the workload's uid/gid inside (JAIL_USER_UID, or 0 with --root) */
+	char **envp;	 /* the workload's complete environment */
+	int sync_fd;	 /* child's end of the sync socket */
+	int stdio[3];	 /* child's ends of the stdio pipes (-1 in tty mode: the PTY is used) */
+	struct winsize winsz;  /* initial PTY size */
+	bool net_link;	       /* the sandbox has a link to its gateway (eth0) */
+	bool link_ready;       /* JMSG_LINK came: the gateway made and configured eth0 */
+	const char *ca_pem;    /* the sandbox CA to trust (TLS termination), or NULL */
+	bool clone_parent;     /* PID 1 is our parent's child, not ours (CLONE_PARENT) */
 	enum jail_netns netns; /* where its network namespace comes from */
-	int netns_fd;          /* JAIL_NETNS_AHEAD: the namespace to join */
+	int netns_fd;	       /* JAIL_NETNS_AHEAD: the namespace to join */
 	enum jail_root root;   /* where its root comes from */
-	int mntns_fd;          /* JAIL_ROOT_AHEAD, JAIL_ROOT_TEMPLATE: the namespace to join */
-	bool cpus_moved;      /* the parent moved us off its CPU for the set-up: take back */
-	cpu_set_t cpus;       /* these (the parent's own) at GO (jail_child_elsewhere) */
+	int mntns_fd;	       /* JAIL_ROOT_AHEAD, JAIL_ROOT_TEMPLATE: the namespace to join */
+	bool cpus_moved;       /* the parent moved us off its CPU for the set-up: take back */
+	cpu_set_t cpus;	       /* these (the parent's own) at GO (jail_child_elsewhere) */
 	const char *cg_memory; /* v1 one-shot: make and join this memory cgroup (C4c) */
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */
 	const char *agent_sock; /* host path of the agent's listening socket */
-	int agent_fd;           /* set in the child: the agent binary, for fexecve */
-	int listen_fd;          /* set in the child: the agent's listening socket */
-	const char *cwd;        /* agent commands: chdir here before exec (NULL: keep) */
+	int agent_fd;		/* set in the child: the agent binary, for fexecve */
+	int listen_fd;		/* set in the child: the agent's listening socket */
+	const char *cwd;	/* agent commands: chdir here before exec (NULL: keep) */
 	/* Heap copies made by PID 1 before it wipes its inherited argv area (child.c). */
-	char **argv;            /* NULL: cfg->argv */
-	const char *workdir;    /* NULL: cfg->workdir */
+	char **argv;	     /* NULL: cfg->argv */
+	const char *workdir; /* NULL: cfg->workdir */
 	/* Work done once ahead by a long-lived parent (the agent), not per workload: no
 	 * signal ignored, the bounding set cut to the --root caps, the Landlock ruleset built
 	 * (landlock_fd; -1: no Landlock here; not 0..3, which become stdio and the
@@ -213,7 +213,6 @@ void jail_execvp(char *const argv[]);
  * internal 32 and 33 included. */
 void jail_reset_signals(void);
 
-
 /* init.c: PID 1 of the sandbox: start the workload, wait, report; never returns. */
 __attribute__((noreturn)) void jail_init_main(struct jail_ctx *ctx);
 
@@ -271,8 +270,7 @@ void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *o
 void jail_cgroup_kill(struct jail_cgroup *cg);
 /* A cgroup made ahead of need by a long-lived process (airlockd's spawner), with cfg's
  * limits, named ahead-<pid>-<n>; v1 only (v2 cannot rename: -1, ENOTSUP). */
-int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out,
-		      struct al_error **err);
+int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out, struct al_error **err);
 /* Make it name's (three renames) and give it cfg's limits where they differ. On failure
  * cg still names what is there, for jail_cgroup_destroy. */
 int jail_cgroup_take(struct jail_cgroup *cg, const char *name, const struct al_config *cfg,
@@ -290,13 +288,13 @@ int jail_cgroup_destroy_now(struct jail_cgroup *cg);
 
 /* msg.c: the parent <-> child sync protocol (SOCK_SEQPACKET, one message per packet). */
 enum jail_msg_type {
-	JMSG_GO = 1,  /* parent -> child: continue */
-	JMSG_IDMAP,   /* child -> parent: I am in my user namespace, write my id maps */
-	JMSG_ERROR,   /* child -> parent: set-up failed (code, text) */
-	JMSG_PTY,     /* child -> parent: the PTY master travels as SCM_RIGHTS */
-	JMSG_EXIT,    /* child -> parent: the workload ended (status, exec_errno) */
-	JMSG_LINK,    /* parent -> child: the network link is made; may come before the
-		       * GO that answers IDMAP */
+	JMSG_GO = 1, /* parent -> child: continue */
+	JMSG_IDMAP,  /* child -> parent: I am in my user namespace, write my id maps */
+	JMSG_ERROR,  /* child -> parent: set-up failed (code, text) */
+	JMSG_PTY,    /* child -> parent: the PTY master travels as SCM_RIGHTS */
+	JMSG_EXIT,   /* child -> parent: the workload ended (status, exec_errno) */
+	JMSG_LINK,   /* parent -> child: the network link is made; may come before the
+		      * GO that answers IDMAP */
 };
 
 struct jail_msg {

@@ -204,8 +204,9 @@ static void handle_gateway(struct relay *rl)
 	int r = gw_client_step(rl->gw, &err);
 
 	if (r == 0 && gw_client_ca_pem(rl->gw) && !rl->sandbox_has_ca)
-		r = al_error_msg(&err, EPROTO, "the network policy has per-request rules but the "
-					       "sandbox was built without their CA");
+		r = al_error_msg(&err, EPROTO,
+				 "the network policy has per-request rules but the "
+				 "sandbox was built without their CA");
 	if (r == 0)
 		return;
 	if (r > 0) {
@@ -257,7 +258,17 @@ static void reap_init(struct relay *rl)
 }
 
 enum {
-	PF_SYNC, PF_PID, PF_OUT, PF_ERR, PF_PTY, PF_IN_R, PF_IN_W, PF_SIG, PF_QOUT, PF_QERR, PF_GW,
+	PF_SYNC,
+	PF_PID,
+	PF_OUT,
+	PF_ERR,
+	PF_PTY,
+	PF_IN_R,
+	PF_IN_W,
+	PF_SIG,
+	PF_QOUT,
+	PF_QERR,
+	PF_GW,
 	PF_N
 };
 
@@ -294,13 +305,14 @@ void relay_loop(struct relay *rl)
 			p[PF_IN_R] = (struct pollfd){.fd = rl->io->stdin_fd, .events = POLLIN};
 		if (rl->in_len)
 			p[PF_IN_W] = (struct pollfd){.fd = rl->pty_fd >= 0 ? rl->pty_fd : rl->in_fd,
-						    .events = POLLOUT};
+						     .events = POLLOUT};
 		p[PF_SIG] = (struct pollfd){.fd = rl->io->signal_fd, .events = POLLIN};
 		if (rl->gw)
 			p[PF_GW] = (struct pollfd){.fd = gw_client_fd(rl->gw), .events = POLLIN};
 		for (i = 0; i < 2; i++)
 			if (rl->q[i].fd >= 0 && rl->q[i].off < rl->q[i].len)
-				p[PF_QOUT + i] = (struct pollfd){.fd = rl->q[i].fd, .events = POLLOUT};
+				p[PF_QOUT + i] =
+				    (struct pollfd){.fd = rl->q[i].fd, .events = POLLOUT};
 		if (rl->deadline_ms > 0 && !rl->killed) {
 			double left = rl->deadline_ms - jail_now_ms();
 			if (left <= 0) {
@@ -377,7 +389,7 @@ void relay_finish(struct relay *rl)
 			res->reason = AL_REASON_OOM; /* a shell reporting its OOM-killed child */
 	} else if (rl->got_exit && WIFSIGNALED(st)) {
 		res->signal = WTERMSIG(st);
-		res->reason = res->signal == SIGSYS				? AL_REASON_SECCOMP
+		res->reason = res->signal == SIGSYS			  ? AL_REASON_SECCOMP
 			      : (res->signal == SIGKILL && rl->oom_kills) ? AL_REASON_OOM
 									  : AL_REASON_SIGNALED;
 	} else if (rl->oom_kills) {
@@ -385,8 +397,8 @@ void relay_finish(struct relay *rl)
 		res->signal = SIGKILL;
 	} else {
 		res->reason = AL_REASON_SETUP_FAILED;
-		res->error = xasprintf("the sandbox's init ended unexpectedly (status %d)",
-				       rl->init_status);
+		res->error =
+		    xasprintf("the sandbox's init ended unexpectedly (status %d)", rl->init_status);
 	}
 	free(rl->setup_error);
 	rl->setup_error = NULL;

@@ -34,15 +34,15 @@ struct relay {
 	struct jail_msg exit_msg;
 	char *setup_error;
 	int setup_code;
-	bool child_failed; /* setup_error is the child's own (JMSG_ERROR): it stands */
+	bool child_failed;	   /* setup_error is the child's own (JMSG_ERROR): it stands */
 	enum al_reason killed_for; /* TIMEOUT or INTERRUPTED once we killed it */
 	bool killed;
 	uint64_t oom_kills;
 
 	/* With a network link: the gateway's control channel until the link is made */
 	struct gw_client *gw;
-	bool sandbox_has_ca;  /* the sandbox was built with the gateway's CA */
-	bool policy_refused;  /* the gateway refused the policy (the caller's mistake) */
+	bool sandbox_has_ca; /* the sandbox was built with the gateway's CA */
+	bool policy_refused; /* the gateway refused the policy (the caller's mistake) */
 };
 
 void relay_init(struct relay *rl, const struct al_config *cfg, const struct al_io *io,

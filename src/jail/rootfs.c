@@ -54,7 +54,7 @@ static int bind_ro(const char *src, const char *dst, struct al_error **err)
 static int write_file(int root_fd, const char *path, const char *content, struct al_error **err)
 {
 	_cleanup_close_ int fd =
-		openat(root_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	    openat(root_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	size_t len = strlen(content);
 
 	if (fd < 0)
@@ -119,7 +119,8 @@ static const char etc_nsswitch[] = "passwd: files\ngroup: files\nshadow: files\n
 				   "hosts: files dns\nnetworks: files\nprotocols: files\n"
 				   "services: files\n";
 static const char etc_resolv[] = "# airlock: network policy deny-all (loopback only)\n";
-static const char etc_resolv_gw[] = "# airlock: the sandbox's egress gateway\nnameserver 100.96.0.1\n";
+static const char etc_resolv_gw[] =
+    "# airlock: the sandbox's egress gateway\nnameserver 100.96.0.1\n";
 
 /* The default runtime: the host's system directories, read-only, and a generated /etc. */
 /* /etc/airlock: the sandbox CA (made only for per-request rules) and a bundle with it. */
@@ -134,7 +135,8 @@ static int build_ca(int root_fd, bool image, const char *ca_pem, struct al_error
 	if (image && mkdirat(root_fd, "run", 0755) < 0)
 		return al_error_set(err, errno, "mkdir '/run'");
 	if (mkdirat(root_fd, image ? "run/airlock" : "etc/airlock", 0755) < 0)
-		return al_error_set(err, errno, "mkdir '%s'", image ? "/run/airlock" : "/etc/airlock");
+		return al_error_set(err, errno, "mkdir '%s'",
+				    image ? "/run/airlock" : "/etc/airlock");
 	if (!ca_pem)
 		return 0;
 	bundle = net_ca_bundle(ca_pem);
@@ -163,8 +165,7 @@ bool jail_rootfs_host_path(size_t i, char *buf, size_t len)
 	return true;
 }
 
-static int build_host_runtime(int root_fd, const char *hostname, bool net,
-			      struct al_error **err)
+static int build_host_runtime(int root_fd, const char *hostname, bool net, struct al_error **err)
 {
 	char host_path[PATH_MAX], rel[PATH_MAX], hosts[512];
 	size_t i;
@@ -251,12 +252,14 @@ static int build_dev(int root_fd, bool devpts, struct al_error **err)
 	static const struct {
 		const char *name;
 		unsigned maj, min;
-	} nodes[] = {{"null", 1, 3},    {"zero", 1, 5}, {"full", 1, 7},
+	} nodes[] = {{"null", 1, 3},   {"zero", 1, 5},	  {"full", 1, 7},
 		     {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
 	static const struct {
 		const char *name, *target;
-	} links[] = {{"dev/ptmx", "pts/ptmx"},        {"dev/fd", "/proc/self/fd"},
-		     {"dev/stdin", "/proc/self/fd/0"}, {"dev/stdout", "/proc/self/fd/1"},
+	} links[] = {{"dev/ptmx", "pts/ptmx"},
+		     {"dev/fd", "/proc/self/fd"},
+		     {"dev/stdin", "/proc/self/fd/0"},
+		     {"dev/stdout", "/proc/self/fd/1"},
 		     {"dev/stderr", "/proc/self/fd/2"}};
 	char path[64];
 	size_t i;
@@ -281,7 +284,7 @@ static int build_proc(const char *top, struct al_error **err)
 {
 	/* Kernel state no sandbox needs: hidden behind /dev/null even though uid checks
 	 * already refuse most of it (defence in depth). */
-	static const char *const masked[] = {"kcore", "keys", "timer_list", "sysrq-trigger",
+	static const char *const masked[] = {"kcore",	 "keys",      "timer_list", "sysrq-trigger",
 					     "kallsyms", "config.gz", "sched_debug"};
 	char path[64], null[64];
 	size_t i;
@@ -402,7 +405,8 @@ static int build_stage(const struct jail_ctx *ctx, int image_fd, int *root_fd,
 	if ((*root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return al_error_set(err, errno, "open '%s'", STAGE);
 	r = cfg->image ? build_image(*root_fd, image_fd, cfg->image, err)
-		       : build_host_runtime(*root_fd, cfg->hostname ? cfg->hostname : JAIL_HOSTNAME_DEFAULT,
+		       : build_host_runtime(*root_fd,
+					    cfg->hostname ? cfg->hostname : JAIL_HOSTNAME_DEFAULT,
 					    ctx->net_link, err);
 	if (r == 0)
 		r = build_ca(*root_fd, cfg->image != NULL, ctx->ca_pem, err);
@@ -568,8 +572,8 @@ int jail_rootfs_template_make(bool net_link, struct al_error **err)
 		return al_error_set(err, errno, "unshare(CLONE_NEWNS)");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return mount_err(err, "(make-rprivate)", "/");
-	if (mount("airlock-template", STAGE, "tmpfs", MS_NOSUID, "size=1m,nr_inodes=1024,mode=0755") <
-	    0)
+	if (mount("airlock-template", STAGE, "tmpfs", MS_NOSUID,
+		  "size=1m,nr_inodes=1024,mode=0755") < 0)
 		return mount_err(err, "tmpfs", STAGE);
 	if ((root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return al_error_set(err, errno, "open '%s'", STAGE);

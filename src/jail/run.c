@@ -46,9 +46,9 @@ void al_config_init(struct al_config *cfg)
 
 const char *al_reason_name(enum al_reason r)
 {
-	static const char *const names[] = {"exited",       "signaled",    "timeout",
-					    "oom",          "seccomp",     "setup_failed",
-					    "exec_failed",  "interrupted"};
+	static const char *const names[] = {"exited",	   "signaled",	 "timeout",
+					    "oom",	   "seccomp",	 "setup_failed",
+					    "exec_failed", "interrupted"};
 
 	return (unsigned)r < ARRAY_SIZE(names) ? names[r] : "unknown";
 }
@@ -96,8 +96,8 @@ static char **build_env(const struct al_config *cfg, bool with_net, bool with_ca
 						    "https_proxy"};
 		env = xrealloc(env, (cap += 6) * sizeof(*env));
 		for (size_t k = 0; k < 4; k++)
-			env[n++] = xasprintf("%s=http://%s:%d", proxy[k], NET_GW_ADDR,
-					     NET_PROXY_PORT);
+			env[n++] =
+			    xasprintf("%s=http://%s:%d", proxy[k], NET_GW_ADDR, NET_PROXY_PORT);
 		env[n++] = xstrdup("NO_PROXY=localhost,127.0.0.1");
 		env[n++] = xstrdup("no_proxy=localhost,127.0.0.1");
 	}
@@ -191,10 +191,10 @@ struct run {
 	pid_t pid;
 	struct gw_client *gw; /* NULL for deny-all */
 	const char *cg_name;  /* the run's cgroup, made after the clone on v1 (spawn) */
-	int netns_fd;         /* the sandbox's network namespace, made after the clone, or -1 */
+	int netns_fd;	      /* the sandbox's network namespace, made after the clone, or -1 */
 	struct jail_pool_claim pool; /* namespaces made ahead, when the pool had one */
 	bool gw_abandon; /* the caller exits next and wants no egress log: do not wait for it */
-	int crowd_fd;    /* our slot among the launches under way (jail_crowd_join), or -1 */
+	int crowd_fd;	 /* our slot among the launches under way (jail_crowd_join), or -1 */
 	char *cg_memory; /* v1: the memory cgroup the child makes (ctx.cg_memory), or NULL */
 };
 
@@ -377,9 +377,8 @@ static int start_gateway(struct run *r, const struct al_config *cfg, const struc
 
 	if (!with_net)
 		return 0;
-	if (r->pool.held &&
-	    gw_client_start_pooled(cfg, r->no_rules, id, io->egress_log_fd, r->pool.gw_sock,
-				   &r->gw) == 0)
+	if (r->pool.held && gw_client_start_pooled(cfg, r->no_rules, id, io->egress_log_fd,
+						   r->pool.gw_sock, &r->gw) == 0)
 		return 0; /* the entry's own gateway, made ahead with it */
 	if (gw_client_start(cfg, r->no_rules, id, io->egress_log_fd,
 			    r->pool.held ? r->pool.gw_path : NULL, &r->gw, err) < 0)
@@ -421,8 +420,8 @@ bool jail_policy_without_rules(const char *doc)
 
 	allow = json_is_object(p) ? json_object_get(p, "allow") : NULL;
 	if (json_is_object(allow))
-		json_object_foreach(allow, k, v)
-			none = none && !(json_is_array(v) && json_array_size(v) > 0);
+		json_object_foreach(allow, k, v) none =
+		    none && !(json_is_array(v) && json_array_size(v) > 0);
 	json_decref(p);
 	return none;
 }
@@ -437,8 +436,13 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 	     struct al_result *res, struct al_error **err)
 {
 	struct run r = {.o = o,
-			.sync = {-1, -1}, .in = {-1, -1}, .out = {-1, -1}, .errp = {-1, -1},
-			.pidfd = -1, .pool = {.sbx_fd = -1, .mnt_fd = -1}, .netns_fd = -1,
+			.sync = {-1, -1},
+			.in = {-1, -1},
+			.out = {-1, -1},
+			.errp = {-1, -1},
+			.pidfd = -1,
+			.pool = {.sbx_fd = -1, .mnt_fd = -1},
+			.netns_fd = -1,
 			.crowd_fd = -1};
 	struct relay rl;
 	bool with_net, cg_first;
@@ -465,8 +469,8 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 	claim_pool(&r, cfg, with_net);
 	if (start_gateway(&r, cfg, io, name, with_net, &setup) < 0) {
 		/* EINVAL: the policy is invalid, the caller's mistake */
-		return end_setup_failed(&r, res, &setup, setup->code == EINVAL,
-					"network gateway", t0, err);
+		return end_setup_failed(&r, res, &setup, setup->code == EINVAL, "network gateway",
+					t0, err);
 	}
 	r.ctx.ca_pem = gw_client_ca_pem(r.gw);
 	/* No root made ahead: the read-only template's copy if it suits (one is made now if
@@ -485,8 +489,8 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 	cg_first = jail_cgroup_at_clone() || (r.gw && r.ctx.netns != JAIL_NETNS_AHEAD);
 	if (!cg_first) /* v1, after the clone: in two halves, the child's and ours */
 		r.ctx.cg_memory = r.cg_memory = jail_cgroup_memory_path(name);
-	if ((cg_first && make_cgroup(&r, &setup) < 0) ||
-	    open_channels(&r, cfg, io, &setup) < 0 || spawn(&r, &setup) < 0) {
+	if ((cg_first && make_cgroup(&r, &setup) < 0) || open_channels(&r, cfg, io, &setup) < 0 ||
+	    spawn(&r, &setup) < 0) {
 		/* a policy refused: it came before the pid could be sent */
 		return end_setup_failed(&r, res, &setup, gw_client_policy_refused(r.gw),
 					"set-up failed", t0, err);

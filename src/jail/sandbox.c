@@ -64,7 +64,8 @@ static int drive_setup(int sync_fd, pid_t pid, int pidfd, uid_t base, struct al_
 			struct pollfd pf = {.fd = pidfd, .events = POLLIN};
 
 			/* EOF: close-on-exec fired and the agent runs -- unless PID 1 died (its
-			 * pidfd is readable; this works whoever its parent is, see CLONE_PARENT). */
+			 * pidfd is readable; this works whoever its parent is, see CLONE_PARENT).
+			 */
 			if (poll(&pf, 1, 0) == 1)
 				return al_error_msg(err, ECHILD,
 						    "the sandbox's PID 1 died during set-up");
@@ -89,20 +90,20 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 		       struct al_error **err)
 {
 	struct jail_ctx ctx = {
-		.cfg = spec->cfg,
-		.host_base = spec->host_base,
-		.uid = JAIL_USER_UID,
-		.stdio = {-1, -1, -1},
-		.agent_path = spec->agent_path,
-		.agent_sock = spec->agent_sock,
-		.agent_fd = -1,
-		.listen_fd = -1,
-		.clone_parent = spec->parent_is_ours,
-		.netns = spec->netns_ahead ? JAIL_NETNS_AHEAD : JAIL_NETNS_CLONE,
-		.netns_fd = spec->netns_fd,
-		.root = spec->mntns_ahead && jail_rootfs_can_ahead(spec->cfg) ? JAIL_ROOT_AHEAD
-									      : JAIL_ROOT_BUILD,
-		.mntns_fd = spec->mntns_fd,
+	    .cfg = spec->cfg,
+	    .host_base = spec->host_base,
+	    .uid = JAIL_USER_UID,
+	    .stdio = {-1, -1, -1},
+	    .agent_path = spec->agent_path,
+	    .agent_sock = spec->agent_sock,
+	    .agent_fd = -1,
+	    .listen_fd = -1,
+	    .clone_parent = spec->parent_is_ours,
+	    .netns = spec->netns_ahead ? JAIL_NETNS_AHEAD : JAIL_NETNS_CLONE,
+	    .netns_fd = spec->netns_fd,
+	    .root = spec->mntns_ahead && jail_rootfs_can_ahead(spec->cfg) ? JAIL_ROOT_AHEAD
+									  : JAIL_ROOT_BUILD,
+	    .mntns_fd = spec->mntns_fd,
 	};
 	struct jail_cgroup *cg = NULL;
 	int sync[2] = {-1, -1}, pidfd = -1, r;

@@ -11,22 +11,22 @@
 struct jail_cgroup;
 
 struct jail_sandbox_spec {
-	const struct al_config *cfg; /* limits, image, workdir, hostname */
-	const char *agent_path;      /* the static airlock-agent binary on the host */
-	const char *agent_sock;      /* host path for the agent's listening socket */
-	const char *cgroup_name;     /* e.g. the sandbox id; created under airlock/ */
-	uid_t host_base;             /* first host id of the sandbox's 65536-id range */
-	bool parent_is_ours;         /* PID 1 becomes a child of our parent (CLONE_PARENT) */
-	bool netns_ahead;            /* PID 1 joins netns_fd (jail_netns_make; still ours to */
-	int netns_fd;                /* close) instead of a network namespace of its own */
-	bool mntns_ahead;            /* PID 1 joins mntns_fd, a root made ahead for this cfg */
-	int mntns_fd;                /* (jail_rootfs_ahead; still ours to close) */
+	const struct al_config *cfg;	  /* limits, image, workdir, hostname */
+	const char *agent_path;		  /* the static airlock-agent binary on the host */
+	const char *agent_sock;		  /* host path for the agent's listening socket */
+	const char *cgroup_name;	  /* e.g. the sandbox id; created under airlock/ */
+	uid_t host_base;		  /* first host id of the sandbox's 65536-id range */
+	bool parent_is_ours;		  /* PID 1 becomes a child of our parent (CLONE_PARENT) */
+	bool netns_ahead;		  /* PID 1 joins netns_fd (jail_netns_make; still ours to */
+	int netns_fd;			  /* close) instead of a network namespace of its own */
+	bool mntns_ahead;		  /* PID 1 joins mntns_fd, a root made ahead for this cfg */
+	int mntns_fd;			  /* (jail_rootfs_ahead; still ours to close) */
 	struct jail_cgroup *cgroup_ahead; /* NULL, or one made by jail_cgroup_ahead: the spawn
 					   * renames it to cgroup_name or removes it */
 };
 
 struct jail_sandbox_info {
-	pid_t pid;           /* host pid of PID 1 */
+	pid_t pid;	     /* host pid of PID 1 */
 	uint64_t start_time; /* /proc/PID/stat field 22, to recognise it after a restart */
 };
 

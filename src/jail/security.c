@@ -30,9 +30,8 @@
 
 /* Capabilities kept with --root (uid 0 inside): enough to own and chmod the sandbox's own
  * files and to switch uid inside, nothing over any namespace or the host. */
-static const int root_caps[] = {CAP_CHOWN,  CAP_DAC_OVERRIDE, CAP_FOWNER,
-				CAP_FSETID, CAP_KILL,         CAP_SETGID,
-				CAP_SETUID, CAP_NET_BIND_SERVICE};
+static const int root_caps[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_FSETID,
+				CAP_KILL,  CAP_SETGID,	     CAP_SETUID, CAP_NET_BIND_SERVICE};
 
 static int last_cap(void)
 {
@@ -132,7 +131,7 @@ static int add_path(int ruleset, const char *path, uint64_t access, struct al_er
 int jail_landlock_build(const char *wd, int *fd_out, struct al_error **err)
 {
 	static const char *const writable[] = {"/workspace", "/tmp", JAIL_HOME, "/dev/shm"};
-	static const char *const devices[] = {"/dev/null", "/dev/zero",    "/dev/full",
+	static const char *const devices[] = {"/dev/null",   "/dev/zero",    "/dev/full",
 					      "/dev/random", "/dev/urandom", "/dev/tty",
 					      "/dev/pts"};
 	struct al_landlock_ruleset_attr attr = {0};
@@ -146,7 +145,7 @@ int jail_landlock_build(const char *wd, int *fd_out, struct al_error **err)
 	abi = sys_landlock_create_ruleset(NULL, 0, AL_LANDLOCK_CREATE_RULESET_VERSION);
 	if (abi < 0) {
 		if (errno == ENOSYS || errno == EOPNOTSUPP)
-			return 0; /* no Landlock: DAC and the unmapped owner still protect the root */
+			return 0; /* no Landlock: DAC and the unmapped owner protect it */
 		return al_error_set(err, errno, "landlock_create_ruleset(version)");
 	}
 	all = fs_rights_for(abi);
@@ -195,8 +194,8 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
 int jail_seccomp_install(struct al_error **err)
 {
 	struct sock_fprog prog = {
-		.len = ARRAY_SIZE(jail_seccomp_insns),
-		.filter = (struct sock_filter *)jail_seccomp_insns,
+	    .len = ARRAY_SIZE(jail_seccomp_insns),
+	    .filter = (struct sock_filter *)jail_seccomp_insns,
 	};
 
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)

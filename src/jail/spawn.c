@@ -71,10 +71,10 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int
 	       struct al_error **err)
 {
 	struct al_clone_args args = {
-		.flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
-			 AL_CLONE_NEWTIME | CLONE_PIDFD,
-		.pidfd = (uint64_t)(uintptr_t)pidfd_out,
-		.exit_signal = SIGCHLD,
+	    .flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+		     AL_CLONE_NEWTIME | CLONE_PIDFD,
+	    .pidfd = (uint64_t)(uintptr_t)pidfd_out,
+	    .exit_signal = SIGCHLD,
 	};
 	int cgfd = jail_cgroup_clone_fd(cg);
 	pid_t pid;

@@ -142,8 +142,7 @@ int net_dns_read_name(const uint8_t *msg, size_t len, size_t off, char *out, siz
 }
 
 /* Read a record header at *pos and check its rdata fits; advances past it. */
-static int rr_next(const uint8_t *msg, size_t len, size_t *pos, struct rr_hdr *rr,
-		   const char **why)
+static int rr_next(const uint8_t *msg, size_t len, size_t *pos, struct rr_hdr *rr, const char **why)
 {
 	char name[NET_DNS_MAX_TEXT_NAME + 1];
 	size_t p;
@@ -288,7 +287,8 @@ size_t net_dns_reply_limit(const struct net_dns_query *q, bool tcp)
 static ssize_t put_head(const struct net_dns_query *q, int rcode, uint8_t *out, size_t cap)
 {
 	bool question = q->qname_wire != NULL;
-	size_t need = NET_DNS_HEADER + (question ? q->question_len : 0) + (q->edns ? OPT_RR_LEN : 0);
+	size_t need =
+	    NET_DNS_HEADER + (question ? q->question_len : 0) + (q->edns ? OPT_RR_LEN : 0);
 	uint16_t flags;
 
 	if (cap < need || rcode < 0 || rcode > 15)
@@ -420,8 +420,8 @@ static int check_question(const uint8_t *msg, size_t len, const struct net_dns_a
 	return 0;
 }
 
-static int add_rr(const struct rr_hdr *h, const uint8_t *msg, struct net_dns_rr *rr,
-		  size_t max_rr, struct net_dns_response *res)
+static int add_rr(const struct rr_hdr *h, const uint8_t *msg, struct net_dns_rr *rr, size_t max_rr,
+		  struct net_dns_response *res)
 {
 	struct net_dns_rr *r;
 
@@ -442,8 +442,8 @@ static int add_rr(const struct rr_hdr *h, const uint8_t *msg, struct net_dns_rr 
 }
 
 /* Find the one CNAME owned by cur in the answer section; 1 found, 0 none, -1 error. */
-static int find_cname(const uint8_t *msg, size_t len, size_t start, unsigned count,
-		      const char *cur, struct rr_hdr *found, const char **why)
+static int find_cname(const uint8_t *msg, size_t len, size_t start, unsigned count, const char *cur,
+		      struct rr_hdr *found, const char **why)
 {
 	char name[NET_DNS_MAX_TEXT_NAME + 1];
 	struct rr_hdr rr;
@@ -467,9 +467,8 @@ static int find_cname(const uint8_t *msg, size_t len, size_t start, unsigned cou
 }
 
 /* Follow the CNAME chain from the question and collect the final name's addresses. */
-static int collect(const uint8_t *msg, size_t len, size_t start, unsigned count,
-		   uint16_t qtype, struct net_dns_rr *rr, size_t max_rr,
-		   struct net_dns_response *res)
+static int collect(const uint8_t *msg, size_t len, size_t start, unsigned count, uint16_t qtype,
+		   struct net_dns_rr *rr, size_t max_rr, struct net_dns_response *res)
 {
 	char name[NET_DNS_MAX_TEXT_NAME + 1];
 	struct rr_hdr h;

@@ -44,11 +44,11 @@
 #define NET_DNS_MAX_LABEL 63
 #define NET_DNS_MAX_WIRE_NAME 255 /* RFC 1035 §3.1, including the root label */
 #define NET_DNS_MAX_TEXT_NAME 253 /* dotted, without the trailing dot */
-#define NET_DNS_UDP_MIN 512       /* a client without EDNS, or advertising less */
-#define NET_DNS_EDNS_SIZE 1232    /* the payload size our replies advertise */
-#define NET_DNS_MAX_CNAME 8       /* CNAME hops followed in an upstream answer */
-#define NET_DNS_MAX_PTR_HOPS 64   /* compression pointers followed in one name */
-#define NET_DNS_MAX_RECORDS 256   /* records per section of an upstream answer */
+#define NET_DNS_UDP_MIN 512	  /* a client without EDNS, or advertising less */
+#define NET_DNS_EDNS_SIZE 1232	  /* the payload size our replies advertise */
+#define NET_DNS_MAX_CNAME 8	  /* CNAME hops followed in an upstream answer */
+#define NET_DNS_MAX_PTR_HOPS 64	  /* compression pointers followed in one name */
+#define NET_DNS_MAX_RECORDS 256	  /* records per section of an upstream answer */
 
 enum net_dns_type {
 	NET_DNS_A = 1,
@@ -91,24 +91,24 @@ enum net_dns_rcode {
 /* A query from the sandbox, as net_dns_parse_query() read it. */
 struct net_dns_query {
 	uint16_t id;
-	uint16_t flags;    /* the raw flags word; RD and CD are the ones echoed */
-	bool rd;           /* recursion desired */
-	uint16_t qtype;    /* any value: judging the type is the caller's job */
+	uint16_t flags;	   /* the raw flags word; RD and CD are the ones echoed */
+	bool rd;	   /* recursion desired */
+	uint16_t qtype;	   /* any value: judging the type is the caller's job */
 	uint16_t qclass;   /* always NET_DNS_CLASS_IN on success */
-	bool edns;         /* an OPT record was present */
+	bool edns;	   /* an OPT record was present */
 	uint16_t edns_udp; /* its advertised payload size (raw; 0 without EDNS) */
-	bool edns_do;      /* its DO bit */
+	bool edns_do;	   /* its DO bit */
 	/* SAFETY: qname_wire points into the caller's message, qname_wire_len
 	 * (1..255) bytes, ending with the root label. */
 	const uint8_t *qname_wire;
 	size_t qname_wire_len;
-	size_t question_len;                   /* qname + qtype + qclass */
+	size_t question_len;		       /* qname + qtype + qclass */
 	char qname[NET_DNS_MAX_TEXT_NAME + 1]; /* dotted, NUL-terminated, "" for the root */
 	size_t qname_len;
 	/* On -1: */
-	const char *why;   /* a static reason */
-	int rcode;         /* what to answer with: FORMERR, NOTIMP or REFUSED */
-	bool answerable;   /* a header came in with QR=0: a reply with ->id may be sent */
+	const char *why; /* a static reason */
+	int rcode;	 /* what to answer with: FORMERR, NOTIMP or REFUSED */
+	bool answerable; /* a header came in with QR=0: a reply with ->id may be sent */
 };
 
 /*
@@ -145,8 +145,8 @@ ssize_t net_dns_build_reply(const struct net_dns_query *q, int rcode, uint8_t *o
 
 /* One address record for net_dns_build_answer(). */
 struct net_dns_addr {
-	uint16_t type;   /* NET_DNS_A (addr[0..3]) or NET_DNS_AAAA (addr[0..15]) */
-	uint32_t ttl;    /* seconds; values above 2^31-1 are sent as 2^31-1 */
+	uint16_t type; /* NET_DNS_A (addr[0..3]) or NET_DNS_AAAA (addr[0..15]) */
+	uint32_t ttl;  /* seconds; values above 2^31-1 are sent as 2^31-1 */
 	uint8_t addr[16];
 };
 
@@ -171,8 +171,8 @@ struct net_dns_asked {
 
 /* One record of an upstream answer. */
 struct net_dns_rr {
-	uint16_t type;     /* A, AAAA or CNAME */
-	uint32_t ttl;      /* clamped to 2^31-1 (RFC 2181 §8) */
+	uint16_t type;	   /* A, AAAA or CNAME */
+	uint32_t ttl;	   /* clamped to 2^31-1 (RFC 2181 §8) */
 	uint8_t addr[16];  /* A: 4 bytes, AAAA: 16 */
 	size_t owner_off;  /* offset of the owner name in the message */
 	size_t target_off; /* CNAME: offset of the target name */
@@ -181,13 +181,13 @@ struct net_dns_rr {
 /* The upstream answer, as net_dns_parse_response() read it. */
 struct net_dns_response {
 	uint16_t flags;
-	int rcode;        /* the 4-bit header rcode */
-	bool tc;          /* truncated: nothing past the question was read; retry over TCP */
-	size_t n_rr;      /* records filled in rr[] */
-	size_t n_addr;    /* of which A/AAAA */
+	int rcode;	  /* the 4-bit header rcode */
+	bool tc;	  /* truncated: nothing past the question was read; retry over TCP */
+	size_t n_rr;	  /* records filled in rr[] */
+	size_t n_addr;	  /* of which A/AAAA */
 	uint32_t min_ttl; /* smallest TTL on the chain (0 if none) */
 	char final_name[NET_DNS_MAX_TEXT_NAME + 1]; /* the end of the CNAME chain */
-	const char *why;  /* on -1, a static reason */
+	const char *why;			    /* on -1, a static reason */
 };
 
 /*

@@ -182,7 +182,8 @@ static long parse_target(struct net_http_req *req, struct authority *a)
 		return 0;
 	}
 	if (n < 7 || !span_ieq(t, 7, "http://"))
-		return fail(req, 400, "request-target is not origin-, http absolute- or authority-form");
+		return fail(req, 400,
+			    "request-target is not origin-, http absolute- or authority-form");
 	req->form = NET_HTTP_ABSOLUTE;
 	req->scheme = (struct net_http_span){t, 4};
 	end = t + n;
@@ -339,8 +340,9 @@ static long check_head(struct net_http_req *req, struct authority *target, bool 
 		*target = host;
 	} else if (!same_host(target, &host)) {
 		return fail(req, 400, "Host differs from the target's authority");
-	} else if (req->form == NET_HTTP_AUTHORITY ? host.port_explicit && host.port != target->port
-		   : (host.port_explicit ? host.port : 80) !=
+	} else if (req->form == NET_HTTP_AUTHORITY
+		       ? host.port_explicit && host.port != target->port
+		       : (host.port_explicit ? host.port : 80) !=
 			     (target->port_explicit ? target->port : 80)) {
 		return fail(req, 400, "Host port differs from the target's authority");
 	}
@@ -359,7 +361,8 @@ static size_t head_end(const char *buf, size_t len, size_t last_len)
 	if (len > NET_HTTP_MAX_HEAD)
 		len = NET_HTTP_MAX_HEAD;
 	for (size_t i = from; i + 4 <= len; i++)
-		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' && buf[i + 3] == '\n')
+		if (buf[i] == '\r' && buf[i + 1] == '\n' && buf[i + 2] == '\r' &&
+		    buf[i + 3] == '\n')
 			return i + 4;
 	return 0;
 }
@@ -399,8 +402,7 @@ long net_http_parse_request(const char *buf, size_t len, size_t last_len, struct
 	return (long)end;
 }
 
-const struct net_http_header *net_http_find_header(const struct net_http_req *req,
-						   const char *name)
+const struct net_http_header *net_http_find_header(const struct net_http_req *req, const char *name)
 {
 	for (size_t i = 0; i < req->n_headers; i++)
 		if (span_ieq(req->headers[i].name.p, req->headers[i].name.len, name))
@@ -617,8 +619,8 @@ static int chunk_byte(struct net_http_chunked *c, char ch)
 	}
 }
 
-int net_http_chunked_step(struct net_http_chunked *c, const char *in, size_t len,
-			  size_t *consumed, const char **data, size_t *data_len)
+int net_http_chunked_step(struct net_http_chunked *c, const char *in, size_t len, size_t *consumed,
+			  const char **data, size_t *data_len)
 {
 	*data = NULL;
 	*data_len = 0;

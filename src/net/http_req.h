@@ -76,27 +76,27 @@ enum net_http_form {
 
 struct net_http_req {
 	struct net_http_span method;
-	struct net_http_span target;   /* the whole request-target */
+	struct net_http_span target; /* the whole request-target */
 	enum net_http_form form;
-	int minor;                     /* HTTP/1.<minor>: 1 or 0 */
-	struct net_http_span scheme;   /* "http" in any case for absolute-form, else NULL */
+	int minor;		     /* HTTP/1.<minor>: 1 or 0 */
+	struct net_http_span scheme; /* "http" in any case for absolute-form, else NULL */
 	/* The authority: from the target when it has one, else from Host. */
-	struct net_http_span host;     /* raw bytes; an IPv6 literal without its brackets */
+	struct net_http_span host; /* raw bytes; an IPv6 literal without its brackets */
 	bool host_ipv6;
-	uint16_t port;                 /* explicit, or 80 when implied (never 0 on success) */
+	uint16_t port; /* explicit, or 80 when implied (never 0 on success) */
 	bool port_explicit;
-	struct net_http_span path;     /* path and query; absolute-form may give ""
-					* (meaning "/"); "*" for asterisk-form;
-					* NULL for authority-form */
+	struct net_http_span path; /* path and query; absolute-form may give ""
+				    * (meaning "/"); "*" for asterisk-form;
+				    * NULL for authority-form */
 	struct net_http_header headers[NET_HTTP_MAX_HEADERS];
 	size_t n_headers;
 	struct net_http_span host_header; /* the Host value, NULL if none */
 	bool has_content_length;
 	uint64_t content_length;
 	bool chunked;
-	size_t head_len;               /* request line + fields + the empty line */
-	const char *why;               /* on -1, a static reason */
-	int status;                    /* on -1, the status to answer with */
+	size_t head_len; /* request line + fields + the empty line */
+	const char *why; /* on -1, a static reason */
+	int status;	 /* on -1, the status to answer with */
 };
 
 /*
@@ -147,10 +147,10 @@ long net_http_parse_response(const char *buf, size_t len, struct net_http_resp *
  * are refused. An optional cap on the decoded total.
  */
 struct net_http_chunked {
-	int state;          /* internal; zero-initialize the struct to start */
+	int state; /* internal; zero-initialize the struct to start */
 	unsigned digits;
 	uint64_t remaining; /* bytes left in the current chunk */
-	uint64_t total;     /* decoded bytes so far */
+	uint64_t total;	    /* decoded bytes so far */
 	uint64_t max_total; /* 0: no cap */
 	const char *why;    /* on -1, a static reason */
 };
@@ -162,7 +162,7 @@ struct net_http_chunked {
  * *consumed always says how many bytes of in were used (for 0, the rest of
  * in belongs to the next message). Call again with in + *consumed.
  */
-int net_http_chunked_step(struct net_http_chunked *c, const char *in, size_t len,
-			  size_t *consumed, const char **data, size_t *data_len);
+int net_http_chunked_step(struct net_http_chunked *c, const char *in, size_t len, size_t *consumed,
+			  const char **data, size_t *data_len);
 
 #endif

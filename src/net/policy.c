@@ -415,10 +415,11 @@ static int policy_allow_record(struct net_policy *p, json_t *obj, struct al_erro
 
 			net_rules_clear(&parsed); /* an empty list still has its array */
 			if (!has_rules)
-				continue; /* no rules: one entry */
+				continue;		 /* no rules: one entry */
 			return al_error_msg(err, EINVAL, /* which rules would apply? */
 					    "%s: the same domain as an earlier entry (names are "
-					    "compared after canonicalization)", what);
+					    "compared after canonicalization)",
+					    what);
 		}
 		d = &p->domains[p->n_domains - 1];
 		d->rules = parsed;
@@ -695,8 +696,9 @@ static json_t *policy_to_json(const struct net_policy *p, bool redact)
 		return policy_mode_json(p);
 	j = policy_oom(json_object());
 	subnets = policy_oom(json_object());
-	policy_set(j, "allow", net_policy_has_rules(p) ? policy_record_json(p, redact)
-						       : policy_domains_json(p));
+	policy_set(j, "allow",
+		   net_policy_has_rules(p) ? policy_record_json(p, redact)
+					   : policy_domains_json(p));
 	policy_set(subnets, "allow", policy_cidrs_json(p->allow_cidrs, p->n_allow_cidrs));
 	policy_set(subnets, "deny", policy_cidrs_json(p->deny_cidrs, p->n_deny_cidrs));
 	policy_set(j, "subnets", subnets);
@@ -715,7 +717,8 @@ json_t *net_policy_to_json_redacted(const struct net_policy *p)
 
 json_t *net_policy_redact_json(json_t *policy)
 {
-	json_t *c = policy_oom(json_deep_copy(policy)), *allow = json_object_get(c, "allow"), *rules;
+	json_t *c = policy_oom(json_deep_copy(policy)), *allow = json_object_get(c, "allow"),
+	       *rules;
 	const char *domain;
 
 	if (!json_is_object(allow))
@@ -738,7 +741,7 @@ json_t *net_policy_redact_json(json_t *policy)
 				if (!json_is_object(h))
 					continue;
 				json_object_foreach(h, name, v)
-					json_object_set_new(h, name, json_string("<redacted>"));
+				    json_object_set_new(h, name, json_string("<redacted>"));
 			}
 		}
 	}

@@ -49,7 +49,7 @@ struct net_policy {
 	enum net_policy_mode mode;
 	/* Set by the owner (daemon/gateway) on every change; never part of the JSON. */
 	uint64_t generation;
-	unsigned refs;		   /* net_policy_ref / net_policy_free */
+	unsigned refs; /* net_policy_ref / net_policy_free */
 	/* NET_POLICY_LIST only (empty otherwise). */
 	struct net_pattern *domains;
 	size_t n_domains;

@@ -22,14 +22,20 @@
 const char *net_json_type(const json_t *j)
 {
 	switch (json_typeof(j)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
+	case JSON_OBJECT:
+		return "an object";
+	case JSON_ARRAY:
+		return "an array";
+	case JSON_STRING:
+		return "a string";
 	case JSON_INTEGER:
-	case JSON_REAL: return "a number";
+	case JSON_REAL:
+		return "a number";
 	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	default: return "null";
+	case JSON_FALSE:
+		return "a boolean";
+	default:
+		return "null";
 	}
 }
 
@@ -80,12 +86,20 @@ static bool is_field_value(const char *s, size_t n)
 
 bool net_rule_header_forbidden(const char *name, bool response)
 {
-	static const char *const req[] = {"host", "content-length", "transfer-encoding",
-					  "connection", "keep-alive", "te", "trailer", "upgrade",
-					  "proxy-connection", "proxy-authorization", "expect",
+	static const char *const req[] = {"host",
+					  "content-length",
+					  "transfer-encoding",
+					  "connection",
+					  "keep-alive",
+					  "te",
+					  "trailer",
+					  "upgrade",
+					  "proxy-connection",
+					  "proxy-authorization",
+					  "expect",
 					  "http2-settings"};
 	static const char *const resp[] = {"connection", "content-length", "transfer-encoding",
-					   "keep-alive", "trailer", "upgrade"};
+					   "keep-alive", "trailer",	   "upgrade"};
 	const char *const *l = response ? resp : req;
 	size_t n = response ? ARRAY_SIZE(resp) : ARRAY_SIZE(req);
 
@@ -111,8 +125,7 @@ static int matcher_compile(struct net_matcher *m, const char *what, struct al_er
 
 	if (m->kind != NET_MATCH_REGEX)
 		return 0;
-	m->re = pcre2_compile((PCRE2_SPTR)m->text, strlen(m->text), PCRE2_UTF,
-			      &ec, &off, NULL);
+	m->re = pcre2_compile((PCRE2_SPTR)m->text, strlen(m->text), PCRE2_UTF, &ec, &off, NULL);
 	if (!m->re) {
 		pcre2_get_error_message(ec, (PCRE2_UCHAR *)msg, sizeof(msg));
 		return al_error_msg(err, EINVAL, "%s.regex does not compile: %s (at offset %zu)",
@@ -129,7 +142,8 @@ static int matcher_parse(json_t *j, const char *what, struct net_matcher *m, str
 	int found = 0;
 
 	if (!json_is_object(j))
-		return al_error_msg(err, EINVAL, "%s must be an object, not %s", what, net_json_type(j));
+		return al_error_msg(err, EINVAL, "%s must be an object, not %s", what,
+				    net_json_type(j));
 	if (only_keys(j, what, keys, err) < 0)
 		return -EINVAL;
 	for (size_t i = 0; i < 3; i++) {
@@ -140,7 +154,8 @@ static int matcher_parse(json_t *j, const char *what, struct net_matcher *m, str
 			return al_error_msg(err, EINVAL, "%s.%s must be a string, not %s", what,
 					    keys[i], net_json_type(v));
 		if (strlen(json_string_value(v)) != json_string_length(v))
-			return al_error_msg(err, EINVAL, "%s.%s contains a NUL byte", what, keys[i]);
+			return al_error_msg(err, EINVAL, "%s.%s contains a NUL byte", what,
+					    keys[i]);
 		if (kinds[i] == NET_MATCH_REGEX && json_string_length(v) > NET_RULE_MAX_REGEX)
 			return al_error_msg(err, EINVAL, "%s.regex is longer than %d bytes", what,
 					    NET_RULE_MAX_REGEX);
@@ -164,7 +179,8 @@ static int kvs_parse(json_t *arr, const char *what, bool lower_key, struct net_k
 	size_t i;
 
 	if (!json_is_array(arr))
-		return al_error_msg(err, EINVAL, "%s must be an array, not %s", what, net_json_type(arr));
+		return al_error_msg(err, EINVAL, "%s must be an array, not %s", what,
+				    net_json_type(arr));
 	if (json_array_size(arr) > NET_RULE_MAX_ITEMS)
 		return al_error_msg(err, EINVAL, "%s has more than %d entries", what,
 				    NET_RULE_MAX_ITEMS);
@@ -177,7 +193,8 @@ static int kvs_parse(json_t *arr, const char *what, bool lower_key, struct net_k
 		*n = i + 1;
 		snprintf(sub, sizeof(sub), "%s[%zu]", what, i);
 		if (!json_is_object(e))
-			return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, net_json_type(e));
+			return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub,
+					    net_json_type(e));
 		if (only_keys(e, sub, keys, err) < 0)
 			return -EINVAL;
 		k = json_object_get(e, "key");
@@ -214,16 +231,18 @@ static int match_parse(json_t *m, const char *what, struct net_rule *r, struct a
 		size_t i;
 
 		if (!json_is_array(v) || json_array_size(v) > NET_RULE_MAX_ITEMS)
-			return al_error_msg(err, EINVAL, "%s.method must be an array of at most %d "
-					    "method names", sub, NET_RULE_MAX_ITEMS);
+			return al_error_msg(err, EINVAL,
+					    "%s.method must be an array of at most %d "
+					    "method names",
+					    sub, NET_RULE_MAX_ITEMS);
 		r->methods = xzalloc((json_array_size(v) + 1) * sizeof(char *));
 		json_array_foreach(v, i, e)
 		{
 			const char *s = json_string_value(e);
 
 			if (!s || !is_token(s) || strlen(s) > NET_HTTP_MAX_METHOD)
-				return al_error_msg(err, EINVAL, "%s.method[%zu] is not an HTTP method",
-						    sub, i);
+				return al_error_msg(err, EINVAL,
+						    "%s.method[%zu] is not an HTTP method", sub, i);
 			r->methods[i] = xstrdup(s);
 			for (char *c = r->methods[i]; *c; c++)
 				*c = (char)toupper((unsigned char)*c);
@@ -272,18 +291,23 @@ static int headers_parse(json_t *obj, const char *what, bool response, struct ne
 			return al_error_msg(err, EINVAL, "%s: '%.64s' is not a valid header name",
 					    what, k);
 		if (net_rule_header_forbidden(k, response))
-			return al_error_msg(err, EINVAL, "%s: '%s' is managed by the proxy and cannot "
-					    "be set", what, k);
+			return al_error_msg(err, EINVAL,
+					    "%s: '%s' is managed by the proxy and cannot "
+					    "be set",
+					    what, k);
 		for (size_t i = 0; i < *n; i++)
 			if (!strcasecmp((*kvs)[i].name, k))
-				return al_error_msg(err, EINVAL, "%s: duplicate header '%s'", what, k);
+				return al_error_msg(err, EINVAL, "%s: duplicate header '%s'", what,
+						    k);
 		if (!json_is_string(v))
-			return al_error_msg(err, EINVAL, "%s['%s'] must be a string, not %s", what, k,
-					    net_json_type(v));
+			return al_error_msg(err, EINVAL, "%s['%s'] must be a string, not %s", what,
+					    k, net_json_type(v));
 		if (!is_field_value(json_string_value(v), json_string_length(v)) ||
 		    json_string_length(v) > 8192)
-			return al_error_msg(err, EINVAL, "%s['%s']: the value has control characters, "
-					    "surrounding spaces, or is over 8192 bytes", what, k);
+			return al_error_msg(err, EINVAL,
+					    "%s['%s']: the value has control characters, "
+					    "surrounding spaces, or is over 8192 bytes",
+					    what, k);
 		(*kvs)[*n].name = xstrdup(k);
 		(*kvs)[*n].value = xstrdup(json_string_value(v));
 		(*n)++;
@@ -306,7 +330,8 @@ static int transform_parse(json_t *t, const char *what, struct net_rule *r, stru
 
 		snprintf(sub, sizeof(sub), "%s.transform[%zu]", what, i);
 		if (!json_is_object(e))
-			return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, net_json_type(e));
+			return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub,
+					    net_json_type(e));
 		if (only_keys(e, sub, keys, err) < 0)
 			return -EINVAL;
 		if (!(h = json_object_get(e, "headers")))
@@ -327,7 +352,8 @@ static int transform_parse(json_t *t, const char *what, struct net_rule *r, stru
 			}
 			for (size_t j = 0; j < nm; j++) {
 				size_t x;
-				for (x = 0; x < r->n_set && strcasecmp(r->set[x].name, mine[j].name); x++)
+				for (x = 0;
+				     x < r->n_set && strcasecmp(r->set[x].name, mine[j].name); x++)
 					;
 				if (x < r->n_set) {
 					free(r->set[x].value);
@@ -354,7 +380,8 @@ static int response_parse(json_t *o, const char *what, struct net_rule *r, struc
 
 	snprintf(sub, sizeof(sub), "%s.response", what);
 	if (!json_is_object(o))
-		return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub, net_json_type(o));
+		return al_error_msg(err, EINVAL, "%s must be an object, not %s", sub,
+				    net_json_type(o));
 	if (only_keys(o, sub, keys, err) < 0)
 		return -EINVAL;
 	v = json_object_get(o, "statusCode");
@@ -368,9 +395,9 @@ static int response_parse(json_t *o, const char *what, struct net_rule *r, struc
 			return al_error_msg(err, EINVAL, "%s.body is over %d bytes", sub,
 					    NET_RULE_MAX_BODY);
 		if (r->status == 204 || r->status == 205 || r->status == 304)
-			return al_error_msg(err, EINVAL,
-					    "%s: body is not allowed on status codes 204, 205 and 304",
-					    sub);
+			return al_error_msg(
+			    err, EINVAL, "%s: body is not allowed on status codes 204, 205 and 304",
+			    sub);
 		r->body_len = json_string_length(v);
 		r->body = xzalloc(r->body_len + 1);
 		memcpy(r->body, json_string_value(v), r->body_len + 1);
@@ -379,13 +406,13 @@ static int response_parse(json_t *o, const char *what, struct net_rule *r, struc
 		if (!json_is_string(v) ||
 		    !is_field_value(json_string_value(v), json_string_length(v)) ||
 		    json_string_length(v) == 0 || json_string_length(v) > 256)
-			return al_error_msg(err, EINVAL, "%s.contentType must be a media type string",
-					    sub);
+			return al_error_msg(err, EINVAL,
+					    "%s.contentType must be a media type string", sub);
 		r->content_type = xstrdup(json_string_value(v));
 	}
 	if (r->body && !r->content_type)
-		return al_error_msg(err, EINVAL, "%s: contentType must be provided when body is set",
-				    sub);
+		return al_error_msg(err, EINVAL,
+				    "%s: contentType must be provided when body is set", sub);
 	if ((v = json_object_get(o, "headers"))) {
 		char h[104];
 		snprintf(h, sizeof(h), "%s.headers", sub);
@@ -395,7 +422,8 @@ static int response_parse(json_t *o, const char *what, struct net_rule *r, struc
 			if (r->content_type && !strcasecmp(r->resp_headers[i].name, "content-type"))
 				return al_error_msg(err, EINVAL,
 						    "%s: content-type given twice (contentType and "
-						    "headers)", sub);
+						    "headers)",
+						    sub);
 	}
 	return 0;
 }
@@ -492,15 +520,16 @@ static int rule_parse(json_t *j, const char *what, struct net_rule *r, struct al
 	json_t *m, *t, *resp, *fwd;
 
 	if (!json_is_object(j))
-		return al_error_msg(err, EINVAL, "%s must be an object, not %s", what, net_json_type(j));
+		return al_error_msg(err, EINVAL, "%s must be an object, not %s", what,
+				    net_json_type(j));
 	if (only_keys(j, what, keys, err) < 0)
 		return -EINVAL;
 	t = json_object_get(j, "transform");
 	resp = json_object_get(j, "response");
 	fwd = json_object_get(j, "forwardURL");
 	if (!!t + !!resp + !!fwd != 1)
-		return al_error_msg(err, EINVAL,
-				    "%s needs exactly one of transform, response, forwardURL", what);
+		return al_error_msg(
+		    err, EINVAL, "%s needs exactly one of transform, response, forwardURL", what);
 	if ((m = json_object_get(j, "match")) && match_parse(m, what, r, err) < 0)
 		return -EINVAL;
 	if (t) {

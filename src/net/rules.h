@@ -26,10 +26,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define NET_RULES_MAX 64           /* rules per domain */
-#define NET_RULE_MAX_ITEMS 32      /* methods, KV matchers, headers per rule */
-#define NET_RULE_MAX_BODY 65536    /* a synthetic response body */
-#define NET_RULE_MAX_REGEX 1024    /* bytes of one pattern */
+#define NET_RULES_MAX 64	/* rules per domain */
+#define NET_RULE_MAX_ITEMS 32	/* methods, KV matchers, headers per rule */
+#define NET_RULE_MAX_BODY 65536 /* a synthetic response body */
+#define NET_RULE_MAX_REGEX 1024 /* bytes of one pattern */
 
 enum net_match_kind { NET_MATCH_NONE = 0, NET_MATCH_EXACT, NET_MATCH_PREFIX, NET_MATCH_REGEX };
 
@@ -44,7 +44,7 @@ struct net_kv_matcher {
 };
 
 struct net_header_kv {
-	char *name;  /* as given (case kept for sending) */
+	char *name; /* as given (case kept for sending) */
 	char *value;
 };
 
@@ -63,17 +63,17 @@ struct net_rule {
 	enum net_rule_action action;
 	struct net_header_kv *set; /* transform: headers to set, in order (later wins) */
 	size_t n_set;
-	int status;                /* response */
+	int status; /* response */
 	struct net_header_kv *resp_headers;
 	size_t n_resp_headers;
-	char *body;                /* NULL: no body */
+	char *body; /* NULL: no body */
 	size_t body_len;
 	char *content_type;
-	char *forward_url;         /* forward: the URL as given */
-	char *fwd_host;            /* its host (a name or an IPv4 literal) */
+	char *forward_url; /* forward: the URL as given */
+	char *fwd_host;	   /* its host (a name or an IPv4 literal) */
 	int fwd_port;
-	char *fwd_prefix;          /* its path without a trailing '/' ("" for none) */
-	json_t *match_json;        /* the match object as given (for read-back), or NULL */
+	char *fwd_prefix;   /* its path without a trailing '/' ("" for none) */
+	json_t *match_json; /* the match object as given (for read-back), or NULL */
 };
 
 struct net_rules {

@@ -122,7 +122,8 @@ static int reassemble(const uint8_t *data, size_t len, uint8_t *scratch, size_t 
 		if (got >= 1 && scratch[0] != HS_CLIENT_HELLO)
 			return fail(h, "handshake message is not a ClientHello");
 		if (!total && got >= 4) {
-			total = 4 + ((size_t)scratch[1] << 16 | (size_t)scratch[2] << 8 | scratch[3]);
+			total =
+			    4 + ((size_t)scratch[1] << 16 | (size_t)scratch[2] << 8 | scratch[3]);
 			if (total > cap || total > NET_TLS_MAX_HELLO)
 				return fail(h, "ClientHello larger than the reassembly cap");
 		}

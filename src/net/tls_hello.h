@@ -38,10 +38,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NET_TLS_MAX_HELLO 16384  /* reassembly cap: handshake header + body */
+#define NET_TLS_MAX_HELLO 16384	 /* reassembly cap: handshake header + body */
 #define NET_TLS_MAX_RECORD 16384 /* 2^14, RFC 8446 §5.1 */
 #define NET_TLS_MAX_SNI 255
-#define NET_TLS_NO_SNI 1         /* parsed, but there is no server_name extension */
+#define NET_TLS_NO_SNI 1 /* parsed, but there is no server_name extension */
 
 #define NET_TLS_EXT_SERVER_NAME 0x0000
 #define NET_TLS_EXT_ALPN 0x0010
@@ -53,22 +53,22 @@
 struct net_tls_hello {
 	uint16_t record_version; /* of the records */
 	uint16_t legacy_version; /* ClientHello.legacy_version */
-	size_t consumed;         /* input bytes of the records that carried the hello */
+	size_t consumed;	 /* input bytes of the records that carried the hello */
 	size_t n_records;
-	size_t hello_len;        /* handshake body length */
+	size_t hello_len; /* handshake body length */
 	/* SAFETY: every span below points into the caller's scratch buffer. */
-	const uint8_t *sni;      /* raw host_name bytes, not NUL-terminated; NULL without SNI */
+	const uint8_t *sni; /* raw host_name bytes, not NUL-terminated; NULL without SNI */
 	size_t sni_len;
-	bool ech;                /* encrypted_client_hello present */
-	bool esni;               /* legacy encrypted_server_name present */
-	const uint8_t *alpn;     /* the ProtocolNameList body (len-prefixed names) */
+	bool ech;	     /* encrypted_client_hello present */
+	bool esni;	     /* legacy encrypted_server_name present */
+	const uint8_t *alpn; /* the ProtocolNameList body (len-prefixed names) */
 	size_t alpn_len;
 	size_t n_alpn;
 	const uint8_t *versions; /* supported_versions list body (2 bytes each) */
 	size_t versions_len;
-	bool tls13;              /* supported_versions offers 0x0304 */
+	bool tls13; /* supported_versions offers 0x0304 */
 	size_t n_extensions;
-	const char *why;         /* on -1, a static reason */
+	const char *why; /* on -1, a static reason */
 };
 
 /*

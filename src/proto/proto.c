@@ -36,39 +36,39 @@ struct field {
 
 /* The payload of a PT_COMMAND entry inside a HELLO. */
 static const struct schema command_schema = {
-	.allowed = TAG(PT_STATUS),
-	.required = TAG(PT_CMD_ID) | TAG(PT_PID) | TAG(PT_OUT_BYTES) | TAG(PT_ERR_BYTES) |
-		    TAG(PT_TIME_MS),
+    .allowed = TAG(PT_STATUS),
+    .required =
+	TAG(PT_CMD_ID) | TAG(PT_PID) | TAG(PT_OUT_BYTES) | TAG(PT_ERR_BYTES) | TAG(PT_TIME_MS),
 };
 
 static const struct schema *schema_for(uint16_t type)
 {
 	static const struct schema exec = {
-		.allowed = TAG(PT_ENV) | TAG(PT_CWD) | TAG(PT_UID) | TAG(PT_TTY) | TAG(PT_DATA) |
-			   TAG(PT_STDIN_EOF),
-		.required = TAG(PT_CMD_ID) | TAG(PT_ARG),
+	    .allowed = TAG(PT_ENV) | TAG(PT_CWD) | TAG(PT_UID) | TAG(PT_TTY) | TAG(PT_DATA) |
+		       TAG(PT_STDIN_EOF),
+	    .required = TAG(PT_CMD_ID) | TAG(PT_ARG),
 	};
 	static const struct schema stdin_ = {.required = TAG(PT_CMD_ID) | TAG(PT_DATA)};
 	static const struct schema cmd_only = {.required = TAG(PT_CMD_ID)};
 	static const struct schema kill_ = {.required = TAG(PT_CMD_ID) | TAG(PT_SIGNAL)};
 	static const struct schema replay = {
-		.allowed = TAG(PT_OFFSET) | TAG(PT_STREAM),
-		.required = TAG(PT_CMD_ID),
+	    .allowed = TAG(PT_OFFSET) | TAG(PT_STREAM),
+	    .required = TAG(PT_CMD_ID),
 	};
 	static const struct schema empty = {0};
 	static const struct schema hello = {
-		.allowed = TAG(PT_COMMAND) | TAG(PT_TIME_MS),
-		.required = TAG(PT_VERSION),
+	    .allowed = TAG(PT_COMMAND) | TAG(PT_TIME_MS),
+	    .required = TAG(PT_VERSION),
 	};
 	static const struct schema ok = {.allowed = TAG(PT_PID)};
 	static const struct schema error = {.required = TAG(PT_ERRNO) | TAG(PT_MESSAGE)};
 	static const struct schema output = {
-		.required = TAG(PT_CMD_ID) | TAG(PT_STREAM) | TAG(PT_OFFSET) | TAG(PT_DATA),
+	    .required = TAG(PT_CMD_ID) | TAG(PT_STREAM) | TAG(PT_OFFSET) | TAG(PT_DATA),
 	};
 	static const struct schema exit_ = {
-		.allowed = TAG(PT_ERRNO) | TAG(PT_MESSAGE) | TAG(PT_TIME_MS) | TAG(PT_OUT_BYTES) |
-			   TAG(PT_ERR_BYTES),
-		.required = TAG(PT_CMD_ID) | TAG(PT_STATUS),
+	    .allowed = TAG(PT_ERRNO) | TAG(PT_MESSAGE) | TAG(PT_TIME_MS) | TAG(PT_OUT_BYTES) |
+		       TAG(PT_ERR_BYTES),
+	    .required = TAG(PT_CMD_ID) | TAG(PT_STATUS),
 	};
 
 	switch (type) {
@@ -224,7 +224,8 @@ static int get_int(const struct field *f, size_t size, uint64_t *v)
 	return 0;
 }
 
-/* The integer tags with a range: u8 STREAM 1..2, u8 TTY and STDIN_EOF 0..1, u32 UID, SIGNAL 1..64, PID. */
+/* The integer tags with a range: u8 STREAM 1..2, u8 TTY and STDIN_EOF 0..1, u32 UID, SIGNAL 1..64,
+ * PID. */
 static int decode_ranged_int(struct proto_msg *m, const struct field *f)
 {
 	uint64_t v;

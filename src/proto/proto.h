@@ -36,53 +36,53 @@
 #include <stdint.h>
 
 #define PROTO_VERSION 1
-#define PROTO_HEADER 12              /* u32 len + u16 type + u16 flags + u32 id */
-#define PROTO_MAX_FRAME (1u << 20)   /* 1 MiB including the header */
-#define PROTO_MAX_ARGS 4096          /* argv / env entries */
-#define PROTO_MAX_STR 65536          /* one string (an argument, a path, ...) */
-#define PROTO_ID_MAX 64              /* command ids */
-#define PROTO_MAX_MESSAGE 4096       /* PT_MESSAGE */
-#define PROTO_MAX_ERRNO 4095         /* PT_ERRNO is 1..PROTO_MAX_ERRNO */
+#define PROTO_HEADER 12		   /* u32 len + u16 type + u16 flags + u32 id */
+#define PROTO_MAX_FRAME (1u << 20) /* 1 MiB including the header */
+#define PROTO_MAX_ARGS 4096	   /* argv / env entries */
+#define PROTO_MAX_STR 65536	   /* one string (an argument, a path, ...) */
+#define PROTO_ID_MAX 64		   /* command ids */
+#define PROTO_MAX_MESSAGE 4096	   /* PT_MESSAGE */
+#define PROTO_MAX_ERRNO 4095	   /* PT_ERRNO is 1..PROTO_MAX_ERRNO */
 
 enum proto_type {
 	/* daemon -> agent */
-	PROTO_EXEC = 1,     /* start a command */
-	PROTO_STDIN = 2,    /* bytes for a command's stdin */
+	PROTO_EXEC = 1,	 /* start a command */
+	PROTO_STDIN = 2, /* bytes for a command's stdin */
 	PROTO_STDIN_CLOSE = 3,
-	PROTO_KILL = 4,     /* signal a command's process group */
-	PROTO_REPLAY = 5,   /* resend a command's output from an offset, then its EXIT if ended */
+	PROTO_KILL = 4,	  /* signal a command's process group */
+	PROTO_REPLAY = 5, /* resend a command's output from an offset, then its EXIT if ended */
 	PROTO_PING = 6,
 	/* agent -> daemon */
-	PROTO_HELLO = 64,   /* first frame on every connection: version and every known command */
-	PROTO_OK = 65,      /* a request succeeded */
-	PROTO_ERROR = 66,   /* a request failed: errno + message */
-	PROTO_OUTPUT = 67,  /* a chunk of a command's stdout or stderr */
-	PROTO_EXIT = 68,    /* a command ended */
+	PROTO_HELLO = 64,  /* first frame on every connection: version and every known command */
+	PROTO_OK = 65,	   /* a request succeeded */
+	PROTO_ERROR = 66,  /* a request failed: errno + message */
+	PROTO_OUTPUT = 67, /* a chunk of a command's stdout or stderr */
+	PROTO_EXIT = 68,   /* a command ended */
 	PROTO_PONG = 69,
 };
 
 enum proto_tag {
-	PT_CMD_ID = 1,      /* string, <= PROTO_ID_MAX, [A-Za-z0-9_-] */
-	PT_ARG = 2,         /* string, repeated (argv, in order; at least one) */
-	PT_ENV = 3,         /* string KEY=VALUE, repeated */
-	PT_CWD = 4,         /* string, absolute path */
-	PT_UID = 5,         /* u32, not 0xffffffff ((uid_t)-1 means "unchanged" to setresuid) */
-	PT_STREAM = 6,      /* u8: 1 stdout, 2 stderr */
-	PT_OFFSET = 7,      /* u64: byte offset of DATA in its stream */
-	PT_DATA = 8,        /* bytes, <= PROTO_MAX_FRAME - overhead */
-	PT_SIGNAL = 9,      /* u32, 1..64 */
-	PT_STATUS = 10,     /* i32: a wait(2) status */
-	PT_ERRNO = 11,      /* i32, 1..PROTO_MAX_ERRNO */
-	PT_MESSAGE = 12,    /* string, <= PROTO_MAX_MESSAGE */
-	PT_VERSION = 13,    /* u32 */
-	PT_PID = 14,        /* u32, 1..INT32_MAX (a valid pid_t, never a process group) */
-	PT_TIME_MS = 15,    /* u64: epoch milliseconds */
-	PT_COMMAND = 16,    /* nested, repeated: a HELLO's command entry (its payload is
-			     * fields: CMD_ID, PID, STATUS?, OUT_BYTES, ERR_BYTES, TIME_MS) */
-	PT_OUT_BYTES = 17,  /* u64 */
-	PT_ERR_BYTES = 18,  /* u64 */
-	PT_TTY = 19,        /* u8 0/1 */
-	PT_STDIN_EOF = 20,  /* u8 0/1: EXEC's stdin ends after its DATA (saves a STDIN_CLOSE) */
+	PT_CMD_ID = 1,	   /* string, <= PROTO_ID_MAX, [A-Za-z0-9_-] */
+	PT_ARG = 2,	   /* string, repeated (argv, in order; at least one) */
+	PT_ENV = 3,	   /* string KEY=VALUE, repeated */
+	PT_CWD = 4,	   /* string, absolute path */
+	PT_UID = 5,	   /* u32, not 0xffffffff ((uid_t)-1 means "unchanged" to setresuid) */
+	PT_STREAM = 6,	   /* u8: 1 stdout, 2 stderr */
+	PT_OFFSET = 7,	   /* u64: byte offset of DATA in its stream */
+	PT_DATA = 8,	   /* bytes, <= PROTO_MAX_FRAME - overhead */
+	PT_SIGNAL = 9,	   /* u32, 1..64 */
+	PT_STATUS = 10,	   /* i32: a wait(2) status */
+	PT_ERRNO = 11,	   /* i32, 1..PROTO_MAX_ERRNO */
+	PT_MESSAGE = 12,   /* string, <= PROTO_MAX_MESSAGE */
+	PT_VERSION = 13,   /* u32 */
+	PT_PID = 14,	   /* u32, 1..INT32_MAX (a valid pid_t, never a process group) */
+	PT_TIME_MS = 15,   /* u64: epoch milliseconds */
+	PT_COMMAND = 16,   /* nested, repeated: a HELLO's command entry (its payload is
+			    * fields: CMD_ID, PID, STATUS?, OUT_BYTES, ERR_BYTES, TIME_MS) */
+	PT_OUT_BYTES = 17, /* u64 */
+	PT_ERR_BYTES = 18, /* u64 */
+	PT_TTY = 19,	   /* u8 0/1 */
+	PT_STDIN_EOF = 20, /* u8 0/1: EXEC's stdin ends after its DATA (saves a STDIN_CLOSE) */
 };
 
 /* A decoded message. Only the fields of its type are meaningful. */
@@ -90,11 +90,11 @@ struct proto_msg {
 	enum proto_type type;
 	uint32_t id;
 
-	const char *cmd_id;        /* points into the frame, not NUL-terminated: use cmd_id_len */
+	const char *cmd_id; /* points into the frame, not NUL-terminated: use cmd_id_len */
 	size_t cmd_id_len;
-	size_t n_args;             /* EXEC: count of ARG fields (read them with proto_msg_arg) */
+	size_t n_args; /* EXEC: count of ARG fields (read them with proto_msg_arg) */
 	size_t n_env;
-	size_t n_commands;         /* HELLO: count of COMMAND entries (proto_hello_next) */
+	size_t n_commands; /* HELLO: count of COMMAND entries (proto_hello_next) */
 	const char *cwd;
 	size_t cwd_len;
 	uint32_t uid;
@@ -110,11 +110,11 @@ struct proto_msg {
 	uint32_t version;
 	uint32_t pid;
 	uint64_t time_ms;
-	uint64_t out_bytes;        /* COMMAND entry, EXIT: bytes of stdout / stderr so far */
+	uint64_t out_bytes; /* COMMAND entry, EXIT: bytes of stdout / stderr so far */
 	uint64_t err_bytes;
 	uint8_t tty;
 	uint8_t stdin_eof;
-	uint32_t present;          /* bit (1 << tag) for every single-valued tag seen */
+	uint32_t present; /* bit (1 << tag) for every single-valued tag seen */
 	/* HELLO: command entries, decoded lazily with proto_hello_next() */
 	const uint8_t *payload;
 	size_t payload_len;

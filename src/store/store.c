@@ -26,47 +26,47 @@
 
 /* Migration i takes the schema from version i to i + 1 and sets user_version. */
 static const char *const store_migrations[] = {
-	"PRAGMA application_id = 1095912523;"
-	"CREATE TABLE sandboxes ("
-	" id TEXT PRIMARY KEY NOT NULL,"
-	" team TEXT NOT NULL,"
-	" status TEXT NOT NULL CHECK (status IN ('running', 'stopping', 'stopped', 'failed')),"
-	" created_ms INTEGER NOT NULL,"
-	" expires_ms INTEGER NOT NULL,"
-	" stopped_ms INTEGER NOT NULL DEFAULT 0,"
-	" init_pid INTEGER NOT NULL DEFAULT 0,"
-	" init_start INTEGER NOT NULL DEFAULT 0,"
-	" host_base INTEGER NOT NULL DEFAULT 0,"
-	" config_json TEXT,"
-	" policy_json TEXT,"
-	" policy_gen INTEGER NOT NULL DEFAULT 0);"
-	"CREATE INDEX sandboxes_created ON sandboxes (created_ms);"
-	"CREATE INDEX sandboxes_team_created ON sandboxes (team, created_ms);"
-	"CREATE INDEX sandboxes_stopped ON sandboxes (stopped_ms);"
-	"CREATE TABLE commands ("
-	" id TEXT PRIMARY KEY NOT NULL,"
-	" sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,"
-	" argv_json TEXT NOT NULL,"
-	" cwd TEXT,"
-	" sudo INTEGER NOT NULL DEFAULT 0,"
-	" started_ms INTEGER NOT NULL,"
-	" finished_ms INTEGER NOT NULL DEFAULT 0,"
-	" exit_code INTEGER NOT NULL DEFAULT 0,"
-	" signal INTEGER NOT NULL DEFAULT 0,"
-	" reason TEXT);"
-	"CREATE INDEX commands_sandbox ON commands (sandbox_id, started_ms);"
-	"CREATE TABLE output ("
-	" seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-	" command_id TEXT NOT NULL REFERENCES commands (id) ON DELETE CASCADE,"
-	" stream INTEGER NOT NULL CHECK (stream IN (1, 2)),"
-	" \"offset\" INTEGER NOT NULL CHECK (\"offset\" >= 0),"
-	" data BLOB NOT NULL);"
-	"CREATE INDEX output_command_seq ON output (command_id, seq);"
-	"CREATE UNIQUE INDEX output_command_stream_offset ON output (command_id, stream, \"offset\");"
-	"PRAGMA user_version = 1;",
-	/* v2: a command's own timeout, so it survives a daemon restart. */
-	"ALTER TABLE commands ADD COLUMN deadline_ms INTEGER NOT NULL DEFAULT 0;"
-	"PRAGMA user_version = 2;",
+    "PRAGMA application_id = 1095912523;"
+    "CREATE TABLE sandboxes ("
+    " id TEXT PRIMARY KEY NOT NULL,"
+    " team TEXT NOT NULL,"
+    " status TEXT NOT NULL CHECK (status IN ('running', 'stopping', 'stopped', 'failed')),"
+    " created_ms INTEGER NOT NULL,"
+    " expires_ms INTEGER NOT NULL,"
+    " stopped_ms INTEGER NOT NULL DEFAULT 0,"
+    " init_pid INTEGER NOT NULL DEFAULT 0,"
+    " init_start INTEGER NOT NULL DEFAULT 0,"
+    " host_base INTEGER NOT NULL DEFAULT 0,"
+    " config_json TEXT,"
+    " policy_json TEXT,"
+    " policy_gen INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX sandboxes_created ON sandboxes (created_ms);"
+    "CREATE INDEX sandboxes_team_created ON sandboxes (team, created_ms);"
+    "CREATE INDEX sandboxes_stopped ON sandboxes (stopped_ms);"
+    "CREATE TABLE commands ("
+    " id TEXT PRIMARY KEY NOT NULL,"
+    " sandbox_id TEXT NOT NULL REFERENCES sandboxes (id) ON DELETE CASCADE,"
+    " argv_json TEXT NOT NULL,"
+    " cwd TEXT,"
+    " sudo INTEGER NOT NULL DEFAULT 0,"
+    " started_ms INTEGER NOT NULL,"
+    " finished_ms INTEGER NOT NULL DEFAULT 0,"
+    " exit_code INTEGER NOT NULL DEFAULT 0,"
+    " signal INTEGER NOT NULL DEFAULT 0,"
+    " reason TEXT);"
+    "CREATE INDEX commands_sandbox ON commands (sandbox_id, started_ms);"
+    "CREATE TABLE output ("
+    " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " command_id TEXT NOT NULL REFERENCES commands (id) ON DELETE CASCADE,"
+    " stream INTEGER NOT NULL CHECK (stream IN (1, 2)),"
+    " \"offset\" INTEGER NOT NULL CHECK (\"offset\" >= 0),"
+    " data BLOB NOT NULL);"
+    "CREATE INDEX output_command_seq ON output (command_id, seq);"
+    "CREATE UNIQUE INDEX output_command_stream_offset ON output (command_id, stream, \"offset\");"
+    "PRAGMA user_version = 1;",
+    /* v2: a command's own timeout, so it survives a daemon restart. */
+    "ALTER TABLE commands ADD COLUMN deadline_ms INTEGER NOT NULL DEFAULT 0;"
+    "PRAGMA user_version = 2;",
 };
 #define STORE_SCHEMA_VERSION ((int)ARRAY_SIZE(store_migrations))
 
@@ -74,7 +74,8 @@ static const char *const store_migrations[] = {
 	"id, team, status, created_ms, expires_ms, stopped_ms, init_pid, init_start, host_base, "  \
 	"config_json, policy_json, policy_gen"
 #define CMD_COLS                                                                                   \
-	"id, sandbox_id, argv_json, cwd, sudo, started_ms, finished_ms, exit_code, signal, reason, " \
+	"id, sandbox_id, argv_json, cwd, sudo, started_ms, finished_ms, exit_code, signal, "       \
+	"reason, "                                                                                 \
 	"deadline_ms"
 
 enum stmt_id {
@@ -105,64 +106,61 @@ static const struct {
 	const char *what; /* the statement's purpose, for error messages */
 	const char *sql;
 } stmts[S__MAX] = {
-	[S_BEGIN] = {"begin transaction", "BEGIN IMMEDIATE"},
-	[S_COMMIT] = {"commit transaction", "COMMIT"},
-	[S_ROLLBACK] = {"roll back transaction", "ROLLBACK"},
-	[S_SBX_PUT] = {"write sandbox",
-		       "INSERT INTO sandboxes (" SBX_COLS ") VALUES "
-		       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
-		       "ON CONFLICT (id) DO UPDATE SET team = excluded.team, "
-		       "status = excluded.status, created_ms = excluded.created_ms, "
-		       "expires_ms = excluded.expires_ms, stopped_ms = excluded.stopped_ms, "
-		       "init_pid = excluded.init_pid, init_start = excluded.init_start, "
-		       "host_base = excluded.host_base, config_json = excluded.config_json, "
-		       "policy_json = excluded.policy_json, policy_gen = excluded.policy_gen"},
-	[S_SBX_GET] = {"read sandbox", "SELECT " SBX_COLS " FROM sandboxes WHERE id = ?1"},
-	[S_SBX_EACH_ALL] = {"list sandboxes",
-			    "SELECT " SBX_COLS " FROM sandboxes "
-			    "WHERE ?2 = 0 OR status IN ('running', 'stopping') "
-			    "ORDER BY created_ms, id"},
-	[S_SBX_EACH_TEAM] = {"list sandboxes of team",
-			     "SELECT " SBX_COLS " FROM sandboxes "
-			     "WHERE team = ?1 AND (?2 = 0 OR status IN ('running', 'stopping')) "
-			     "ORDER BY created_ms, id"},
-	[S_SBX_SET_STATUS] = {"set sandbox status",
-			      "UPDATE sandboxes SET status = ?2, stopped_ms = ?3 WHERE id = ?1"},
-	[S_SBX_SET_EXPIRY] = {"set sandbox expiry",
-			      "UPDATE sandboxes SET expires_ms = ?2 WHERE id = ?1"},
-	[S_SBX_SET_POLICY] = {"set sandbox network policy",
-			      "UPDATE sandboxes SET policy_json = ?2, policy_gen = ?3 WHERE id = ?1"},
-	[S_CMD_PUT] = {"write command",
-		       "INSERT INTO commands (" CMD_COLS ") VALUES "
-		       "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
-		       "ON CONFLICT (id) DO UPDATE SET sandbox_id = excluded.sandbox_id, "
-		       "argv_json = excluded.argv_json, cwd = excluded.cwd, sudo = excluded.sudo, "
-		       "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
-		       "exit_code = excluded.exit_code, signal = excluded.signal, "
-		       "reason = excluded.reason, deadline_ms = excluded.deadline_ms"},
-	[S_CMD_GET] = {"read command", "SELECT " CMD_COLS " FROM commands WHERE id = ?1"},
-	[S_CMD_FINISH] = {"finish command",
-			  "UPDATE commands SET finished_ms = ?2, exit_code = ?3, signal = ?4, "
-			  "reason = ?5 WHERE id = ?1"},
-	[S_CMD_EACH] = {"list commands",
-			"SELECT " CMD_COLS " FROM commands WHERE sandbox_id = ?1 "
-			"ORDER BY started_ms, rowid"},
-	[S_OUT_SIZE] = {"read output size",
-			"SELECT \"offset\" + length(data) FROM output "
-			"WHERE command_id = ?1 AND stream = ?2 ORDER BY \"offset\" DESC LIMIT 1"},
-	[S_OUT_INSERT] = {"append output chunk",
-			  "INSERT INTO output (command_id, stream, \"offset\", data) "
-			  "VALUES (?1, ?2, ?3, ?4)"},
-	[S_OUT_EACH] = {"read output",
-			"SELECT seq, stream, \"offset\", data FROM output "
-			"WHERE command_id = ?1 AND seq > ?2 AND (?3 = 0 OR stream = ?3) "
-			"ORDER BY seq LIMIT ?4"},
-	[S_PRUNE] = {"prune stopped sandboxes",
-		     "DELETE FROM sandboxes WHERE status IN ('stopped', 'failed') "
-		     "AND stopped_ms > 0 AND stopped_ms < ?1"},
-	[S_SBX_DELETE] = {"delete an ended sandbox",
-			  "DELETE FROM sandboxes WHERE id = ?1 AND status IN ('stopped', 'failed')"},
-	[S_CMD_DELETE] = {"delete a command", "DELETE FROM commands WHERE id = ?1"},
+    [S_BEGIN] = {"begin transaction", "BEGIN IMMEDIATE"},
+    [S_COMMIT] = {"commit transaction", "COMMIT"},
+    [S_ROLLBACK] = {"roll back transaction", "ROLLBACK"},
+    [S_SBX_PUT] = {"write sandbox",
+		   "INSERT INTO sandboxes (" SBX_COLS ") VALUES "
+		   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) "
+		   "ON CONFLICT (id) DO UPDATE SET team = excluded.team, "
+		   "status = excluded.status, created_ms = excluded.created_ms, "
+		   "expires_ms = excluded.expires_ms, stopped_ms = excluded.stopped_ms, "
+		   "init_pid = excluded.init_pid, init_start = excluded.init_start, "
+		   "host_base = excluded.host_base, config_json = excluded.config_json, "
+		   "policy_json = excluded.policy_json, policy_gen = excluded.policy_gen"},
+    [S_SBX_GET] = {"read sandbox", "SELECT " SBX_COLS " FROM sandboxes WHERE id = ?1"},
+    [S_SBX_EACH_ALL] = {"list sandboxes", "SELECT " SBX_COLS " FROM sandboxes "
+					  "WHERE ?2 = 0 OR status IN ('running', 'stopping') "
+					  "ORDER BY created_ms, id"},
+    [S_SBX_EACH_TEAM] = {"list sandboxes of team",
+			 "SELECT " SBX_COLS " FROM sandboxes "
+			 "WHERE team = ?1 AND (?2 = 0 OR status IN ('running', 'stopping')) "
+			 "ORDER BY created_ms, id"},
+    [S_SBX_SET_STATUS] = {"set sandbox status",
+			  "UPDATE sandboxes SET status = ?2, stopped_ms = ?3 WHERE id = ?1"},
+    [S_SBX_SET_EXPIRY] = {"set sandbox expiry",
+			  "UPDATE sandboxes SET expires_ms = ?2 WHERE id = ?1"},
+    [S_SBX_SET_POLICY] = {"set sandbox network policy",
+			  "UPDATE sandboxes SET policy_json = ?2, policy_gen = ?3 WHERE id = ?1"},
+    [S_CMD_PUT] = {"write command",
+		   "INSERT INTO commands (" CMD_COLS ") VALUES "
+		   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+		   "ON CONFLICT (id) DO UPDATE SET sandbox_id = excluded.sandbox_id, "
+		   "argv_json = excluded.argv_json, cwd = excluded.cwd, sudo = excluded.sudo, "
+		   "started_ms = excluded.started_ms, finished_ms = excluded.finished_ms, "
+		   "exit_code = excluded.exit_code, signal = excluded.signal, "
+		   "reason = excluded.reason, deadline_ms = excluded.deadline_ms"},
+    [S_CMD_GET] = {"read command", "SELECT " CMD_COLS " FROM commands WHERE id = ?1"},
+    [S_CMD_FINISH] = {"finish command",
+		      "UPDATE commands SET finished_ms = ?2, exit_code = ?3, signal = ?4, "
+		      "reason = ?5 WHERE id = ?1"},
+    [S_CMD_EACH] = {"list commands", "SELECT " CMD_COLS " FROM commands WHERE sandbox_id = ?1 "
+				     "ORDER BY started_ms, rowid"},
+    [S_OUT_SIZE] = {"read output size",
+		    "SELECT \"offset\" + length(data) FROM output "
+		    "WHERE command_id = ?1 AND stream = ?2 ORDER BY \"offset\" DESC LIMIT 1"},
+    [S_OUT_INSERT] = {"append output chunk",
+		      "INSERT INTO output (command_id, stream, \"offset\", data) "
+		      "VALUES (?1, ?2, ?3, ?4)"},
+    [S_OUT_EACH] = {"read output", "SELECT seq, stream, \"offset\", data FROM output "
+				   "WHERE command_id = ?1 AND seq > ?2 AND (?3 = 0 OR stream = ?3) "
+				   "ORDER BY seq LIMIT ?4"},
+    [S_PRUNE] = {"prune stopped sandboxes",
+		 "DELETE FROM sandboxes WHERE status IN ('stopped', 'failed') "
+		 "AND stopped_ms > 0 AND stopped_ms < ?1"},
+    [S_SBX_DELETE] = {"delete an ended sandbox",
+		      "DELETE FROM sandboxes WHERE id = ?1 AND status IN ('stopped', 'failed')"},
+    [S_CMD_DELETE] = {"delete a command", "DELETE FROM commands WHERE id = ?1"},
 };
 
 struct store {
@@ -348,8 +346,9 @@ static int db_set_journal_wal(struct store *st, struct al_error **err)
 	} else {
 		mode = sqlite3_column_text(s, 0);
 		if (!mode || strcmp((const char *)mode, "wal") != 0)
-			r = al_error_set(err, ENOTSUP, "store: '%s' cannot use WAL (journal_mode %s)",
-					 st->path, mode ? (const char *)mode : "unknown");
+			r = al_error_set(err, ENOTSUP,
+					 "store: '%s' cannot use WAL (journal_mode %s)", st->path,
+					 mode ? (const char *)mode : "unknown");
 	}
 	sqlite3_finalize(s);
 	return r;
@@ -387,8 +386,9 @@ static int db_migrate_locked(struct store *st, struct al_error **err)
 
 	r = db_query_int(st, "PRAGMA application_id", "read application_id of", &app_id, err);
 	r = r ?: db_query_int(st, "PRAGMA user_version", "read user_version of", &version, err);
-	r = r ?: db_query_int(st, "SELECT count(*) FROM sqlite_master", "read schema of", &tables,
-			      err);
+	r = r
+		?: db_query_int(st, "SELECT count(*) FROM sqlite_master", "read schema of", &tables,
+				err);
 	if (r < 0)
 		return r;
 	if (app_id != 0 && app_id != STORE_APPLICATION_ID)
@@ -397,10 +397,11 @@ static int db_migrate_locked(struct store *st, struct al_error **err)
 				    "%" PRId64 ")",
 				    st->path, app_id);
 	if (version == 0 && tables != 0)
-		return al_error_set(err, EINVAL,
-				    "store: '%s' is not an airlock state database (it has tables but "
-				    "no schema version)",
-				    st->path);
+		return al_error_set(
+		    err, EINVAL,
+		    "store: '%s' is not an airlock state database (it has tables but "
+		    "no schema version)",
+		    st->path);
 	if (version < 0 || version > STORE_SCHEMA_VERSION)
 		return al_error_set(err, ENOTSUP,
 				    "store: '%s' has schema version %" PRId64
@@ -508,7 +509,8 @@ static void sandbox_read(sqlite3_stmt *s, struct store_sandbox *out)
 int store_sandbox_put(struct store *st, const struct store_sandbox *sb, struct al_error **err)
 {
 	if (!sb->id || !sb->team || !sb->status)
-		return al_error_set(err, EINVAL, "store: a sandbox needs an id, a team and a status");
+		return al_error_set(err, EINVAL,
+				    "store: a sandbox needs an id, a team and a status");
 
 	_cleanup_unlock_ struct store *locked = store_lock(st);
 	_cleanup_stmt_ sqlite3_stmt *s = st->stmt[S_SBX_PUT];
@@ -638,8 +640,8 @@ int store_sandbox_set_expiry(struct store *st, const char *id, int64_t expires_m
 	return update_by_id(st, S_SBX_SET_EXPIRY, id, sqlite3_bind_int64(s, 2, expires_ms), err);
 }
 
-int store_sandbox_set_policy(struct store *st, const char *id, const char *policy_json,
-			     int64_t gen, struct al_error **err)
+int store_sandbox_set_policy(struct store *st, const char *id, const char *policy_json, int64_t gen,
+			     struct al_error **err)
 {
 	_cleanup_unlock_ struct store *locked = store_lock(st);
 	sqlite3_stmt *s = st->stmt[S_SBX_SET_POLICY];
@@ -795,9 +797,8 @@ static int output_size_locked(struct store *st, const char *cmd_id, int stream, 
 	return 0;
 }
 
-static int output_insert_locked(struct store *st, const char *cmd_id, int stream,
-				uint64_t offset, const void *data, size_t len,
-				struct al_error **err)
+static int output_insert_locked(struct store *st, const char *cmd_id, int stream, uint64_t offset,
+				const void *data, size_t len, struct al_error **err)
 {
 	_cleanup_stmt_ sqlite3_stmt *s = st->stmt[S_OUT_INSERT];
 	int rc;
@@ -813,9 +814,8 @@ static int output_insert_locked(struct store *st, const char *cmd_id, int stream
 	return 0;
 }
 
-static int output_append_locked(struct store *st, const char *cmd_id, int stream,
-				uint64_t offset, const uint8_t *data, size_t len,
-				struct al_error **err)
+static int output_append_locked(struct store *st, const char *cmd_id, int stream, uint64_t offset,
+				const uint8_t *data, size_t len, struct al_error **err)
 {
 	uint64_t size, skip;
 	int r;

@@ -21,18 +21,19 @@ int store_open(const char *path, struct store **out, struct al_error **err);
 void store_close(struct store *st);
 
 struct store_sandbox {
-	char *id;            /* "sbx_" + 24 [a-z0-9] */
+	char *id; /* "sbx_" + 24 [a-z0-9] */
 	char *team;
-	char *status;        /* "running", "stopping", "stopped", "failed" */
-	int64_t created_ms;  /* epoch ms */
-	int64_t expires_ms;  /* when the timeout stops it */
-	int64_t stopped_ms;  /* 0 while running */
-	int32_t init_pid;    /* host pid of the sandbox's PID 1 (the agent) */
-	int64_t init_start;  /* its start time (field 22 of /proc/PID/stat): guards against pid reuse */
-	uint32_t host_base;  /* first host uid of its user namespace range */
-	char *config_json;   /* creation parameters as JSON (image, resources, env, workdir, ...) */
-	char *policy_json;   /* network policy as JSON */
-	int64_t policy_gen;  /* network policy generation */
+	char *status;	    /* "running", "stopping", "stopped", "failed" */
+	int64_t created_ms; /* epoch ms */
+	int64_t expires_ms; /* when the timeout stops it */
+	int64_t stopped_ms; /* 0 while running */
+	int32_t init_pid;   /* host pid of the sandbox's PID 1 (the agent) */
+	int64_t
+	    init_start; /* its start time (field 22 of /proc/PID/stat): guards against pid reuse */
+	uint32_t host_base; /* first host uid of its user namespace range */
+	char *config_json;  /* creation parameters as JSON (image, resources, env, workdir, ...) */
+	char *policy_json;  /* network policy as JSON */
+	int64_t policy_gen; /* network policy generation */
 };
 void store_sandbox_release(struct store_sandbox *s);
 
@@ -52,20 +53,20 @@ int store_sandbox_set_status(struct store *st, const char *id, const char *statu
 			     int64_t stopped_ms, struct al_error **err);
 int store_sandbox_set_expiry(struct store *st, const char *id, int64_t expires_ms,
 			     struct al_error **err);
-int store_sandbox_set_policy(struct store *st, const char *id, const char *policy_json,
-			     int64_t gen, struct al_error **err);
+int store_sandbox_set_policy(struct store *st, const char *id, const char *policy_json, int64_t gen,
+			     struct al_error **err);
 
 struct store_command {
-	char *id;            /* "cmd_" + 24 [a-z0-9] */
+	char *id; /* "cmd_" + 24 [a-z0-9] */
 	char *sandbox_id;
-	char *argv_json;     /* JSON array of strings: [cmd, args...] */
+	char *argv_json; /* JSON array of strings: [cmd, args...] */
 	char *cwd;
 	bool sudo;
 	int64_t started_ms;
 	int64_t finished_ms; /* 0 while running */
 	int32_t exit_code;   /* valid when finished and reason is exited/exec_failed */
-	int32_t signal;      /* 0 if none */
-	char *reason;        /* NULL while running; else the al_reason_name() vocabulary */
+	int32_t signal;	     /* 0 if none */
+	char *reason;	     /* NULL while running; else the al_reason_name() vocabulary */
 	int64_t deadline_ms; /* the command's own timeout as an epoch-ms deadline, 0 none */
 };
 void store_command_release(struct store_command *c);

@@ -202,14 +202,13 @@ static json_t *fk_ms_or_null(int64_t ms)
 
 static json_t *fk_sbx_view(struct fk_sbx *s)
 {
-	return json_pack("{s:s,s:s,s:I,s:I,s:o,s:I,s:{s:f,s:I,s:I},s:o,s:s,s:O,s:i}", "id", s->id,
-			 "status", s->status, "created_at", (json_int_t)s->created, "expires_at",
-			 (json_int_t)s->expires, "stopped_at", fk_ms_or_null(s->stopped),
-			 "timeout_ms", (json_int_t)s->timeout_ms, "resources", "vcpus", s->vcpus,
-			 "memory_bytes", (json_int_t)s->memory, "disk_bytes", (json_int_t)s->disk,
-			 "image", s->image ? json_string(s->image) : json_null(), "workdir",
-			 s->workdir, "network_policy", s->policy, "policy_generation",
-			 s->generation);
+	return json_pack(
+	    "{s:s,s:s,s:I,s:I,s:o,s:I,s:{s:f,s:I,s:I},s:o,s:s,s:O,s:i}", "id", s->id, "status",
+	    s->status, "created_at", (json_int_t)s->created, "expires_at", (json_int_t)s->expires,
+	    "stopped_at", fk_ms_or_null(s->stopped), "timeout_ms", (json_int_t)s->timeout_ms,
+	    "resources", "vcpus", s->vcpus, "memory_bytes", (json_int_t)s->memory, "disk_bytes",
+	    (json_int_t)s->disk, "image", s->image ? json_string(s->image) : json_null(), "workdir",
+	    s->workdir, "network_policy", s->policy, "policy_generation", s->generation);
 }
 
 static json_t *fk_cmd_view(struct fk_cmd *c)
@@ -218,13 +217,14 @@ static json_t *fk_cmd_view(struct fk_cmd *c)
 			 "sandbox_id", c->sbx->id, "cmd", c->name, "args", c->args, "cwd", c->cwd,
 			 "sudo", c->sudo, "started_at", (json_int_t)c->started, "finished_at",
 			 fk_ms_or_null(c->finished), "status", c->done ? "finished" : "running",
-			 "exit_code", c->done && !c->signal ? json_integer(c->exit_code) : json_null(),
-			 "signal", c->done && c->signal ? json_integer(c->signal) : json_null(),
-			 "reason", c->reason ? json_string(c->reason) : json_null());
+			 "exit_code",
+			 c->done && !c->signal ? json_integer(c->exit_code) : json_null(), "signal",
+			 c->done && c->signal ? json_integer(c->signal) : json_null(), "reason",
+			 c->reason ? json_string(c->reason) : json_null());
 }
 
-int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c,
-		      char **out_id, struct al_error **err)
+int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c, char **out_id,
+		      struct al_error **err)
 {
 	struct fk_sbx *s = xzalloc(sizeof(*s));
 
@@ -266,8 +266,7 @@ int dm_sandbox_get(struct daemon *d, const char *team, const char *id, json_t **
 	return s ? 0 : -ENOENT;
 }
 
-int dm_sandbox_list(struct daemon *d, const char *team, json_t **out_array,
-		    struct al_error **err)
+int dm_sandbox_list(struct daemon *d, const char *team, json_t **out_array, struct al_error **err)
 {
 	json_t *a = json_array();
 	struct fk_sbx *s;

@@ -31,8 +31,8 @@ static void fk_cmd_body(struct daemon *d, struct fk_cmd *c)
 	char *line = xstrdup("");
 
 	if (strcmp(c->name, "sleep") == 0) {
-		uint64_t ms = n ? strtoull(json_string_value(json_array_get(c->args, 0)), NULL, 10)
-				: 1000;
+		uint64_t ms =
+		    n ? strtoull(json_string_value(json_array_get(c->args, 0)), NULL, 10) : 1000;
 
 		if (c->timeout_ms && c->timeout_ms < ms) {
 			if (fk_sleep(d, c, c->timeout_ms))
@@ -148,8 +148,8 @@ out:
 	return r;
 }
 
-int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *cmd,
-	       json_t **out, struct al_error **err)
+int dm_cmd_get(struct daemon *d, const char *team, const char *sbx, const char *cmd, json_t **out,
+	       struct al_error **err)
 {
 	struct fk_cmd *c;
 

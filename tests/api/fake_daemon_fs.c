@@ -78,7 +78,7 @@ static void fk_mkdirs(struct fk_sbx *s, const char *path)
 
 static char *fk_gunzip(const void *data, size_t len, size_t *out_len)
 {
-	z_stream z = { 0 };
+	z_stream z = {0};
 	size_t cap = len * 4 + 1024;
 	char *out = xzalloc(cap);
 	int r;
@@ -187,8 +187,8 @@ int dm_fs_write_tar(struct daemon *d, const char *team, const char *sbx, const c
 	return r;
 }
 
-int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *path,
-	       size_t max, char **out, size_t *out_len, struct al_error **err)
+int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *path, size_t max,
+	       char **out, size_t *out_len, struct al_error **err)
 {
 	struct fk_sbx *s;
 	struct fk_file *f = NULL;
@@ -219,8 +219,8 @@ int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *
 	return r;
 }
 
-int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char *path,
-		bool parents, struct al_error **err)
+int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char *path, bool parents,
+		struct al_error **err)
 {
 	struct fk_sbx *s;
 	char *p = NULL, *slash;
@@ -282,8 +282,9 @@ int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *
 			continue;
 		json_array_append_new(*out_array,
 				      json_pack("{s:s,s:s,s:I,s:i,s:I}", "name", rest + 1, "type",
-						f->dir ? "dir" : "file", "size", (json_int_t)f->len, "mode",
-						f->dir ? 0755 : 0644, "mtime", (json_int_t)fk_now()));
+						f->dir ? "dir" : "file", "size", (json_int_t)f->len,
+						"mode", f->dir ? 0755 : 0644, "mtime",
+						(json_int_t)fk_now()));
 	}
 out:
 	pthread_mutex_unlock(&d->mu);
@@ -292,8 +293,8 @@ out:
 }
 
 /* The fake keeps every path writable; only a missing sandbox is refused. */
-int dm_fs_writable(struct daemon *d, const char *team, const char *sbx,
-		   const char *const *paths, size_t n, struct al_error **err)
+int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const char *const *paths,
+		   size_t n, struct al_error **err)
 {
 	struct fk_sbx *s;
 

@@ -131,7 +131,8 @@ static bool has_rules(json_t *native)
 
 	if (!json_is_object(allow))
 		return false;
-	json_object_foreach(allow, domain, rules) {
+	json_object_foreach(allow, domain, rules)
+	{
 		if (json_array_size(rules) > 0)
 			return true;
 	}
@@ -153,7 +154,7 @@ static json_t *policy_norm(json_t *p)
 		json_t *list = json_array();
 
 		json_object_foreach(allow, domain, rules)
-			json_array_append_new(list, json_string(domain));
+		    json_array_append_new(list, json_string(domain));
 		json_object_set_new(c, "allow", list);
 	}
 	return c;

@@ -36,8 +36,8 @@ static unsigned touch(const void *p, size_t len)
 	return sum;
 }
 
-static void check_response(const uint8_t *msg, size_t len, const struct net_dns_query *q,
-			   int rcode, size_t n_addr)
+static void check_response(const uint8_t *msg, size_t len, const struct net_dns_query *q, int rcode,
+			   size_t n_addr)
 {
 	struct net_dns_asked asked = {q->id, q->qname_wire, q->qname_wire_len, q->qtype};
 	struct net_dns_response res;

@@ -49,8 +49,10 @@ static void check_req(const struct net_http_req *r, const char *b, size_t n)
 	for (size_t i = 0; i < r->n_headers; i++) {
 		const struct net_http_header *h = &r->headers[i];
 		must(in(&h->name, b, n) && in(&h->value, b, n) && h->name.len > 0);
-		must(!memchr(h->name.p, ':', h->name.len) && !memchr(h->value.p, '\n', h->value.len));
-		must(!memchr(h->value.p, '\r', h->value.len) && !memchr(h->value.p, 0, h->value.len));
+		must(!memchr(h->name.p, ':', h->name.len) &&
+		     !memchr(h->value.p, '\n', h->value.len));
+		must(!memchr(h->value.p, '\r', h->value.len) &&
+		     !memchr(h->value.p, 0, h->value.len));
 	}
 	for (size_t i = 0; i < r->host.len; i++)
 		must(r->host.p[i] != '@' && r->host.p[i] != '%' && r->host.p[i] != '\\');
@@ -141,8 +143,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	n = net_http_parse_request(b, size, 0, &r);
 	must(n > 0 || n == -1 || n == -2);
-	must(n != -1 || (r.why && (r.status == 400 || r.status == 431 || r.status == 501 ||
-				   r.status == 505)));
+	must(n != -1 ||
+	     (r.why && (r.status == 400 || r.status == 431 || r.status == 501 || r.status == 505)));
 	if (net_http_parse_request(b, split, 0, &r2) == -2) {
 		n2 = net_http_parse_request(b, size, split, &r2);
 		must(n2 == n);

@@ -141,9 +141,8 @@ static int same_singles(const struct proto_msg *a, const struct proto_msg *b)
 	       a->stream == b->stream && a->offset == b->offset && a->signal == b->signal &&
 	       a->status == b->status && a->err == b->err && a->version == b->version &&
 	       a->pid == b->pid && a->time_ms == b->time_ms && a->out_bytes == b->out_bytes &&
-	       a->err_bytes == b->err_bytes && a->tty == b->tty &&
-	       a->stdin_eof == b->stdin_eof && a->n_args == b->n_args &&
-	       a->n_env == b->n_env && a->n_commands == b->n_commands;
+	       a->err_bytes == b->err_bytes && a->tty == b->tty && a->stdin_eof == b->stdin_eof &&
+	       a->n_args == b->n_args && a->n_env == b->n_env && a->n_commands == b->n_commands;
 }
 
 static void compare(const struct proto_msg *a, const struct proto_msg *b)

@@ -53,10 +53,11 @@ static void check_hello(const struct net_tls_hello *h, const uint8_t *scratch, s
 static bool same(const struct net_tls_hello *a, const struct net_tls_hello *b)
 {
 	return a->sni_len == b->sni_len && (!a->sni_len || !memcmp(a->sni, b->sni, a->sni_len)) &&
-	       a->alpn_len == b->alpn_len && (!a->alpn_len || !memcmp(a->alpn, b->alpn, a->alpn_len)) &&
-	       a->ech == b->ech && a->esni == b->esni && a->tls13 == b->tls13 &&
-	       a->n_extensions == b->n_extensions && a->hello_len == b->hello_len &&
-	       a->legacy_version == b->legacy_version && a->record_version == b->record_version;
+	       a->alpn_len == b->alpn_len &&
+	       (!a->alpn_len || !memcmp(a->alpn, b->alpn, a->alpn_len)) && a->ech == b->ech &&
+	       a->esni == b->esni && a->tls13 == b->tls13 && a->n_extensions == b->n_extensions &&
+	       a->hello_len == b->hello_len && a->legacy_version == b->legacy_version &&
+	       a->record_version == b->record_version;
 }
 
 /* The handshake in scratch, re-framed in records of `chunk` bytes. */

@@ -404,7 +404,8 @@ static void conn_budget(void)
 	CHECK(net_gateway_conn_budget(1ull << 20, 1) == NET_GW_CONNS_MIN, "tiny limits: the floor");
 	CHECK(net_gateway_conn_budget(0, 0) == NET_GW_CONNS_MAX, "no limits: the ceiling");
 	CHECK(net_gateway_conn_budget(0, 4194304) == NET_GW_CONNS_MAX, "huge pids: the ceiling");
-	CHECK(net_gateway_conn_budget(UINT64_MAX, 0) == NET_GW_CONNS_MAX, "huge memory: the ceiling");
+	CHECK(net_gateway_conn_budget(UINT64_MAX, 0) == NET_GW_CONNS_MAX,
+	      "huge memory: the ceiling");
 }
 
 int main(void)

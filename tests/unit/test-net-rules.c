@@ -38,11 +38,14 @@ static void refused(const char *json, const char *part)
 static void validation(void)
 {
 	refused(R("[{}]"), "needs exactly one of transform, response, forwardURL");
-	refused(R("[{\"transform\":[{\"headers\":{\"a\":\"b\"}}],\"forwardURL\":\"https://f.test\"}]"),
-		"exactly one of");
-	refused(R("[{\"match\":{\"path\":{\"regex\":\"(unclosed\"}},\"response\":{\"statusCode\":200}}]"),
+	refused(
+	    R("[{\"transform\":[{\"headers\":{\"a\":\"b\"}}],\"forwardURL\":\"https://f.test\"}]"),
+	    "exactly one of");
+	refused(R("[{\"match\":{\"path\":{\"regex\":\"(unclosed\"}},\"response\":{\"statusCode\":"
+		  "200}}]"),
 		"match.path.regex does not compile");
-	refused(R("[{\"match\":{\"path\":{\"exact\":\"/a\",\"regex\":\"b\"}},\"response\":{\"statusCode\":200}}]"),
+	refused(R("[{\"match\":{\"path\":{\"exact\":\"/"
+		  "a\",\"regex\":\"b\"}},\"response\":{\"statusCode\":200}}]"),
 		"needs exactly one of exact, startsWith, regex");
 	refused(R("[{\"match\":{\"path\":{\"glob\":\"/a\"}},\"response\":{\"statusCode\":200}}]"),
 		"unknown key 'glob'");
@@ -52,39 +55,47 @@ static void validation(void)
 		"is not an HTTP method");
 	refused(R("[{\"transform\":[{\"headers\":{\"Host\":\"evil.test\"}}]}]"),
 		"'Host' is managed by the proxy");
-	refused(R("[{\"transform\":[{\"headers\":{\"Content-Length\":\"0\"}}]}]"), "managed by the proxy");
+	refused(R("[{\"transform\":[{\"headers\":{\"Content-Length\":\"0\"}}]}]"),
+		"managed by the proxy");
 	refused(R("[{\"transform\":[{\"headers\":{\"Transfer-Encoding\":\"chunked\"}}]}]"),
 		"managed by the proxy");
 	refused(R("[{\"transform\":[{\"headers\":{\"X-Airlock-Sandbox\":\"x\"}}]}]"),
 		"managed by the proxy");
-	refused(R("[{\"transform\":[{\"headers\":{\"bad name\":\"v\"}}]}]"), "not a valid header name");
+	refused(R("[{\"transform\":[{\"headers\":{\"bad name\":\"v\"}}]}]"),
+		"not a valid header name");
 	refused(R("[{\"transform\":[{\"headers\":{\"A\":\"v\\r\\nX-Evil: 1\"}}]}]"),
 		"control characters");
 	refused(R("[{\"transform\":[{\"headers\":{\"A\":1}}]}]"), "must be a string");
 	refused(R("[{\"transform\":[{}]}]"), "sets no header");
-	refused(R("[{\"response\":{\"statusCode\":199}}]"), "statusCode must be an integer 200-599");
+	refused(R("[{\"response\":{\"statusCode\":199}}]"),
+		"statusCode must be an integer 200-599");
 	refused(R("[{\"response\":{\"statusCode\":600}}]"), "200-599");
 	refused(R("[{\"response\":{\"statusCode\":200,\"body\":\"x\"}}]"),
 		"contentType must be provided when body is set");
-	refused(R("[{\"response\":{\"statusCode\":204,\"body\":\"x\",\"contentType\":\"text/plain\"}}]"),
+	refused(R("[{\"response\":{\"statusCode\":204,\"body\":\"x\",\"contentType\":\"text/"
+		  "plain\"}}]"),
 		"body is not allowed on status codes 204, 205 and 304");
-	refused(R("[{\"response\":{\"statusCode\":200,\"headers\":{\"Connection\":\"keep-alive\"}}}]"),
-		"managed by the proxy");
-	refused(R("[{\"response\":{\"statusCode\":200,\"headers\":{\"X-A\":\"1\",\"x-a\":\"2\"}}}]"),
-		"duplicate header");
+	refused(
+	    R("[{\"response\":{\"statusCode\":200,\"headers\":{\"Connection\":\"keep-alive\"}}}]"),
+	    "managed by the proxy");
+	refused(
+	    R("[{\"response\":{\"statusCode\":200,\"headers\":{\"X-A\":\"1\",\"x-a\":\"2\"}}}]"),
+	    "duplicate header");
 	refused(R("[{\"forwardURL\":\"http://plain.test/\"}]"), "must be an https:// URL");
 	refused(R("[{\"forwardURL\":\"https://user@f.test/\"}]"), "no userinfo");
 	refused(R("[{\"forwardURL\":\"https://f.test:0/\"}]"), "bad port");
 	refused(R("[{\"forwardURL\":\"https://f.test/x?q=1\"}]"), "no userinfo, query");
-	refused("{\"allow\":{\"api.x.test\":[],\"API.X.TEST\":[{\"response\":{\"statusCode\":200}}]}}",
-		"the same domain as an earlier entry");
+	refused(
+	    "{\"allow\":{\"api.x.test\":[],\"API.X.TEST\":[{\"response\":{\"statusCode\":200}}]}}",
+	    "the same domain as an earlier entry");
 }
 
 static void read_back(void)
 {
-	struct net_policy *p = P(R("[{\"match\":{\"method\":[\"post\"]},\"transform\":[{\"headers\":"
-				   "{\"Authorization\":\"Bearer s3cret-value\"}}]},"
-				   "{\"forwardURL\":\"https://fwd.test:8443/base/\"}]"));
+	struct net_policy *p =
+	    P(R("[{\"match\":{\"method\":[\"post\"]},\"transform\":[{\"headers\":"
+		"{\"Authorization\":\"Bearer s3cret-value\"}}]},"
+		"{\"forwardURL\":\"https://fwd.test:8443/base/\"}]"));
 	char *full, *red;
 	json_t *j;
 	struct net_policy *q = NULL;
@@ -97,11 +108,14 @@ static void read_back(void)
 	json_decref(j);
 	red = json_dumps(j = net_policy_to_json_redacted(p), JSON_COMPACT);
 	json_decref(j);
-	CHECK(strstr(full, "s3cret-value") != NULL, "the canonical form keeps the secret (for the gateway)");
+	CHECK(strstr(full, "s3cret-value") != NULL,
+	      "the canonical form keeps the secret (for the gateway)");
 	CHECK(strstr(red, "s3cret-value") == NULL && strstr(red, "<redacted>"),
 	      "the redacted form hides it: %s", red);
-	CHECK(strstr(red, "\"forwardURL\":\"https://fwd.test:8443/base/\""), "forwardURL read back");
-	CHECK(net_policy_parse_string(full, strlen(full), &q, &err) == 0 && q && net_policy_equal(p, q),
+	CHECK(strstr(red, "\"forwardURL\":\"https://fwd.test:8443/base/\""),
+	      "forwardURL read back");
+	CHECK(net_policy_parse_string(full, strlen(full), &q, &err) == 0 && q &&
+		  net_policy_equal(p, q),
 	      "parse(to_json(p)) == p with rules");
 	net_policy_free(q);
 	q = P("{\"allow\":{\"api.x.test\":[{\"forwardURL\":\"https://other.test\"}]}}");
@@ -115,11 +129,15 @@ static void read_back(void)
 static const struct net_rule *M(const struct net_rules *r, const char *method, const char *path,
 				const char *hname, const char *hval)
 {
-	struct net_http_header h = {{hname, hname ? strlen(hname) : 0}, {hval, hval ? strlen(hval) : 0}};
+	struct net_http_header h = {{hname, hname ? strlen(hname) : 0},
+				    {hval, hval ? strlen(hval) : 0}};
 
-	return net_rules_match(r, &(struct net_rule_req){.method = method, .method_len = strlen(method),
-							  .path = path, .path_len = strlen(path),
-							  .headers = &h, .n_headers = hname ? 1 : 0});
+	return net_rules_match(r, &(struct net_rule_req){.method = method,
+							 .method_len = strlen(method),
+							 .path = path,
+							 .path_len = strlen(path),
+							 .headers = &h,
+							 .n_headers = hname ? 1 : 0});
 }
 
 static void matching(void)
@@ -129,13 +147,17 @@ static void matching(void)
 	    "{\"match\":{\"method\":[\"DELETE\"]},\"response\":{\"statusCode\":403}},"
 	    "{\"match\":{\"path\":{\"exact\":\"/v1/exact\"}},\"response\":{\"statusCode\":201}},"
 	    "{\"match\":{\"path\":{\"startsWith\":\"/v1/pre\"}},\"response\":{\"statusCode\":202}},"
-	    "{\"match\":{\"path\":{\"regex\":\"^/v1/re/[0-9]+$\"}},\"response\":{\"statusCode\":203}},"
-	    "{\"match\":{\"queryString\":[{\"key\":{\"exact\":\"a b\"},\"value\":{\"startsWith\":\"x/\"}}]},"
+	    "{\"match\":{\"path\":{\"regex\":\"^/v1/re/"
+	    "[0-9]+$\"}},\"response\":{\"statusCode\":203}},"
+	    "{\"match\":{\"queryString\":[{\"key\":{\"exact\":\"a "
+	    "b\"},\"value\":{\"startsWith\":\"x/\"}}]},"
 	    "\"response\":{\"statusCode\":206}},"
-	    "{\"match\":{\"headers\":[{\"key\":{\"exact\":\"X-Mode\"},\"value\":{\"regex\":\"^fast$\"}}]},"
+	    "{\"match\":{\"headers\":[{\"key\":{\"exact\":\"X-Mode\"},\"value\":{\"regex\":\"^fast$"
+	    "\"}}]},"
 	    "\"response\":{\"statusCode\":207}},"
 	    "{\"match\":{\"path\":{\"startsWith\":\"/v1/\"}},\"response\":{\"statusCode\":208}},"
-	    "{\"match\":{\"path\":{\"startsWith\":\"/v1/exact\"}},\"response\":{\"statusCode\":209}}"
+	    "{\"match\":{\"path\":{\"startsWith\":\"/v1/"
+	    "exact\"}},\"response\":{\"statusCode\":209}}"
 	    "],\"*.w.test\":[{\"response\":{\"statusCode\":299}}]}}");
 	const struct net_rules *r;
 	const struct net_rule *m;
@@ -146,7 +168,8 @@ static void matching(void)
 	r = net_policy_rules_for(p, "api.x.test");
 	CHECK(r && r->n == 8, "an exact entry's rules are found before the wildcard");
 	CHECK(net_policy_rules_for(p, "other.x.test") == NULL, "a wildcard without rules: splice");
-	CHECK(net_policy_rules_for(p, "a.b.w.test") && net_policy_rules_for(p, "a.b.w.test")->n == 1,
+	CHECK(net_policy_rules_for(p, "a.b.w.test") &&
+		  net_policy_rules_for(p, "a.b.w.test")->n == 1,
 	      "a wildcard's rules cover any depth");
 	CHECK(net_policy_rules_for(p, "w.test") == NULL, "not the apex");
 	m = M(r, "DELETE", "/v1/exact", NULL, NULL);

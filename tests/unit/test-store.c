@@ -38,17 +38,17 @@ static void sandbox_fill(struct store_sandbox *s, char *id, char *team, char *st
 			 int64_t created)
 {
 	*s = (struct store_sandbox){
-		.id = id,
-		.team = team,
-		.status = status,
-		.created_ms = created,
-		.expires_ms = created + 300000,
-		.init_pid = 4242,
-		.init_start = 987654321,
-		.host_base = 200000,
-		.config_json = "{\"image\":\"base\"}",
-		.policy_json = NULL,
-		.policy_gen = 1,
+	    .id = id,
+	    .team = team,
+	    .status = status,
+	    .created_ms = created,
+	    .expires_ms = created + 300000,
+	    .init_pid = 4242,
+	    .init_start = 987654321,
+	    .host_base = 200000,
+	    .config_json = "{\"image\":\"base\"}",
+	    .policy_json = NULL,
+	    .policy_gen = 1,
 	};
 }
 
@@ -63,11 +63,11 @@ static void sandboxes_basic(struct store *st)
 	CHECK(r == 0, "sandbox put A");
 	r = store_sandbox_get(st, SBX_A, &out, &err);
 	CHECK(r == 1 && !strcmp(out.id, SBX_A) && !strcmp(out.team, "team1") &&
-		      !strcmp(out.status, "running") && out.created_ms == 1000 &&
-		      out.expires_ms == 301000 && out.stopped_ms == 0 && out.init_pid == 4242 &&
-		      out.init_start == 987654321 && out.host_base == 200000 &&
-		      !strcmp(out.config_json, "{\"image\":\"base\"}") && !out.policy_json &&
-		      out.policy_gen == 1,
+		  !strcmp(out.status, "running") && out.created_ms == 1000 &&
+		  out.expires_ms == 301000 && out.stopped_ms == 0 && out.init_pid == 4242 &&
+		  out.init_start == 987654321 && out.host_base == 200000 &&
+		  !strcmp(out.config_json, "{\"image\":\"base\"}") && !out.policy_json &&
+		  out.policy_gen == 1,
 	      "sandbox get A round-trips every field");
 	store_sandbox_release(&out);
 	CHECK(out.id == NULL, "release clears the struct");
@@ -102,8 +102,8 @@ static void sandboxes_set(struct store *st)
 	CHECK(store_sandbox_set_policy(st, SBX_B, "{\"allow\":[\"*.example.com\"]}", 7, &err) == 1,
 	      "set_policy B");
 	CHECK(store_sandbox_get(st, SBX_B, &out, &err) == 1 && !strcmp(out.status, "stopping") &&
-		      out.expires_ms == 999999 && out.policy_gen == 7 &&
-		      !strcmp(out.policy_json, "{\"allow\":[\"*.example.com\"]}"),
+		  out.expires_ms == 999999 && out.policy_gen == 7 &&
+		  !strcmp(out.policy_json, "{\"allow\":[\"*.example.com\"]}"),
 	      "setters took effect");
 	store_sandbox_release(&out);
 	CHECK(store_sandbox_set_status(st, NO_SUCH, "stopped", 1, &err) == 0 && !err,
@@ -138,7 +138,7 @@ static void sandboxes_each(struct store *st)
 
 	r = store_sandbox_each(st, NULL, false, collect_sandbox, &c, &err);
 	CHECK(r == 0 && c.n == 3 && !strcmp(c.ids[0], SBX_A) && !strcmp(c.ids[1], SBX_C) &&
-		      !strcmp(c.ids[2], SBX_B),
+		  !strcmp(c.ids[2], SBX_B),
 	      "each: all sandboxes, ordered by created_ms");
 	c = (struct collect){.stop_at = -1};
 	r = store_sandbox_each(st, "team1", false, collect_sandbox, &c, &err);
@@ -170,12 +170,12 @@ static void commands(struct store *st)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	struct store_command in = {
-		.id = CMD_1,
-		.sandbox_id = SBX_A,
-		.argv_json = "[\"echo\",\"hi\"]",
-		.cwd = "/work",
-		.sudo = true,
-		.started_ms = 5000,
+	    .id = CMD_1,
+	    .sandbox_id = SBX_A,
+	    .argv_json = "[\"echo\",\"hi\"]",
+	    .cwd = "/work",
+	    .sudo = true,
+	    .started_ms = 5000,
 	};
 	struct store_command out;
 	struct store_sandbox sb;
@@ -183,24 +183,25 @@ static void commands(struct store *st)
 
 	CHECK(store_command_put(st, &in, &err) == 0, "command put 1");
 	CHECK(store_command_get(st, CMD_1, &out, &err) == 1 && !strcmp(out.sandbox_id, SBX_A) &&
-		      !strcmp(out.argv_json, "[\"echo\",\"hi\"]") && !strcmp(out.cwd, "/work") &&
-		      out.sudo && out.started_ms == 5000 && out.finished_ms == 0 && !out.reason,
+		  !strcmp(out.argv_json, "[\"echo\",\"hi\"]") && !strcmp(out.cwd, "/work") &&
+		  out.sudo && out.started_ms == 5000 && out.finished_ms == 0 && !out.reason,
 	      "command get 1 (running)");
 	store_command_release(&out);
 	CHECK(store_command_finish(st, CMD_1, 6000, 3, 0, "exited", &err) == 1, "finish 1");
 	CHECK(store_command_get(st, CMD_1, &out, &err) == 1 && out.finished_ms == 6000 &&
-		      out.exit_code == 3 && out.signal == 0 && !strcmp(out.reason, "exited"),
+		  out.exit_code == 3 && out.signal == 0 && !strcmp(out.reason, "exited"),
 	      "finished command reads back");
 	store_command_release(&out);
 	CHECK(store_command_finish(st, NO_SUCH, 1, 0, 0, "exited", &err) == 0,
 	      "finish of unknown id gives 0");
-	CHECK(store_command_get(st, NO_SUCH, &out, &err) == 0 && !out.id, "unknown command gives 0");
+	CHECK(store_command_get(st, NO_SUCH, &out, &err) == 0 && !out.id,
+	      "unknown command gives 0");
 
-	in = (struct store_command){.id = CMD_2, .sandbox_id = SBX_A, .argv_json = "[\"ls\"]",
-				    .started_ms = 4000};
+	in = (struct store_command){
+	    .id = CMD_2, .sandbox_id = SBX_A, .argv_json = "[\"ls\"]", .started_ms = 4000};
 	CHECK(store_command_put(st, &in, &err) == 0 && !err, "command put 2 (older, no cwd)");
-	in = (struct store_command){.id = CMD_3, .sandbox_id = SBX_B, .argv_json = "[\"true\"]",
-				    .started_ms = 7000};
+	in = (struct store_command){
+	    .id = CMD_3, .sandbox_id = SBX_B, .argv_json = "[\"true\"]", .started_ms = 7000};
 	CHECK(store_command_put(st, &in, &err) == 0, "command put 3 in B");
 	in.sandbox_id = NO_SUCH;
 	in.id = "cmd_orphanorphanorphanorph";
@@ -209,7 +210,7 @@ static void commands(struct store *st)
 	al_error_freep(&err);
 
 	CHECK(store_command_each(st, SBX_A, collect_command, &c, &err) == 0 && c.n == 2 &&
-		      !strcmp(c.ids[0], CMD_2) && !strcmp(c.ids[1], CMD_1),
+		  !strcmp(c.ids[0], CMD_2) && !strcmp(c.ids[1], CMD_1),
 	      "command each: oldest first");
 	c.n = 0;
 	CHECK(store_command_each(st, NO_SUCH, collect_command, &c, &err) == 0 && c.n == 0,
@@ -277,21 +278,21 @@ static void output(struct store *st)
 	      "size is 6 after trimming the overlap");
 	CHECK(read_stream(st, CMD_1, AL_STDOUT, 0, "abcdef"), "stored stdout is abcdef");
 	CHECK(store_output_append(st, CMD_1, AL_STDOUT, 0, "abcd", 4, &err) == 0 &&
-		      read_stream(st, CMD_1, AL_STDOUT, 0, "abcdef"),
+		  read_stream(st, CMD_1, AL_STDOUT, 0, "abcdef"),
 	      "a full replay changes nothing");
 	CHECK(store_output_append(st, CMD_1, AL_STDOUT, 6, "", 0, &err) == 0,
 	      "empty chunk is a no-op");
 	CHECK(store_output_append(st, CMD_1, AL_STDOUT, 10, "xyz", 3, &err) == -EINVAL && err &&
-		      strstr(err->msg, "gap"),
+		  strstr(err->msg, "gap"),
 	      "a gap is refused (%s)", err ? err->msg : "");
 	al_error_freep(&err);
 	CHECK(store_output_size(st, CMD_1, AL_STDOUT, &size, &err) == 0 && size == 6,
 	      "refused gap stored nothing");
 	CHECK(store_output_append(st, CMD_1, 3, 0, "x", 1, &err) == -EINVAL, "stream 3 refused");
 	al_error_freep(&err);
-	CHECK(store_output_append(st, "cmd_nonenonenonenonenonenone", AL_STDOUT, 0, "x", 1,
-				  &err) == -ENOENT &&
-		      err,
+	CHECK(store_output_append(st, "cmd_nonenonenonenonenonenone", AL_STDOUT, 0, "x", 1, &err) ==
+		      -ENOENT &&
+		  err,
 	      "append to an unknown command refused (%s)", err ? err->msg : "");
 	al_error_freep(&err);
 
@@ -300,13 +301,13 @@ static void output(struct store *st)
 	CHECK(read_stream(st, CMD_1, AL_STDOUT, 0, "abcdefgh"), "stdout filter");
 	CHECK(read_stream(st, CMD_1, AL_STDERR, 0, "ERR"), "stderr filter");
 	CHECK(store_output_each(st, CMD_1, 0, 0, collect_output, &b, &err) == 0 && b.chunks == 4 &&
-		      b.len == 11 && !memcmp(b.data, "abcdefERRgh", 11) && b.streams[0] == 1 &&
-		      b.streams[2] == 2 && b.streams[3] == 1,
+		  b.len == 11 && !memcmp(b.data, "abcdefERRgh", 11) && b.streams[0] == 1 &&
+		  b.streams[2] == 2 && b.streams[3] == 1,
 	      "both streams in append order");
 
 	b = (struct buf){.stop_after = 1};
 	CHECK(store_output_each(st, CMD_1, 0, 0, collect_output, &b, &err) == -EINTR &&
-		      b.chunks == 1,
+		  b.chunks == 1,
 	      "output each stops when fn returns <0");
 	al_error_freep(&err);
 	first_seq = b.last_seq;
@@ -314,7 +315,7 @@ static void output(struct store *st)
 	CHECK(read_stream(st, CMD_1, AL_STDOUT, first_seq, "defgh"), "resume + stream filter");
 	CHECK(read_stream(st, CMD_1, 0, INT64_MAX, ""), "resume past the end: nothing");
 	CHECK(store_output_size(st, "cmd_nonenonenonenonenonenone", AL_STDERR, &size, &err) == 0 &&
-		      size == 0,
+		  size == 0,
 	      "size of an unknown command is 0");
 	CHECK(store_output_each(st, CMD_1, 9, 0, collect_output, &b, &err) == -EINVAL,
 	      "output each with a bad stream refused");
@@ -406,8 +407,8 @@ static void threads(struct store *st)
 	for (int i = 0; i < THREAD_CHUNKS; i++)
 		expect += 1 + (size_t)(i * 7) % 64;
 	for (int i = 0; i < THREADS; i++) {
-		struct store_command c = {.sandbox_id = SBX_B, .argv_json = "[\"yes\"]",
-					  .started_ms = 8000 + i};
+		struct store_command c = {
+		    .sandbox_id = SBX_B, .argv_json = "[\"yes\"]", .started_ms = 8000 + i};
 
 		w[i] = (struct writer){.st = st};
 		snprintf(w[i].cmd, sizeof(w[i].cmd), "cmd_thread%014d", i);
@@ -427,8 +428,8 @@ static void threads(struct store *st)
 		     size == expect &&
 		     store_output_each(st, w[i].cmd, 1, 0, verify_output, &v, &err) == 0 && v.ok &&
 		     v.next == expect;
-		CHECK(ok, "thread %d: %" PRIu64 "/%" PRIu64 " bytes, contiguous and intact", i, size,
-		      expect);
+		CHECK(ok, "thread %d: %" PRIu64 "/%" PRIu64 " bytes, contiguous and intact", i,
+		      size, expect);
 	}
 }
 
@@ -447,7 +448,7 @@ static void reopen(struct store **st)
 	store_sandbox_release(&sb);
 	CHECK(read_stream(*st, CMD_1, AL_STDOUT, 0, "abcdefgh"), "output persists");
 	CHECK(store_output_append(*st, CMD_1, AL_STDOUT, 4, "efghij", 6, &err) == 0 &&
-		      read_stream(*st, CMD_1, AL_STDOUT, 0, "abcdefghij"),
+		  read_stream(*st, CMD_1, AL_STDOUT, 0, "abcdefghij"),
 	      "overlap trimming works after reopen");
 
 	/* A second connection sees WAL mode and the latest schema version (2). */
@@ -481,14 +482,14 @@ static void prune(struct store *st)
 	CHECK(store_sandbox_set_status(st, SBX_A, "stopped", 1500, &err) == 1, "stop A");
 	CHECK(store_prune(st, 1000, &err) == 0, "prune before any stop time deletes nothing");
 	CHECK(store_prune(st, 3000, &err) == 2, "prune removes the two stopped sandboxes");
-	CHECK(store_sandbox_get(st, SBX_A, &sb, &err) == 0 && store_sandbox_get(st, SBX_C, &sb,
-										  &err) == 0,
+	CHECK(store_sandbox_get(st, SBX_A, &sb, &err) == 0 &&
+		  store_sandbox_get(st, SBX_C, &sb, &err) == 0,
 	      "pruned sandboxes are gone");
-	CHECK(store_command_get(st, CMD_1, &c, &err) == 0 && store_command_get(st, CMD_2, &c,
-										 &err) == 0,
+	CHECK(store_command_get(st, CMD_1, &c, &err) == 0 &&
+		  store_command_get(st, CMD_2, &c, &err) == 0,
 	      "their commands are gone");
 	CHECK(store_output_size(st, CMD_1, AL_STDOUT, &size, &err) == 0 && size == 0 &&
-		      read_stream(st, CMD_1, 0, 0, "") && read_stream(st, CMD_2, 0, 0, ""),
+		  read_stream(st, CMD_1, 0, 0, "") && read_stream(st, CMD_2, 0, 0, ""),
 	      "their output is gone");
 	CHECK(store_sandbox_get(st, SBX_B, &sb, &err) == 1, "live sandbox kept");
 	store_sandbox_release(&sb);
@@ -502,11 +503,11 @@ static void prune(struct store *st)
 	CHECK(store_sandbox_get(st, SBX_B, &sb, &err) == 1, "... and still there");
 	store_sandbox_release(&sb);
 	CHECK(store_sandbox_set_status(st, SBX_B, "failed", 4000, &err) == 1 &&
-		      store_sandbox_delete(st, SBX_B, &err) == 1,
+		  store_sandbox_delete(st, SBX_B, &err) == 1,
 	      "an ended sandbox is deleted by id");
 	n = 0;
 	CHECK(store_sandbox_get(st, SBX_B, &sb, &err) == 0 &&
-		      store_command_each(st, SBX_B, count_commands, &n, &err) == 0 && n == 0,
+		  store_command_each(st, SBX_B, count_commands, &n, &err) == 0 && n == 0,
 	      "with its commands");
 	CHECK(store_sandbox_delete(st, SBX_B, &err) == 0, "deleting it again finds nothing");
 }
@@ -515,26 +516,33 @@ static void prune(struct store *st)
 static void delete_command(struct store *st)
 {
 	_cleanup_error_ struct al_error *err = NULL;
-	struct store_sandbox sb = {.id = "sbx_del", .team = "t", .status = "running",
-				   .created_ms = 1, .expires_ms = 2, .config_json = "{}",
+	struct store_sandbox sb = {.id = "sbx_del",
+				   .team = "t",
+				   .status = "running",
+				   .created_ms = 1,
+				   .expires_ms = 2,
+				   .config_json = "{}",
 				   .policy_json = "null"};
-	struct store_command c1 = {.id = "cmd_del1", .sandbox_id = "sbx_del", .argv_json = "[]",
-				   .cwd = "/", .started_ms = 1};
+	struct store_command c1 = {.id = "cmd_del1",
+				   .sandbox_id = "sbx_del",
+				   .argv_json = "[]",
+				   .cwd = "/",
+				   .started_ms = 1};
 	struct store_command c2 = c1, got;
 	uint64_t size = 1;
 
 	c2.id = "cmd_del2";
 	CHECK(store_sandbox_put(st, &sb, &err) == 0 && store_command_put(st, &c1, &err) == 0 &&
-		      store_command_put(st, &c2, &err) == 0 &&
-		      store_output_append(st, "cmd_del1", AL_STDOUT, 0, "abc", 3, &err) == 0 &&
-		      store_output_append(st, "cmd_del2", AL_STDOUT, 0, "xyz", 3, &err) == 0,
+		  store_command_put(st, &c2, &err) == 0 &&
+		  store_output_append(st, "cmd_del1", AL_STDOUT, 0, "abc", 3, &err) == 0 &&
+		  store_output_append(st, "cmd_del2", AL_STDOUT, 0, "xyz", 3, &err) == 0,
 	      "a sandbox with two commands and their output");
 	CHECK(store_command_delete(st, "cmd_del1", &err) == 1, "a command is deleted by id");
 	CHECK(store_command_get(st, "cmd_del1", &got, &err) == 0 &&
-		      store_output_size(st, "cmd_del1", AL_STDOUT, &size, &err) == 0 && size == 0,
+		  store_output_size(st, "cmd_del1", AL_STDOUT, &size, &err) == 0 && size == 0,
 	      "with its output");
-	CHECK(store_command_get(st, "cmd_del2", &got, &err) == 1 && read_stream(st, "cmd_del2",
-									     AL_STDOUT, 0, "xyz"),
+	CHECK(store_command_get(st, "cmd_del2", &got, &err) == 1 &&
+		  read_stream(st, "cmd_del2", AL_STDOUT, 0, "xyz"),
 	      "the other one is untouched");
 	store_command_release(&got);
 	CHECK(store_command_delete(st, "cmd_del1", &err) == 0, "deleting it again finds nothing");
@@ -624,8 +632,8 @@ static void corrupt_state(void)
 
 static void cleanup_dir(void)
 {
-	static const char *const names[] = {"state.db", "state.db-wal", "state.db-shm",
-					    "garbage.db", "other.db", "future.db"};
+	static const char *const names[] = {"state.db",	  "state.db-wal", "state.db-shm",
+					    "garbage.db", "other.db",	  "future.db"};
 	char path[sizeof(dir) + 32];
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

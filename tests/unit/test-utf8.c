@@ -19,12 +19,20 @@ int main(void)
 	expect("hello", 5, "hello", "ascii unchanged");
 	expect("h\xc3\xa9", 3, "h\xc3\xa9", "2-byte sequence kept");
 	expect("\xf0\x9f\x98\x80", 4, "\xf0\x9f\x98\x80", "4-byte sequence kept");
-	expect("a\xff" "b", 3, "a\xef\xbf\xbd" "b", "invalid byte replaced");
+	expect("a\xff"
+	       "b",
+	       3,
+	       "a\xef\xbf\xbd"
+	       "b",
+	       "invalid byte replaced");
 	expect("\xc0\xaf", 2, "\xef\xbf\xbd\xef\xbf\xbd", "overlong refused");
 	expect("\xed\xa0\x80", 3, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", "surrogate refused");
 	expect("\xe2\x82", 2, "\xef\xbf\xbd\xef\xbf\xbd", "truncated sequence replaced");
-	expect("a\0b", 3, "a\xef\xbf\xbd" "b", "NUL replaced");
-	expect("\xf4\x90\x80\x80", 4,
-	       "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd", "above U+10FFFF refused");
+	expect("a\0b", 3,
+	       "a\xef\xbf\xbd"
+	       "b",
+	       "NUL replaced");
+	expect("\xf4\x90\x80\x80", 4, "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd",
+	       "above U+10FFFF refused");
 	return tap_done();
 }

@@ -56,7 +56,7 @@ static void api_reply_sandbox(struct api_req *r, unsigned status, const char *id
 
 static int api_parse_resources(json_t *body, struct dm_create *c, struct al_error **err)
 {
-	static const char *const fields[] = { "vcpus", "memory", "disk", NULL };
+	static const char *const fields[] = {"vcpus", "memory", "disk", NULL};
 	json_t *res = json_object_get(body, "resources"), *v;
 
 	if (!res || json_is_null(res))
@@ -77,11 +77,10 @@ static int api_parse_resources(json_t *body, struct dm_create *c, struct al_erro
 	return 0;
 }
 
-static int api_parse_create(json_t *body, struct dm_create *c, char ***env,
-			    struct al_error **err)
+static int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
 {
-	static const char *const fields[] = { "image",	 "resources", "timeout",	"env",
-					      "workdir", "network_policy", NULL };
+	static const char *const fields[] = {"image",	"resources",	  "timeout", "env",
+					     "workdir", "network_policy", NULL};
 	json_t *policy;
 
 	if (api_json_fields(body, "the body", fields, err) < 0 ||
@@ -110,7 +109,7 @@ static void api_sbx_create(struct api_req *r)
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	_cleanup_free_ char *id = NULL;
-	struct dm_create c = { 0 };
+	struct dm_create c = {0};
 	char **env = NULL;
 	int ret;
 
@@ -142,7 +141,7 @@ static void api_sbx_get(struct api_req *r)
 
 static void api_sbx_stop(struct api_req *r)
 {
-	static const char *const fields[] = { NULL };
+	static const char *const fields[] = {NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	const char *id = api_param(r, "id");
@@ -156,7 +155,7 @@ static void api_sbx_stop(struct api_req *r)
 
 static void api_sbx_extend(struct api_req *r)
 {
-	static const char *const fields[] = { "duration_ms", NULL };
+	static const char *const fields[] = {"duration_ms", NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	const char *id = api_param(r, "id");
@@ -167,7 +166,8 @@ static void api_sbx_extend(struct api_req *r)
 	    api_json_u64(body, "duration_ms", true, INT64_MAX, &add, &err) < 0)
 		return api_reply_error(r, err);
 	if (add == 0)
-		return api_reply_error_code(r, 400, "bad_request", "field 'duration_ms' must be > 0");
+		return api_reply_error_code(r, 400, "bad_request",
+					    "field 'duration_ms' must be > 0");
 	if (dm_sandbox_extend(r->api->d, r->team, id, add, &err) < 0)
 		return api_reply_error(r, err);
 	api_reply_sandbox(r, 200, id);
@@ -179,8 +179,7 @@ static void api_sbx_policy(struct api_req *r)
 	_cleanup_json_ json_t *body = NULL;
 	const char *id = api_param(r, "id");
 
-	if (api_body_value(r, &body, &err) < 0 ||
-	    api_policy_check(body, "the policy", &err) < 0 ||
+	if (api_body_value(r, &body, &err) < 0 || api_policy_check(body, "the policy", &err) < 0 ||
 	    dm_sandbox_set_policy(r->api->d, r->team, id, body, &err) < 0)
 		return api_reply_error(r, err);
 	api_reply_sandbox(r, 200, id);
@@ -201,8 +200,8 @@ static bool sbx_running(struct egress_follow *f)
 	bool running = false;
 
 	if (dm_sandbox_get(f->d, f->team, f->id, &v, NULL) == 0)
-		running = strcmp(json_string_value(json_object_get(v, "status")) ?: "", "running") ==
-			  0;
+		running =
+		    strcmp(json_string_value(json_object_get(v, "status")) ?: "", "running") == 0;
 	json_decref(v);
 	return running;
 }
@@ -280,24 +279,24 @@ static void api_sbx_egress(struct api_req *r)
 #define SBX "/v1/sandboxes/{id}"
 
 const struct api_route api_native_routes[] = {
-	{ "GET", "/v1/health", api_health, API_ROUTE_NO_AUTH },
-	{ "POST", "/v1/sandboxes", api_sbx_create, 0 },
-	{ "GET", "/v1/sandboxes", api_sbx_list, 0 },
-	{ "GET", SBX, api_sbx_get, 0 },
-	{ "POST", SBX "/stop", api_sbx_stop, 0 },
-	{ "POST", SBX "/extend", api_sbx_extend, 0 },
-	{ "PUT", SBX "/network-policy", api_sbx_policy, 0 },
-	{ "GET", SBX "/egress", api_sbx_egress, 0 },
-	{ "POST", SBX "/commands", api_cmd_run, 0 },
-	{ "GET", SBX "/commands", api_cmd_list, 0 },
-	{ "GET", SBX "/commands/{cid}", api_cmd_get, 0 },
-	{ "GET", SBX "/commands/{cid}/wait", api_cmd_wait, 0 },
-	{ "GET", SBX "/commands/{cid}/logs", api_cmd_logs, 0 },
-	{ "POST", SBX "/commands/{cid}/stdin", api_cmd_stdin, API_ROUTE_RAW },
-	{ "POST", SBX "/commands/{cid}/kill", api_cmd_kill, 0 },
-	{ "PUT", SBX "/files", api_fs_write, API_ROUTE_RAW | API_ROUTE_UPLOAD },
-	{ "GET", SBX "/files", api_fs_list, 0 },
-	{ "GET", SBX "/files/content", api_fs_read, 0 },
-	{ "POST", SBX "/files/mkdir", api_fs_mkdir, 0 },
+    {"GET", "/v1/health", api_health, API_ROUTE_NO_AUTH},
+    {"POST", "/v1/sandboxes", api_sbx_create, 0},
+    {"GET", "/v1/sandboxes", api_sbx_list, 0},
+    {"GET", SBX, api_sbx_get, 0},
+    {"POST", SBX "/stop", api_sbx_stop, 0},
+    {"POST", SBX "/extend", api_sbx_extend, 0},
+    {"PUT", SBX "/network-policy", api_sbx_policy, 0},
+    {"GET", SBX "/egress", api_sbx_egress, 0},
+    {"POST", SBX "/commands", api_cmd_run, 0},
+    {"GET", SBX "/commands", api_cmd_list, 0},
+    {"GET", SBX "/commands/{cid}", api_cmd_get, 0},
+    {"GET", SBX "/commands/{cid}/wait", api_cmd_wait, 0},
+    {"GET", SBX "/commands/{cid}/logs", api_cmd_logs, 0},
+    {"POST", SBX "/commands/{cid}/stdin", api_cmd_stdin, API_ROUTE_RAW},
+    {"POST", SBX "/commands/{cid}/kill", api_cmd_kill, 0},
+    {"PUT", SBX "/files", api_fs_write, API_ROUTE_RAW | API_ROUTE_UPLOAD},
+    {"GET", SBX "/files", api_fs_list, 0},
+    {"GET", SBX "/files/content", api_fs_read, 0},
+    {"POST", SBX "/files/mkdir", api_fs_mkdir, 0},
 };
 const size_t api_native_routes_n = ARRAY_SIZE(api_native_routes);

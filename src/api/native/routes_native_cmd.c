@@ -25,8 +25,8 @@ struct api_run {
 
 static int api_parse_run(json_t *body, struct api_run *run, struct al_error **err)
 {
-	static const char *const fields[] = { "cmd",   "args",  "env",	    "cwd",  "sudo",
-					      "timeout", "stdin", "keep_stdin", "wait", NULL };
+	static const char *const fields[] = {"cmd",	"args",	 "env",	       "cwd",  "sudo",
+					     "timeout", "stdin", "keep_stdin", "wait", NULL};
 	struct dm_exec *e = &run->e;
 	const char *in = NULL;
 
@@ -76,7 +76,7 @@ void api_cmd_run(struct api_req *r)
 	_cleanup_json_ json_t *body = NULL;
 	_cleanup_free_ char *cid = NULL;
 	const char *sbx = api_param(r, "id");
-	struct api_run run = { 0 };
+	struct api_run run = {0};
 	int ret;
 
 	if (api_body_object(r, &body, &err) < 0)
@@ -121,8 +121,8 @@ static void api_reply_command(struct api_req *r)
 	_cleanup_error_ struct al_error *err = NULL;
 	json_t *view = NULL;
 
-	if (dm_cmd_get(r->api->d, r->team, api_param(r, "id"), api_param(r, "cid"), &view,
-		       &err) < 0)
+	if (dm_cmd_get(r->api->d, r->team, api_param(r, "id"), api_param(r, "cid"), &view, &err) <
+	    0)
 		return api_reply_error(r, err);
 	api_reply_wrapped(r, 200, "command", view);
 }
@@ -181,15 +181,15 @@ void api_cmd_stdin(struct api_req *r)
 	bool close_after = false;
 
 	if (api_query_bool(r, "close", &close_after, &err) < 0 ||
-	    dm_cmd_write_stdin(r->api->d, r->team, api_param(r, "id"), api_param(r, "cid"),
-			       r->body, r->body_len, close_after, &err) < 0)
+	    dm_cmd_write_stdin(r->api->d, r->team, api_param(r, "id"), api_param(r, "cid"), r->body,
+			       r->body_len, close_after, &err) < 0)
 		return api_reply_error(r, err);
 	api_reply_command(r);
 }
 
 void api_cmd_kill(struct api_req *r)
 {
-	static const char *const fields[] = { "signal", NULL };
+	static const char *const fields[] = {"signal", NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	uint64_t sig = 15;

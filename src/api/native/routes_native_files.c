@@ -39,7 +39,7 @@ void api_fs_read(struct api_req *r)
 
 void api_fs_mkdir(struct api_req *r)
 {
-	static const char *const fields[] = { "path", "parents", NULL };
+	static const char *const fields[] = {"path", "parents", NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	const char *path = NULL;

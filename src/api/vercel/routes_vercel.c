@@ -108,7 +108,7 @@ static json_int_t vc_memory_mb(json_t *res)
 static const char *vc_status(json_t *view)
 {
 	const char *s = json_string_value(json_object_get(view, "status"));
-	static const char *const known[] = { "running", "stopping", "stopped", "failed" };
+	static const char *const known[] = {"running", "stopping", "stopped", "failed"};
 
 	for (size_t i = 0; s && i < ARRAY_SIZE(known); i++)
 		if (strcmp(s, known[i]) == 0)
@@ -130,8 +130,8 @@ json_t *vc_session_of(json_t *view)
 	o = json_pack("{s:s?,s:I,s:o,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:s}", "id",
 		      json_string_value(json_object_get(view, "id")), "memory", vc_memory_mb(res),
 		      "vcpus", vc_number(vc_vcpus(res)), "region", VC_REGION, "timeout",
-		      vc_int(view, "timeout_ms"), "status", vc_status(view), "requestedAt",
-		      created, "startedAt", created, "createdAt", created, "updatedAt",
+		      vc_int(view, "timeout_ms"), "status", vc_status(view), "requestedAt", created,
+		      "startedAt", created, "createdAt", created, "updatedAt",
 		      stopped ? stopped : created, "cwd", wd ? wd : VC_WORKDIR);
 	if (!o)
 		al_oom();
@@ -200,8 +200,7 @@ json_t *vc_command_of(json_t *view)
 		      json_string_value(json_object_get(view, "cmd")), "args",
 		      json_is_array(args) ? json_incref(args) : json_array(), "cwd",
 		      json_string_value(json_object_get(view, "cwd")), "sessionId",
-		      json_string_value(json_object_get(view, "sandbox_id")), "startedAt",
-		      started);
+		      json_string_value(json_object_get(view, "sandbox_id")), "startedAt", started);
 	if (!o)
 		al_oom();
 	if (!json_object_get(o, "cwd"))
@@ -257,9 +256,15 @@ static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool 
 /* Fields the SDK may send that have no meaning here and are accepted as they are. */
 static bool vc_create_ignored(const char *key)
 {
-	static const char *const ignored[] = { "projectId", "runtime",	 "tags",
-					       "region",    "failoverRegions", "networkId",
-					       "snapshotExpiration", "keepLastSnapshots", NULL };
+	static const char *const ignored[] = {"projectId",
+					      "runtime",
+					      "tags",
+					      "region",
+					      "failoverRegions",
+					      "networkId",
+					      "snapshotExpiration",
+					      "keepLastSnapshots",
+					      NULL};
 
 	if (strncmp(key, "__", 2) == 0)
 		return true;
@@ -271,7 +276,7 @@ static bool vc_create_ignored(const char *key)
 
 static int vc_parse_resources(json_t *body, struct dm_create *c, struct al_error **err)
 {
-	static const char *const fields[] = { "vcpus", "memory", NULL };
+	static const char *const fields[] = {"vcpus", "memory", NULL};
 	json_t *res = json_object_get(body, "resources"), *v;
 	uint64_t mb = 0;
 
@@ -325,13 +330,14 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
 			   struct al_error **err)
 {
-	static const char *const known[] = { "ports", "timeout", "resources", "source", "image",
-					     "name", "persistent", "networkPolicy", "env", "mounts",
-					     NULL };
+	static const char *const known[] = {"ports", "timeout", "resources",  "source",
+					    "image", "name",	"persistent", "networkPolicy",
+					    "env",   "mounts",	NULL};
 	const char *key;
 	json_t *v;
 
-	json_object_foreach(body, key, v) {
+	json_object_foreach(body, key, v)
+	{
 		size_t i;
 
 		for (i = 0; known[i] && strcmp(key, known[i]) != 0; i++)
@@ -363,7 +369,7 @@ static void vc_create(struct api_req *r)
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
 	_cleanup_free_ char *id = NULL;
-	struct dm_create c = { 0 };
+	struct dm_create c = {0};
 	char **env = NULL;
 	int ret;
 
@@ -416,8 +422,8 @@ static void vc_delete(struct api_req *r)
  * extend-timeout call that follows. */
 static void vc_update(struct api_req *r)
 {
-	static const char *const fields[] = { "timeout", "networkPolicy", "persistent", "ports",
-					      "tags", NULL };
+	static const char *const fields[] = {"timeout", "networkPolicy", "persistent",
+					     "ports",	"tags",		 NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
 	const char *id = api_param(r, "name");
@@ -466,7 +472,8 @@ static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(j
 	    dm_sandbox_list(r->api->d, r->team, &list, &err) < 0)
 		return vc_reply_error(r, err);
 	v = xzalloc((json_array_size(list) + 1) * sizeof(*v));
-	json_array_foreach(list, i, item) {
+	json_array_foreach(list, i, item)
+	{
 		const char *id = json_string_value(json_object_get(item, "id"));
 
 		if (!id || (name && strcmp(id, name) != 0) ||
@@ -485,8 +492,9 @@ static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(j
 		json_array_append_new(out, conv(v[i]));
 	if (i < n && json_array_size(out) > 0)
 		next = json_string(json_string_value(json_object_get(v[i - 1], "id")));
-	api_reply_json(r, 200, json_pack("{s:o,s:{s:I,s:o}}", key, out, "pagination", "count",
-					 (json_int_t)json_array_size(out), "next", next));
+	api_reply_json(r, 200,
+		       json_pack("{s:o,s:{s:I,s:o}}", key, out, "pagination", "count",
+				 (json_int_t)json_array_size(out), "next", next));
 }
 
 static void vc_list(struct api_req *r)
@@ -519,7 +527,7 @@ static void vc_stop(struct api_req *r)
 
 static void vc_extend(struct api_req *r)
 {
-	static const char *const fields[] = { "duration", NULL };
+	static const char *const fields[] = {"duration", NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	const char *id = api_param(r, "id");
@@ -552,23 +560,23 @@ static void vc_policy(struct api_req *r)
 
 /* Literal paths before /v2/sandboxes/{name}: the first match wins. */
 const struct api_route api_vercel_routes[] = {
-	{ "POST", "/v3/sandboxes", vc_create, 0 },
-	{ "POST", "/v2/sandboxes", vc_create, 0 },
-	{ "GET", "/v2/sandboxes", vc_list, 0 },
-	{ "GET", "/v2/sandboxes/sessions", vc_sessions_list, 0 },
-	{ "GET", SES, vc_session_get, 0 },
-	{ "POST", SES "/cmd", vc_cmd_run, 0 },
-	{ "GET", SES "/cmd/{cid}", vc_cmd_get, 0 },
-	{ "GET", SES "/cmd/{cid}/logs", vc_cmd_logs, 0 },
-	{ "POST", SES "/cmd/{cid}/kill", vc_cmd_kill, 0 },
-	{ "POST", SES "/fs/write", vc_fs_write, API_ROUTE_RAW | API_ROUTE_UPLOAD },
-	{ "POST", SES "/fs/read", vc_fs_read, 0 },
-	{ "POST", SES "/fs/mkdir", vc_fs_mkdir, 0 },
-	{ "POST", SES "/network-policy", vc_policy, 0 },
-	{ "POST", SES "/extend-timeout", vc_extend, 0 },
-	{ "POST", SES "/stop", vc_stop, 0 },
-	{ "GET", "/v2/sandboxes/{name}", vc_get, 0 },
-	{ "PATCH", "/v2/sandboxes/{name}", vc_update, 0 },
-	{ "DELETE", "/v2/sandboxes/{name}", vc_delete, 0 },
+    {"POST", "/v3/sandboxes", vc_create, 0},
+    {"POST", "/v2/sandboxes", vc_create, 0},
+    {"GET", "/v2/sandboxes", vc_list, 0},
+    {"GET", "/v2/sandboxes/sessions", vc_sessions_list, 0},
+    {"GET", SES, vc_session_get, 0},
+    {"POST", SES "/cmd", vc_cmd_run, 0},
+    {"GET", SES "/cmd/{cid}", vc_cmd_get, 0},
+    {"GET", SES "/cmd/{cid}/logs", vc_cmd_logs, 0},
+    {"POST", SES "/cmd/{cid}/kill", vc_cmd_kill, 0},
+    {"POST", SES "/fs/write", vc_fs_write, API_ROUTE_RAW | API_ROUTE_UPLOAD},
+    {"POST", SES "/fs/read", vc_fs_read, 0},
+    {"POST", SES "/fs/mkdir", vc_fs_mkdir, 0},
+    {"POST", SES "/network-policy", vc_policy, 0},
+    {"POST", SES "/extend-timeout", vc_extend, 0},
+    {"POST", SES "/stop", vc_stop, 0},
+    {"GET", "/v2/sandboxes/{name}", vc_get, 0},
+    {"PATCH", "/v2/sandboxes/{name}", vc_update, 0},
+    {"DELETE", "/v2/sandboxes/{name}", vc_delete, 0},
 };
 const size_t api_vercel_routes_n = ARRAY_SIZE(api_vercel_routes);

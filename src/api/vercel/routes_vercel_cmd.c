@@ -44,13 +44,13 @@ struct vc_stream {
 	struct api *api;
 	struct MHD_Connection *conn;
 	struct dm_logs *logs;
-	bool run;          /* the waiting run: start and finished lines */
-	bool output;       /* log lines wanted */
+	bool run;    /* the waiting run: start and finished lines */
+	bool output; /* log lines wanted */
 	char *team, *sbx, *cmd;
-	json_t *start;     /* the start line's command, until sent */
-	char *out;         /* pending NDJSON bytes */
+	json_t *start; /* the start line's command, until sent */
+	char *out;     /* pending NDJSON bytes */
 	size_t out_len, out_off;
-	unsigned polls;    /* silent polls in a row */
+	unsigned polls; /* silent polls in a row */
 	unsigned char carry[3][4];
 	size_t carry_len[3];
 	bool done;
@@ -97,8 +97,10 @@ static size_t vc_utf8_tail(const unsigned char *p, size_t n)
 
 		if ((c & 0xc0) == 0x80)
 			continue;
-		need = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3
-					: c >= 0xc2 && c <= 0xdf ? 2 : 1;
+		need = c >= 0xf0 && c <= 0xf4	? 4
+		       : c >= 0xe0 && c <= 0xef ? 3
+		       : c >= 0xc2 && c <= 0xdf ? 2
+						: 1;
 		return need > back ? back : 0;
 	}
 	return 0;
@@ -146,7 +148,7 @@ static bool vc_cut_by_stop(struct vc_stream *s, json_t *cmd)
 		cut = json_is_integer(stopped) && reason && strcmp(reason, "exited") != 0 &&
 		      strcmp(reason, "exec_failed") != 0 &&
 		      json_integer_value(json_object_get(cmd, "finished_at")) >=
-			      json_integer_value(stopped);
+			  json_integer_value(stopped);
 	}
 	json_decref(view);
 	return cut;
@@ -297,11 +299,10 @@ struct vc_run {
 	bool wait, logs;
 };
 
-static int vc_parse_run(struct api_req *r, json_t *body, struct vc_run *run,
-			struct al_error **err)
+static int vc_parse_run(struct api_req *r, json_t *body, struct vc_run *run, struct al_error **err)
 {
-	static const char *const fields[] = { "command", "args", "env",  "sudo",
-					      "cwd",	 "timeout", "wait", "logs", NULL };
+	static const char *const fields[] = {"command", "args", "env",	"sudo", "cwd",
+					     "timeout", "wait", "logs", NULL};
 	struct dm_exec *e = &run->e;
 	_cleanup_free_ char *wd = NULL;
 	const char *cwd = NULL;
@@ -332,7 +333,8 @@ static int vc_parse_run(struct api_req *r, json_t *body, struct vc_run *run,
 }
 
 /* The command started: from here on nothing may answer 5xx (a retry would run it again). */
-static void vc_run_reply(struct api_req *r, const char *sbx, const char *cid, const struct vc_run *run)
+static void vc_run_reply(struct api_req *r, const char *sbx, const char *cid,
+			 const struct vc_run *run)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	struct dm_logs *logs = NULL;
@@ -360,7 +362,7 @@ void vc_cmd_run(struct api_req *r)
 	_cleanup_json_ json_t *body = NULL;
 	_cleanup_free_ char *cid = NULL;
 	const char *sbx = api_param(r, "id");
-	struct vc_run run = { 0 };
+	struct vc_run run = {0};
 	int ret;
 
 	if (api_body_object(r, &body, &err) < 0)
@@ -392,7 +394,6 @@ struct vc_waiter {
 	unsigned polls;
 	bool done;
 };
-
 
 static ssize_t vc_waiter_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -501,7 +502,7 @@ void vc_cmd_logs(struct api_req *r)
 
 void vc_cmd_kill(struct api_req *r)
 {
-	static const char *const fields[] = { "signal", NULL };
+	static const char *const fields[] = {"signal", NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	const char *sbx = api_param(r, "id"), *cid = api_param(r, "cid");

@@ -118,8 +118,7 @@ bad:
 	return NULL;
 }
 
-static struct vc_group *vc_group_for(struct vc_regroup *x, const char *dir,
-				     struct al_error **err)
+static struct vc_group *vc_group_for(struct vc_regroup *x, const char *dir, struct al_error **err)
 {
 	struct vc_group *g;
 
@@ -228,8 +227,7 @@ static int vc_regroup(struct api_req *r, const char *cwd, struct vc_regroup *x,
 	if (archive_read_open_memory(in, r->body, r->body_len) != ARCHIVE_OK)
 		return api_bad(err, "the body is not a tar or tar.gz archive: %s",
 			       archive_error_string(in) ?: "unknown format");
-	while ((ret = archive_read_next_header(in, &ae)) == ARCHIVE_OK ||
-	       ret == ARCHIVE_WARN) {
+	while ((ret = archive_read_next_header(in, &ae)) == ARCHIVE_OK || ret == ARCHIVE_WARN) {
 		if (++count > VC_MAX_ENTRIES)
 			return al_error_msg(err, E2BIG, "more than %d entries", VC_MAX_ENTRIES);
 		if (vc_regroup_entry(x, in, ae, cwd, err) < 0)
@@ -269,8 +267,8 @@ void vc_fs_write(struct api_req *r)
 		return vc_reply_error(r, err);
 	/* Every place it writes is judged first: a refused upload writes nothing. */
 	{
-		_cleanup_free_ const char **places = xzalloc((x->n_dirs + x->n + 1) *
-							     sizeof(*places));
+		_cleanup_free_ const char **places =
+		    xzalloc((x->n_dirs + x->n + 1) * sizeof(*places));
 
 		for (size_t i = 0; i < x->n_dirs + x->n; i++)
 			places[i] = i < x->n_dirs ? x->dirs[i] : x->g[i - x->n_dirs]->dir;
@@ -294,7 +292,7 @@ void vc_fs_write(struct api_req *r)
 /* {path, cwd?} -> the path to hand to the daemon (relative ones are its workdir's). */
 static int vc_fs_path(json_t *body, char **out, struct al_error **err)
 {
-	static const char *const fields[] = { "path", "cwd", NULL };
+	static const char *const fields[] = {"path", "cwd", NULL};
 	const char *path = NULL, *cwd = NULL;
 
 	if (api_json_fields(body, "the body", fields, err) < 0 ||

@@ -22,9 +22,9 @@
 /* The legacy response form sent back as a request: {mode: "custom", allowedDomains, ...}. */
 static int vc_policy_from_custom(json_t *p, json_t **out, struct al_error **err)
 {
-	static const char *const fields[] = { "mode",	      "allowedDomains", "allowedCIDRs",
-					      "deniedCIDRs",  "injectionRules", "forwardRules",
-					      NULL };
+	static const char *const fields[] = {"mode",	    "allowedDomains", "allowedCIDRs",
+					     "deniedCIDRs", "injectionRules", "forwardRules",
+					     NULL};
 	json_t *o, *subnets, *v;
 
 	if (api_json_fields(p, "networkPolicy", fields, err) < 0)
@@ -35,8 +35,9 @@ static int vc_policy_from_custom(json_t *p, json_t **out, struct al_error **err)
 				    "(per-request rules use the allow record form)");
 	v = json_object_get(p, "injectionRules");
 	if (v && json_array_size(v) > 0)
-		return api_bad(err, "networkPolicy: injectionRules carry no header values (they are "
-				    "read-back summaries); send {allow: {domain: [{transform: ...}]}}");
+		return api_bad(err,
+			       "networkPolicy: injectionRules carry no header values (they are "
+			       "read-back summaries); send {allow: {domain: [{transform: ...}]}}");
 	v = json_object_get(p, "forwardRules");
 	if (v && json_array_size(v) > 0)
 		return api_bad(err, "networkPolicy: forwardRules are a read-back summary; send "
@@ -96,7 +97,8 @@ int vc_policy_in(json_t *p, json_t **out, struct al_error **err)
 	/* The record form: with rules it is kept as it is (the daemon judges the rules);
 	 * without any, it becomes the plain list. */
 	list = json_array();
-	json_object_foreach(allow, domain, rules) {
+	json_object_foreach(allow, domain, rules)
+	{
 		if (json_array_size(rules) > 0) {
 			json_decref(list);
 			*out = json_deep_copy(p);
@@ -118,16 +120,19 @@ static void vc_policy_out_rules(json_t *allow, json_t *o)
 	const char *domain, *name;
 	size_t i, j;
 
-	json_object_foreach(allow, domain, rules) {
+	json_object_foreach(allow, domain, rules)
+	{
 		json_array_append_new(domains, json_string(domain));
-		json_array_foreach(rules, i, rule) {
+		json_array_foreach(rules, i, rule)
+		{
 			json_t *fwd = json_object_get(rule, "forwardURL");
 			json_t *tr = json_object_get(rule, "transform");
 
 			json_t *match = json_object_get(rule, "match");
 
 			if (json_is_string(fwd)) {
-				json_t *f = json_pack("{s:s,s:O}", "domain", domain, "forwardURL", fwd);
+				json_t *f =
+				    json_pack("{s:s,s:O}", "domain", domain, "forwardURL", fwd);
 				if (json_is_object(match))
 					json_object_set(f, "match", match);
 				json_array_append_new(forward, f);
@@ -137,13 +142,14 @@ static void vc_policy_out_rules(json_t *allow, json_t *o)
 			json_t *names = json_array();
 
 			/* Header names only: the values are secrets and never leave. */
-			json_array_foreach(tr, j, t) {
+			json_array_foreach(tr, j, t)
+			{
 				json_object_foreach(json_object_get(t, "headers"), name, h)
-					json_array_append_new(names, json_string(name));
+				    json_array_append_new(names, json_string(name));
 			}
 			{
-				json_t *in = json_pack("{s:s,s:o}", "domain", domain, "headerNames",
-						       names);
+				json_t *in =
+				    json_pack("{s:s,s:o}", "domain", domain, "headerNames", names);
 				if (json_is_object(match))
 					json_object_set(in, "match", match);
 				json_array_append_new(inject, in);

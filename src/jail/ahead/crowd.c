@@ -64,8 +64,8 @@ static unsigned count_in(int fd, off_t lo, off_t hi, unsigned enough)
 	unsigned n;
 	off_t end;
 
-	if (enough == 0 || lo >= hi ||
-	    lock_byte(fd, F_GETLK, F_WRLCK, lo, hi - lo, &fl) < 0 || fl.l_type == F_UNLCK)
+	if (enough == 0 || lo >= hi || lock_byte(fd, F_GETLK, F_WRLCK, lo, hi - lo, &fl) < 0 ||
+	    fl.l_type == F_UNLCK)
 		return 0;
 	n = 1;
 	end = fl.l_len > 0 ? fl.l_start + fl.l_len : hi;

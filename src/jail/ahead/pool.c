@@ -30,7 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const kind_dir[] = {[JAIL_POOL_LOOPBACK] = "loopback", [JAIL_POOL_LINK] = "link"};
+static const char *const kind_dir[] = {
+    [JAIL_POOL_LOOPBACK] = "loopback", [JAIL_POOL_LINK] = "link"};
 
 /* What a pooled entry was built by: the ruleset's bytes, the link's addresses, and this
  * very binary (a rebuild is a new file: its roots and links may differ). */
@@ -93,8 +94,8 @@ int jail_pool_dir(const char *root, char *buf, size_t len)
 	int n = snprintf(buf, len, "%s/v1-%08x", pool_root(root), version_hash());
 
 	return n > 0 && (size_t)n < len && (size_t)n < sizeof(((struct jail_pool_claim *)0)->dir)
-		       ? 0
-		       : -1;
+		   ? 0
+		   : -1;
 }
 
 unsigned jail_pool_size(const char *dir)
@@ -411,7 +412,7 @@ static int fill_locked(const char *dir, unsigned size, bool yield, struct al_err
 			int r = make_entry(dir, (enum jail_pool_kind)k, serial++, err);
 
 			if (r == -2)
-				_exit(AL_EXIT_SETUP); /* stranded in a pooled namespace: never go on */
+				_exit(AL_EXIT_SETUP); /* stranded in a pooled namespace */
 			if (r < 0)
 				return -1;
 			made++;
@@ -465,7 +466,8 @@ static int write_size(const char *dir, unsigned size, struct al_error **err)
 	snprintf(path, sizeof(path), "%s/size", dir);
 	len = snprintf(buf, sizeof(buf), "%u\n", size);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || write(fd, buf, (size_t)len) != len || close(fd) < 0 || rename(tmp, path) < 0) {
+	if (fd < 0 || write(fd, buf, (size_t)len) != len || close(fd) < 0 ||
+	    rename(tmp, path) < 0) {
 		int e = errno;
 
 		unlink(tmp);
@@ -484,9 +486,9 @@ int jail_pool_fill(const char *dir, unsigned size, struct al_error **err)
 	if (mkdirs(dir, err) < 0)
 		return -1;
 	if (!jail_dir_is_ours(dir))
-		return al_error_msg(err, EPERM,
-				    "'%s' is not a directory of this user that only it may write to",
-				    dir);
+		return al_error_msg(
+		    err, EPERM, "'%s' is not a directory of this user that only it may write to",
+		    dir);
 	if (write_size(dir, size, err) < 0)
 		return -1;
 	lock = open_lock(dir, LOCK_EX);

@@ -40,14 +40,14 @@ enum jail_pool_kind { JAIL_POOL_LOOPBACK, JAIL_POOL_LINK };
 
 struct jail_pool_claim {
 	bool held;
-	int sbx_fd;          /* the sandbox's network namespace */
-	int mnt_fd;          /* its root: a mount namespace (both closed by release) */
-	char dir[200];       /* the pool's version directory */
-	char entry[300];     /* the claimed entry's directory */
-	char gw_path[320];   /* its gateway namespace file (JAIL_POOL_LINK) */
-	char gw_sock[320];   /* where its gateway made ahead waits (JAIL_POOL_LINK; may be gone) */
-	bool no_refill;      /* release discards the entry but makes no new one */
-	bool refill_only;    /* none was taken, but the pool is on: release refills it */
+	int sbx_fd;	   /* the sandbox's network namespace */
+	int mnt_fd;	   /* its root: a mount namespace (both closed by release) */
+	char dir[200];	   /* the pool's version directory */
+	char entry[300];   /* the claimed entry's directory */
+	char gw_path[320]; /* its gateway namespace file (JAIL_POOL_LINK) */
+	char gw_sock[320]; /* where its gateway made ahead waits (JAIL_POOL_LINK; may be gone) */
+	bool no_refill;	   /* release discards the entry but makes no new one */
+	bool refill_only;  /* none was taken, but the pool is on: release refills it */
 };
 
 /* ROOT/VERSION for root (NULL: $AIRLOCK_POOL, else JAIL_POOL_ROOT). 0, or -1 if too long. */

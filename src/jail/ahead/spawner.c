@@ -45,7 +45,7 @@ struct ahead {
 	uint64_t disk_bytes; /* the settings mntns_fd was made for (or is to be) */
 	struct jail_cgroup *cg;
 	struct al_config limits; /* the last create's memory, pids and CPU */
-	bool no_cg;              /* cgroups cannot be made ahead here (v2) */
+	bool no_cg;		 /* cgroups cannot be made ahead here (v2) */
 };
 
 static void make_ahead(struct ahead *a)
@@ -126,15 +126,15 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 		char sock[4096];
 		int r;
 		struct jail_sandbox_spec spec = {
-			.cfg = &cfg,
-			.agent_path = agent_path,
-			.agent_sock = sock,
-			.cgroup_name = q.id,
-			.host_base = q.host_base,
-			.parent_is_ours = true,
-			.netns_ahead = ahead.netns_fd >= 0,
-			.netns_fd = ahead.netns_fd,
-			.cgroup_ahead = ahead.cg,
+		    .cfg = &cfg,
+		    .agent_path = agent_path,
+		    .agent_sock = sock,
+		    .cgroup_name = q.id,
+		    .host_base = q.host_base,
+		    .parent_is_ours = true,
+		    .netns_ahead = ahead.netns_fd >= 0,
+		    .netns_fd = ahead.netns_fd,
+		    .cgroup_ahead = ahead.cg,
 		};
 
 		q.id[sizeof(q.id) - 1] = q.image[sizeof(q.image) - 1] = '\0';
@@ -179,4 +179,3 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 	jail_cgroup_destroy_now(ahead.cg);
 	_exit(0);
 }
-

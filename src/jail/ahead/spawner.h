@@ -37,7 +37,7 @@ void jail_spawn_abi(char out[64]);
 /* Say hello (jail_spawn_abi), then serve requests on fd until its peer closes it; then
  * _exit(0). Names the process "airlockd-spawn". Each sandbox's PID 1 becomes a child of
  * this process's parent (CLONE_PARENT), its agent socket is SOCK_DIR/ID.sock. */
-void __attribute__((noreturn)) jail_spawner_serve(int fd, const char *agent_path,
-						  const char *sock_dir);
+void __attribute__((noreturn))
+jail_spawner_serve(int fd, const char *agent_path, const char *sock_dir);
 
 #endif

@@ -25,7 +25,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 static const char *variant_name(bool net_link)
 {
 	return net_link ? "link" : "deny";
@@ -146,7 +145,8 @@ static int make(const char *path, bool net_link, struct al_error **err)
 		r = al_error_set(err, EIO, "%s", n > 0 ? buf : "the template's builder died");
 	}
 	if (r == 0) {
-		jail_unpin(path); /* a pin half made by a builder that died, or one of a wrong type */
+		jail_unpin(
+		    path); /* a pin half made by a builder that died, or one of a wrong type */
 		r = jail_pin(ns, path, err);
 	}
 	close(sp[0]); /* the builder leaves */
