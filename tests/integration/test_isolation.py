@@ -342,7 +342,7 @@ def test_only_loopback_interface_up(run):
 
 def test_each_run_has_a_fresh_network_namespace_of_its_own(airlock):
     """A deny-all run's network namespace is made by airlock while the child builds its
-    root, and handed to it with GO (src/jail/run.c, netns_later). Each run must get a new
+    root, and handed to it with GO (src/jail/run.c, JAIL_NETNS_LATER). Each run must get a new
     one -- not the host's, not another run's, nothing sent through its loopback before
     the workload -- with lo up. Two runs held at once show two different namespaces."""
     import subprocess
