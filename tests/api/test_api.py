@@ -632,7 +632,7 @@ def test_openapi_matches_the_served_routes():
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     src = open(os.path.join(ROOT, "src/api/native/routes_native.c")).read()
     src = src.replace('SBX "', '"/v1/sandboxes/{id}').replace("SBX,", '"/v1/sandboxes/{id}",')
-    routes = re.findall(r'\{ "([A-Z]+)", "(/v1[^"]*)"', src)
+    routes = re.findall(r'\{\s*"([A-Z]+)",\s*"(/v1[^"]*)"', src)
     assert len(routes) == 19
     for method, path in routes:
         assert path in doc["paths"], path
