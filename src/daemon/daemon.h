@@ -12,6 +12,8 @@
 #ifndef AL_DAEMON_DAEMON_H
 #define AL_DAEMON_DAEMON_H
 
+#include "jail/spec.h"
+
 #include <airlock/airlock.h>
 #include <jansson.h>
 #include <stdbool.h>
@@ -62,14 +64,12 @@ void daemon_close(struct daemon *d);
 /* --- sandboxes ------------------------------------------------------------ */
 
 struct dm_create {
-	const char *image;	/* NULL: host runtime */
-	double vcpus;		/* 0: no CPU limit */
-	uint64_t memory_bytes;	/* 0: default (1 GiB) */
-	uint64_t disk_bytes;	/* 0: default (1 GiB) */
+	/* The sandbox's settings (jail/spec.h): limits, image (a name under the daemon's
+	 * --images, "": the host runtime), workdir, hostname; 0 or "": the default. */
+	struct jail_spec spec;
 	uint64_t timeout_ms;	/* 0: the daemon's default */
 	const char *const *env; /* KEY=VALUE for every command */
 	size_t n_env;
-	const char *workdir;	/* NULL: /workspace */
 	json_t *network_policy; /* NULL: "deny-all"; stored, enforced by the network gateway */
 };
 

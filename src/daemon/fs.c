@@ -76,13 +76,10 @@ static int open_root(struct daemon *d, const char *team, const char *sbx, char *
 		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, dm_sbx_state_name(s->state)),
 		    s = NULL;
 	if (s) {
-		json_t *cfg = json_loads(s->config_json, 0, NULL);
-
 		snprintf(path, sizeof(path), "/proc/%d/root", (int)s->pid);
 		snprintf(workdir, wlen, "%s", s->workdir);
 		*owner = s->host_base + 1000;
-		*disk = (uint64_t)json_integer_value(json_object_get(cfg, "disk_bytes"));
-		json_decref(cfg);
+		*disk = s->spec.disk_bytes; /* defaults applied */
 		fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (fd < 0)
 			al_error_set(err, errno, "open the sandbox root");
@@ -100,8 +97,7 @@ int dm_fs_write_tar(struct daemon *d, const char *team, const char *sbx, const c
 	struct fs_creds cr;
 	int r;
 	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
-	struct files_limits lim = {.max_bytes = disk ? disk : (1ull << 30),
-				   .max_entries = DM_UPLOAD_MAX_ENTRIES};
+	struct files_limits lim = {.max_bytes = disk, .max_entries = DM_UPLOAD_MAX_ENTRIES};
 
 	if (root < 0)
 		return -1;

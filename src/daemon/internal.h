@@ -24,7 +24,6 @@
 
 #define DM_ID_LEN 28 /* "sbx_" / "cmd_" + 24 */
 #define DM_MAX_LIFETIME_MS (24ull * 3600 * 1000)
-#define DM_MIN_DISK (1ull << 20) /* a sandbox's smallest disk (its own /etc and directories) */
 /* uid slots (<< 16 above 0x40000000); one-shot runs use 0..0x1fff */
 #define DM_SLOT_FIRST 0x2000u
 #define DM_SLOT_LAST 0x3fffu
@@ -80,9 +79,6 @@ struct dm_pending {
 	char msg[256];
 };
 
-/* The pids limit of every daemon sandbox. */
-#define DM_SANDBOX_PIDS 1024
-
 /* A sandbox's lifecycle. The store and the API's JSON spell it dm_sbx_state_name(). */
 enum dm_sbx_state {
 	DM_SBX_RUNNING,
@@ -99,11 +95,12 @@ struct dm_sbx {
 	pid_t pid;
 	uint64_t start_time;
 	uid_t host_base;
-	char *config_json; /* the creation parameters */
+	char *config_json;     /* the creation parameters */
+	struct jail_spec spec; /* its settings, defaults applied (config_json holds them too) */
 	char *policy_json;
 	int64_t policy_gen;
 	unsigned gw_conns;	/* connections its gateway serves at once (net_gateway_conn_budget
-				 * of its memory and DM_SANDBOX_PIDS) */
+				 * of its memory and pids) */
 	int64_t gw_quiet_until; /* the watchdog leaves the gateway alone until then (a start or
 				 * an update is in progress) */
 	char *workdir;
@@ -297,7 +294,6 @@ size_t dm_pool_ready(struct daemon *d, const char *workdir);
 /* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);
 void dm_spawner_stop(struct daemon *d);
-int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg,
-	     struct al_error **err);
+int dm_spawn(struct daemon *d, struct dm_sbx *s, struct al_error **err);
 
 #endif

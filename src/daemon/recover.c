@@ -86,11 +86,11 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	s->config_json = xstrdup(r->config_json ? r->config_json : "{}");
 	s->policy_json = xstrdup(r->policy_json ? r->policy_json : "\"deny-all\"");
 	s->policy_gen = r->policy_gen;
-	s->gw_conns = net_gateway_conn_budget(
-	    (uint64_t)json_integer_value(json_object_get(cfg, "memory_bytes")), DM_SANDBOX_PIDS);
+	jail_spec_from_json(cfg, &s->spec);
+	s->gw_conns = net_gateway_conn_budget(s->spec.memory_bytes, s->spec.pids);
 	s->timeout_ms = (uint64_t)(s->expires_ms - s->created_ms);
-	s->workdir = xstrdup(json_string_value(json_object_get(cfg, "workdir")) ?: "/workspace");
-	s->image = json_is_string(json_object_get(cfg, "image"));
+	s->workdir = xstrdup(s->spec.workdir);
+	s->image = s->spec.image[0] != '\0';
 	env = json_object_get(cfg, "env");
 	s->env = xzalloc((json_array_size(env) + 1) * sizeof(char *));
 	for (i = 0; i < json_array_size(env); i++)

@@ -355,35 +355,29 @@ static void release_host_base(struct daemon *d, uid_t base)
 		}
 }
 
-static char *make_config(const struct dm_create *c, uint64_t timeout_ms, const char *workdir)
+/* The store's creation parameters: the spec's own form, the lifetime and the env. */
+static char *make_config(const struct dm_create *c, uint64_t timeout_ms)
 {
-	json_t *o = json_object(), *env = json_array();
+	json_t *o = jail_spec_json(&c->spec), *env = json_array();
 	char *s;
 
 	for (size_t i = 0; i < c->n_env; i++)
 		json_array_append_new(env, json_string(c->env[i]));
-	json_object_set_new(o, "image", c->image ? json_string(c->image) : json_null());
-	json_object_set_new(o, "vcpus", json_real(c->vcpus));
-	json_object_set_new(
-	    o, "memory_bytes",
-	    json_integer((json_int_t)(c->memory_bytes ? c->memory_bytes : 1ull << 30)));
-	json_object_set_new(o, "disk_bytes",
-			    json_integer((json_int_t)(c->disk_bytes ? c->disk_bytes : 1ull << 30)));
 	json_object_set_new(o, "timeout_ms", json_integer((json_int_t)timeout_ms));
-	json_object_set_new(o, "workdir", json_string(workdir));
 	json_object_set_new(o, "env", env);
 	s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	return s;
 }
 
+/* The settings (the spec's one validator, after its defaults; the workdir normalized by
+ * create), then what only a daemon create has: env and lifetime. */
 static int validate_create(const struct dm_create *c, struct al_error **err)
 {
 	size_t total = 0;
 
-	/* c->workdir is normalized (create): the rules look at that form only. */
-	if (c->workdir && strlen(c->workdir) > 1024)
-		return al_error_msg(err, EINVAL, "workdir is longer than 1024 bytes");
+	if (jail_spec_validate(&c->spec, err) < 0)
+		return -EINVAL;
 
 	for (size_t i = 0; i < c->n_env; i++) {
 		const char *eq = strchr(c->env[i], '=');
@@ -397,21 +391,6 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 					    "%u in all",
 					    PROTO_MAX_STR, PROTO_MAX_FRAME / 4);
 	}
-	if (c->vcpus < 0 || c->vcpus > 1024 || (c->vcpus > 0 && c->vcpus < 0.01))
-		return al_error_msg(err, EINVAL,
-				    "resources: vcpus must be 0.01 to 1024 (or 0: no "
-				    "limit)");
-	if (c->disk_bytes && c->disk_bytes < DM_MIN_DISK)
-		return al_error_msg(err, EINVAL,
-				    "resources: disk must be at least 1 MiB (the "
-				    "sandbox's own /etc and directories live there)");
-	if (c->workdir && al_path_in_pseudo_fs(c->workdir))
-		return al_error_msg(err, EINVAL,
-				    "workdir '%.200s' is /, or in /proc, /sys or /dev "
-				    "(only /dev/shm there is the sandbox's)",
-				    c->workdir);
-	if (c->memory_bytes && c->memory_bytes < (4u << 20))
-		return al_error_msg(err, EINVAL, "memory must be at least 4 MiB");
 	if (c->timeout_ms > DM_MAX_LIFETIME_MS)
 		return al_error_msg(err, EINVAL, "timeout over the 24 h maximum");
 	return 0;
@@ -479,26 +458,13 @@ static void assign_create(struct daemon *d, struct dm_sbx *s, const char *team,
 	for (size_t i = 0; i < c->n_env; i++)
 		s->env[i] = xstrdup(c->env[i]);
 	free(s->config_json);
-	s->config_json = make_config(c, s->timeout_ms, s->workdir);
+	s->config_json = make_config(c, s->timeout_ms);
+	s->spec = c->spec;
 	free(s->policy_json);
 	s->policy_json = pol ? pol : xstrdup("\"deny-all\"");
 	s->policy_gen = 1;
-	s->gw_conns = net_gateway_conn_budget(c->memory_bytes ? c->memory_bytes : 1ull << 30,
-					      DM_SANDBOX_PIDS);
+	s->gw_conns = net_gateway_conn_budget(c->spec.memory_bytes, c->spec.pids);
 	s->gw_quiet_until = dm_now_ms() + 15000; /* create starts it itself */
-}
-
-/* The limits a create asks for, as the jail takes them. */
-static void create_limits(const struct dm_create *c, struct al_config *cfg)
-{
-	al_config_init(cfg);
-	cfg->cpus = c->vcpus;
-	cfg->timeout_ms = 0; /* the daemon's timer owns the lifetime */
-	cfg->pids = DM_SANDBOX_PIDS;
-	if (c->memory_bytes)
-		cfg->memory_bytes = c->memory_bytes;
-	if (c->disk_bytes)
-		cfg->disk_bytes = c->disk_bytes;
 }
 
 static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct dm_create *c)
@@ -508,8 +474,8 @@ static struct dm_sbx *new_sbx(struct daemon *d, const char *team, const struct d
 	pthread_cond_init(&s->cv, NULL);
 	dm_new_id("sbx_", s->id);
 	s->state = DM_SBX_RUNNING;
-	s->workdir = xstrdup(c->workdir ? c->workdir : "/workspace");
-	s->image = c->image != NULL;
+	s->workdir = xstrdup(c->spec.workdir);
+	s->image = c->spec.image[0] != '\0';
 	assign_create(d, s, team, c);
 	s->agent_fd = -1;
 	s->root_held = -1;
@@ -539,7 +505,7 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	pthread_mutex_lock(&d->mu);
 	for (size_t i = 0; i < d->n_sbxs && !s; i++)
 		if (dm_sbx_pooled(d->sbxs[i]) && d->sbxs[i]->n_cmds == 0 &&
-		    strcmp(d->sbxs[i]->workdir, c->workdir ? c->workdir : "/workspace") == 0)
+		    jail_spec_same_root(&d->sbxs[i]->spec, &c->spec))
 			s = d->sbxs[i];
 	if (!s) {
 		d->pool_missed++;
@@ -555,7 +521,7 @@ static int pool_take(struct daemon *d, const char *team, const struct dm_create 
 	pthread_cond_broadcast(&d->pool_cv); /* refill */
 	pthread_mutex_unlock(&d->mu);
 	/* The limits it was started with become the ones asked for. */
-	create_limits(c, &cfg);
+	jail_spec_config(&c->spec, &cfg);
 	if (jail_sandbox_set_limits(s->id, &cfg, err) < 0 ||
 	    store_sandbox_put(d->store, &row, err) < 0) {
 		pthread_mutex_lock(&d->mu);
@@ -633,7 +599,6 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 static int create(struct daemon *d, const char *team, const struct dm_create *asked, char **out_id,
 		  struct al_error **err)
 {
-	struct al_config cfg;
 	struct store_sandbox row;
 	struct dm_sbx *s;
 	struct dm_gw_launch gl = {.child = -1, .fd = -1};
@@ -642,12 +607,16 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	struct dm_create resolved = *asked;
 	const struct dm_create *c = &resolved;
 
-	if (asked->workdir && al_path_normalize(asked->workdir, "workdir", &workdir, err) < 0)
+	/* The spec as the jail will take it: its workdir in the normal form the rules look
+	 * at, its image the directory the name resolves to, every default filled in. */
+	if (asked->spec.workdir[0] &&
+	    (al_path_normalize(asked->spec.workdir, "workdir", &workdir, err) < 0 ||
+	     JAIL_SPEC_SET(resolved.spec.workdir, workdir, "workdir", err) < 0))
 		return -1;
-	resolved.workdir = workdir;
-	if (resolve_image(d, asked->image, &image, err) < 0)
+	if (resolve_image(d, asked->spec.image[0] ? asked->spec.image : NULL, &image, err) < 0 ||
+	    JAIL_SPEC_SET(resolved.spec.image, image ? image : "", "image", err) < 0)
 		return -1;
-	resolved.image = image;
+	jail_spec_defaults(&resolved.spec);
 	if (validate_create(c, err) < 0 ||
 	    (c->network_policy && check_policy(c->network_policy, &canon, err) < 0))
 		return -1;
@@ -660,9 +629,6 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 		}
 	}
 	s = new_sbx(d, team, c);
-	create_limits(c, &cfg);
-	cfg.image = c->image;
-	cfg.workdir = s->workdir;
 
 	pthread_mutex_lock(&d->mu);
 	s->host_base = alloc_host_base(d);
@@ -683,7 +649,7 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 		free(canon);
 		return al_error_wrap(err, "sandbox network");
 	}
-	if (dm_spawn(d, s, &cfg, err) < 0 || dm_agent_connect(d, s, err) < 0 ||
+	if (dm_spawn(d, s, err) < 0 || dm_agent_connect(d, s, err) < 0 ||
 	    (to_store(s, &row), store_sandbox_put(d->store, &row, err)) < 0) {
 		dm_gateway_abort(&gl);
 		if (s->pid > 0)

@@ -143,24 +143,13 @@ static int spawner_call(struct daemon *d, const struct jail_spawn_req *q,
 	return n == (ssize_t)sizeof(*rep) ? 0 : -1;
 }
 
-int dm_spawn(struct daemon *d, struct dm_sbx *s, const struct al_config *cfg, struct al_error **err)
+int dm_spawn(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 {
-	struct jail_spawn_req q = {
-	    .memory_bytes = cfg->memory_bytes,
-	    .disk_bytes = cfg->disk_bytes,
-	    .cpus = cfg->cpus,
-	    .pids = cfg->pids,
-	    .host_base = s->host_base,
-	};
+	struct jail_spawn_req q = {.spec = s->spec, .host_base = s->host_base};
 	struct jail_spawn_report rep = {0};
 	int r = -1;
 
-	if ((cfg->image && strlen(cfg->image) >= sizeof(q.image)) ||
-	    strlen(cfg->workdir ? cfg->workdir : "") >= sizeof(q.workdir))
-		return al_error_msg(err, ENAMETOOLONG, "image or workdir path too long");
 	snprintf(q.id, sizeof(q.id), "%s", s->id);
-	snprintf(q.image, sizeof(q.image), "%s", cfg->image ? cfg->image : "");
-	snprintf(q.workdir, sizeof(q.workdir), "%s", cfg->workdir ? cfg->workdir : "/workspace");
 	pthread_mutex_lock(&d->spawn_mu);
 	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
 		if (d->spawner_fd < 0 && spawner_fork(d, err) < 0)

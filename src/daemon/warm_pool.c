@@ -27,13 +27,23 @@
  * native default and the Vercel API's. Each gets opts.pool sandboxes. */
 static const char *const pool_workdirs[] = {"/workspace", "/vercel/sandbox"};
 
+/* The settings a pool's sandboxes are made with: the defaults, with that workdir. */
+static void pool_spec(struct jail_spec *s, const char *workdir)
+{
+	memset(s, 0, sizeof(*s));
+	snprintf(s->workdir, sizeof(s->workdir), "%s", workdir);
+	jail_spec_defaults(s);
+}
+
 bool dm_pool_fits(const struct dm_create *c)
 {
-	if (c->image || c->disk_bytes)
-		return false;
-	for (size_t i = 0; i < ARRAY_SIZE(pool_workdirs); i++)
-		if (!c->workdir || strcmp(c->workdir, pool_workdirs[i]) == 0)
+	struct jail_spec pool;
+
+	for (size_t i = 0; i < ARRAY_SIZE(pool_workdirs); i++) {
+		pool_spec(&pool, pool_workdirs[i]);
+		if (jail_spec_same_root(&pool, &c->spec))
 			return true;
+	}
 	return false;
 }
 
@@ -66,7 +76,7 @@ void *dm_pool_main(void *arg)
 			pthread_mutex_unlock(&d->mu);
 			nanosleep(&(struct timespec){.tv_nsec = POOL_REFILL_DELAY_MS * 1000000L},
 				  NULL);
-			c.workdir = need;
+			pool_spec(&c.spec, need);
 			if (__atomic_load_n(&d->closing, __ATOMIC_RELAXED)) {
 				pthread_mutex_lock(&d->mu);
 				continue; /* the daemon is closing: no more sandboxes */

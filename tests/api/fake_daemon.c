@@ -228,22 +228,22 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 {
 	struct fk_sbx *s = xzalloc(sizeof(*s));
 
-	if (c->image && strcmp(c->image, "missing") == 0) {
+	if (strcmp(c->spec.image, "missing") == 0) {
 		free(s);
-		return al_error_set(err, ENOENT, "image '%s'", c->image);
+		return al_error_set(err, ENOENT, "image '%s'", c->spec.image);
 	}
 	pthread_mutex_lock(&d->mu);
 	s->id = xasprintf("sbx_%04u", ++d->counter);
 	s->team = xstrdup(team);
-	s->image = c->image ? xstrdup(c->image) : NULL;
-	s->workdir = xstrdup(c->workdir ? c->workdir : "/workspace");
+	s->image = c->spec.image[0] ? xstrdup(c->spec.image) : NULL;
+	s->workdir = xstrdup(c->spec.workdir[0] ? c->spec.workdir : "/workspace");
 	s->status = "running";
 	s->created = fk_now();
 	s->timeout_ms = c->timeout_ms ? c->timeout_ms : d->default_timeout_ms;
 	s->expires = s->created + (int64_t)s->timeout_ms;
-	s->memory = c->memory_bytes ? c->memory_bytes : 1ull << 30;
-	s->disk = c->disk_bytes ? c->disk_bytes : 1ull << 30;
-	s->vcpus = c->vcpus;
+	s->memory = c->spec.memory_bytes ? c->spec.memory_bytes : 1ull << 30;
+	s->disk = c->spec.disk_bytes ? c->spec.disk_bytes : 1ull << 30;
+	s->vcpus = c->spec.vcpus;
 	s->policy = c->network_policy ? json_deep_copy(c->network_policy) : json_string("deny-all");
 	s->d = d;
 	s->next = d->sbxs;

@@ -67,12 +67,12 @@ static int api_parse_resources(json_t *body, struct dm_create *c, struct al_erro
 	if (v && !json_is_null(v)) {
 		if (!json_is_number(v))
 			return api_bad(err, "field 'vcpus' must be a number");
-		c->vcpus = json_number_value(v);
-		if (!isfinite(c->vcpus) || c->vcpus <= 0 || c->vcpus > API_MAX_VCPUS)
+		c->spec.vcpus = json_number_value(v);
+		if (!isfinite(c->spec.vcpus) || c->spec.vcpus <= 0 || c->spec.vcpus > API_MAX_VCPUS)
 			return api_bad(err, "field 'vcpus' must be > 0 and <= %d", API_MAX_VCPUS);
 	}
-	if (api_json_size(res, "memory", &c->memory_bytes, err) < 0 ||
-	    api_json_size(res, "disk", &c->disk_bytes, err) < 0)
+	if (api_json_size(res, "memory", &c->spec.memory_bytes, err) < 0 ||
+	    api_json_size(res, "disk", &c->spec.disk_bytes, err) < 0)
 		return -EINVAL;
 	return 0;
 }
@@ -81,20 +81,24 @@ static int api_parse_create(json_t *body, struct dm_create *c, char ***env, stru
 {
 	static const char *const fields[] = {"image",	"resources",	  "timeout", "env",
 					     "workdir", "network_policy", NULL};
+	const char *image = NULL, *workdir = NULL;
 	json_t *policy;
 
 	if (api_json_fields(body, "the body", fields, err) < 0 ||
-	    api_json_string(body, "image", false, &c->image, err) < 0 ||
+	    api_json_string(body, "image", false, &image, err) < 0 ||
 	    api_parse_resources(body, c, err) < 0 ||
 	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
-	    api_json_string(body, "workdir", false, &c->workdir, err) < 0 ||
+	    api_json_string(body, "workdir", false, &workdir, err) < 0 ||
 	    api_json_env(body, "env", env, &c->n_env, err) < 0)
 		return -EINVAL;
 	c->env = (const char *const *)*env;
-	if (c->image && !c->image[0])
+	if (image && !image[0])
 		return api_bad(err, "field 'image' must not be empty");
-	if (c->workdir && c->workdir[0] != '/')
+	if (workdir && workdir[0] != '/')
 		return api_bad(err, "field 'workdir' must be an absolute path");
+	if (JAIL_SPEC_SET(c->spec.image, image, "field 'image'", err) < 0 ||
+	    JAIL_SPEC_SET(c->spec.workdir, workdir, "field 'workdir'", err) < 0)
+		return -EINVAL;
 	policy = json_object_get(body, "network_policy");
 	if (policy && !json_is_null(policy)) {
 		if (api_policy_check(policy, "network_policy", err) < 0)

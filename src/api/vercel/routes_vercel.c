@@ -288,16 +288,16 @@ static int vc_parse_resources(json_t *body, struct dm_create *c, struct al_error
 	if (v) {
 		if (!json_is_number(v))
 			return api_bad(err, "field 'resources.vcpus' must be a number");
-		c->vcpus = json_number_value(v);
-		if (!isfinite(c->vcpus) || c->vcpus <= 0 || c->vcpus > VC_MAX_VCPUS)
+		c->spec.vcpus = json_number_value(v);
+		if (!isfinite(c->spec.vcpus) || c->spec.vcpus <= 0 || c->spec.vcpus > VC_MAX_VCPUS)
 			return api_bad(err, "field 'resources.vcpus' must be > 0 and <= %d",
 				       VC_MAX_VCPUS);
-		c->memory_bytes = (uint64_t)(c->vcpus * VC_MB_PER_VCPU) << 20;
+		c->spec.memory_bytes = (uint64_t)(c->spec.vcpus * VC_MB_PER_VCPU) << 20;
 	}
 	if (api_json_u64(res, "memory", false, 1u << 30, &mb, err) < 0)
 		return -EINVAL;
 	if (mb)
-		c->memory_bytes = mb << 20;
+		c->spec.memory_bytes = mb << 20;
 	return 0;
 }
 
@@ -346,7 +346,7 @@ static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_
 			return api_bad(err, "unknown field '%.64s' in the body", key);
 	}
 	c->timeout_ms = VC_DEFAULT_TIMEOUT_MS;
-	c->workdir = VC_WORKDIR;
+	snprintf(c->spec.workdir, sizeof(c->spec.workdir), "%s", VC_WORKDIR);
 	if (vc_check_unsupported(body, err) < 0 ||
 	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
 	    vc_parse_resources(body, c, err) < 0 ||

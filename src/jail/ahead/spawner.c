@@ -29,9 +29,9 @@
  * create (together ~1.2 ms of a create's path here), each used by one sandbox only and
  * never entered before:
  *  - its network namespace: loopback up and nothing else;
- *  - its root (jail_rootfs_ahead), for the settings of the last create (the size of its
- *    disk; only the host runtime and the default workdir): a create that asks for others
- *    builds its own, and the next root is made for those;
+ *  - its root (jail_rootfs_ahead), for the settings of the last create (only for the
+ *    host runtime and the default workdir): a create whose root differs
+ *    (jail_spec_same_root) builds its own, and the next root is made for its settings;
  *  - on cgroup v1, its cgroups (jail_cgroup_ahead), with the last create's limits: the
  *    create renames them (and writes the limits that differ).
  * If one cannot be made, the sandbox makes its own as before; if the spawner could not
@@ -42,7 +42,7 @@
 struct ahead {
 	int netns_fd;
 	int mntns_fd;
-	uint64_t disk_bytes; /* the settings mntns_fd was made for (or is to be) */
+	struct jail_spec root_for; /* the settings mntns_fd was made for (or is to be) */
 	struct jail_cgroup *cg;
 	struct al_config limits; /* the last create's memory, pids and CPU */
 	bool no_cg;		 /* cgroups cannot be made ahead here (v2) */
@@ -64,10 +64,9 @@ static void make_ahead(struct ahead *a)
 		struct al_config cfg;
 		struct jail_ctx ctx = {.cfg = &cfg, .uid = JAIL_USER_UID};
 
-		al_config_init(&cfg);
-		cfg.workdir = "/workspace";
-		cfg.disk_bytes = a->disk_bytes;
-		if (jail_rootfs_ahead(&ctx, &a->mntns_fd, &e) == JAIL_NS_STRANDED)
+		jail_spec_config(&a->root_for, &cfg);
+		if (jail_rootfs_can_ahead(&cfg) &&
+		    jail_rootfs_ahead(&ctx, &a->mntns_fd, &e) == JAIL_NS_STRANDED)
 			_exit(1);
 		al_error_free(e);
 	}
@@ -75,16 +74,14 @@ static void make_ahead(struct ahead *a)
 
 /* The root made ahead fits this create? Else it stays for one that it fits, and the next
  * one is made for these settings. */
-static bool ahead_fits(struct ahead *a, const struct al_config *cfg)
+static bool ahead_fits(struct ahead *a, const struct jail_spec *want, const struct al_config *cfg)
 {
-	uint64_t want = cfg->disk_bytes ? cfg->disk_bytes : JAIL_DISK_DEFAULT;
-
 	if (!jail_rootfs_can_ahead(cfg))
 		return false;
-	if (a->mntns_fd >= 0 && want == a->disk_bytes)
+	if (a->mntns_fd >= 0 && jail_spec_same_root(&a->root_for, want))
 		return true;
 	al_closep(&a->mntns_fd);
-	a->disk_bytes = want;
+	a->root_for = *want;
 	return false;
 }
 
@@ -103,9 +100,10 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 	struct jail_spawn_report hello = {.pid = (int32_t)getpid()};
 	struct jail_spawn_req q;
 	ssize_t n;
-	struct ahead ahead = {.netns_fd = -1, .mntns_fd = -1, .disk_bytes = JAIL_DISK_DEFAULT};
+	struct ahead ahead = {.netns_fd = -1, .mntns_fd = -1};
 
 	al_config_init(&ahead.limits);
+	jail_spec_defaults(&ahead.root_for);
 	fcntl(fd, F_SETFD, FD_CLOEXEC); /* no sandbox's PID 1 keeps the channel */
 
 	/* No PR_SET_PDEATHSIG: it fires when the forking *thread* ends. The channel's EOF
@@ -137,20 +135,11 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 		    .cgroup_ahead = ahead.cg,
 		};
 
-		q.id[sizeof(q.id) - 1] = q.image[sizeof(q.image) - 1] = '\0';
-		q.workdir[sizeof(q.workdir) - 1] = '\0';
-		al_config_init(&cfg);
-		cfg.image = q.image[0] ? q.image : NULL;
-		cfg.workdir = q.workdir;
-		cfg.cpus = q.cpus;
-		cfg.timeout_ms = 0; /* the daemon's timer owns the lifetime */
-		cfg.pids = q.pids;
-		if (q.memory_bytes)
-			cfg.memory_bytes = q.memory_bytes;
-		if (q.disk_bytes)
-			cfg.disk_bytes = q.disk_bytes;
+		q.id[sizeof(q.id) - 1] = q.spec.image[sizeof(q.spec.image) - 1] = '\0';
+		q.spec.workdir[sizeof(q.spec.workdir) - 1] = '\0';
+		jail_spec_config(&q.spec, &cfg);
 		snprintf(sock, sizeof(sock), "%s/%s.sock", sock_dir, q.id);
-		spec.mntns_ahead = ahead_fits(&ahead, &cfg);
+		spec.mntns_ahead = ahead_fits(&ahead, &q.spec, &cfg);
 		spec.mntns_fd = ahead.mntns_fd;
 		r = jail_sandbox_spawn(&spec, &info, &e);
 		/* PID 1 joined them (or died): never given to another. */

@@ -8,18 +8,16 @@
 #ifndef AL_JAIL_SPAWNER_H
 #define AL_JAIL_SPAWNER_H
 
+#include "jail/spec.h"
+
 #include <stdint.h>
 
 #define JAIL_SPAWN_ID_LEN 28 /* a sandbox id: "sbx_" + 24 */
 
 struct jail_spawn_req {
-	uint64_t memory_bytes, disk_bytes;
-	double cpus;
-	uint32_t pids;
+	struct jail_spec spec; /* the sandbox's settings, defaults applied (jail/spec.h) */
 	uint32_t host_base;
 	char id[JAIL_SPAWN_ID_LEN + 1];
-	char image[1024]; /* "" = the host runtime */
-	char workdir[1024];
 };
 
 struct jail_spawn_report {
