@@ -30,6 +30,19 @@ void jail_spec_defaults(struct jail_spec *s)
 		s->pids = JAIL_SPEC_PIDS;
 	if (!s->workdir[0])
 		snprintf(s->workdir, sizeof(s->workdir), "%s", "/workspace");
+	if (!s->hostname[0])
+		snprintf(s->hostname, sizeof(s->hostname), "%s", JAIL_HOSTNAME_DEFAULT);
+}
+
+/* RFC 1123 characters only: what /etc/hosts and uname can carry (as `airlock run`). */
+static bool hostname_ok(const char *h)
+{
+	size_t n = strlen(h);
+
+	return n >= 1 && n <= 63 &&
+	       strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			 "0123456789-.") == n &&
+	       h[0] != '-' && h[0] != '.' && h[n - 1] != '-' && h[n - 1] != '.';
 }
 
 int jail_spec_validate(const struct jail_spec *s, struct al_error **err)
@@ -54,6 +67,11 @@ int jail_spec_validate(const struct jail_spec *s, struct al_error **err)
 		    "workdir '%.200s' is /, or in /proc, /sys or /dev (only /dev/shm "
 		    "there is the sandbox's)",
 		    s->workdir);
+	if (!hostname_ok(s->hostname))
+		return al_error_msg(err, EINVAL,
+				    "hostname '%.80s': 1 to 63 letters, digits, '-' and '.', not "
+				    "starting or ending with '-' or '.'",
+				    s->hostname);
 	return 0;
 }
 
@@ -69,20 +87,22 @@ void jail_spec_config(const struct jail_spec *s, struct al_config *cfg)
 	cfg->disk_bytes = s->disk_bytes;
 	cfg->image = s->image[0] ? s->image : NULL;
 	cfg->workdir = s->workdir;
+	cfg->hostname = s->hostname;
 }
 
 bool jail_spec_same_root(const struct jail_spec *made, const struct jail_spec *want)
 {
 	return made->disk_bytes == want->disk_bytes && strcmp(made->image, want->image) == 0 &&
-	       strcmp(made->workdir, want->workdir) == 0;
+	       strcmp(made->workdir, want->workdir) == 0 &&
+	       strcmp(made->hostname, want->hostname) == 0;
 }
 
 json_t *jail_spec_json(const struct jail_spec *s)
 {
-	return json_pack("{s:o, s:f, s:I, s:I, s:s}", "image",
+	return json_pack("{s:o, s:f, s:I, s:I, s:s, s:s}", "image",
 			 s->image[0] ? json_string(s->image) : json_null(), "vcpus", s->vcpus,
 			 "memory_bytes", (json_int_t)s->memory_bytes, "disk_bytes",
-			 (json_int_t)s->disk_bytes, "workdir", s->workdir);
+			 (json_int_t)s->disk_bytes, "workdir", s->workdir, "hostname", s->hostname);
 }
 
 void jail_spec_from_json(json_t *o, struct jail_spec *s)
@@ -100,6 +120,8 @@ void jail_spec_from_json(json_t *o, struct jail_spec *s)
 		s->disk_bytes = (uint64_t)json_integer_value(v);
 	JAIL_SPEC_SET(s->image, json_string_value(json_object_get(o, "image")), "image", NULL);
 	JAIL_SPEC_SET(s->workdir, json_string_value(json_object_get(o, "workdir")), "workdir",
+		      NULL);
+	JAIL_SPEC_SET(s->hostname, json_string_value(json_object_get(o, "hostname")), "hostname",
 		      NULL);
 	jail_spec_defaults(s);
 }

@@ -20,19 +20,21 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define JAIL_SPEC_PATH_MAX 1024 /* bytes of an image path or a workdir, NUL included */
-#define JAIL_SPEC_PIDS 1024u	/* a daemon sandbox's processes */
+#define JAIL_SPEC_PATH_MAX 1024	  /* bytes of an image path or a workdir, NUL included */
+#define JAIL_SPEC_HOSTNAME_MAX 64 /* a hostname: 1 to 63 bytes, NUL included */
+#define JAIL_SPEC_PIDS 1024u	  /* a daemon sandbox's processes */
 #define JAIL_SPEC_MEMORY_MIN (4ull << 20)
 #define JAIL_SPEC_DISK_MIN (1ull << 20) /* its own /etc and directories live there */
 #define JAIL_SPEC_VCPUS_MAX 1024
 
 struct jail_spec {
-	double vcpus;			  /* CPU quota in CPUs; 0: no limit */
-	uint64_t memory_bytes;		  /* 0: the default (1 GiB) */
-	uint64_t disk_bytes;		  /* the writable tmpfs; 0: the default (1 GiB) */
-	uint32_t pids;			  /* 0: JAIL_SPEC_PIDS */
-	char image[JAIL_SPEC_PATH_MAX];	  /* "": the host runtime; else the image's root */
-	char workdir[JAIL_SPEC_PATH_MAX]; /* "": /workspace */
+	double vcpus;			       /* CPU quota in CPUs; 0: no limit */
+	uint64_t memory_bytes;		       /* 0: the default (1 GiB) */
+	uint64_t disk_bytes;		       /* the writable tmpfs; 0: the default (1 GiB) */
+	uint32_t pids;			       /* 0: JAIL_SPEC_PIDS */
+	char image[JAIL_SPEC_PATH_MAX];	       /* "": the host runtime; else the image's root */
+	char workdir[JAIL_SPEC_PATH_MAX];      /* "": /workspace */
+	char hostname[JAIL_SPEC_HOSTNAME_MAX]; /* "": JAIL_HOSTNAME_DEFAULT */
 };
 
 /* Copy a front end's string into one of the spec's fields: EINVAL (naming `what`) when it
@@ -51,11 +53,11 @@ int jail_spec_validate(const struct jail_spec *s, struct al_error **err);
 struct al_config;
 void jail_spec_config(const struct jail_spec *s, struct al_config *cfg);
 /* Whether a sandbox made for `made` (a root made ahead, a warm sandbox) suits `want`: the
- * settings fixed when a sandbox is made (its root) are the same. Limits are
+ * settings fixed when a sandbox is made (its root, its hostname) are the same. Limits are
  * not: they are set again on a sandbox handed out. Both after jail_spec_defaults. */
 bool jail_spec_same_root(const struct jail_spec *made, const struct jail_spec *want);
-/* The store's form: {"image": path|null, "vcpus", "memory_bytes", "disk_bytes", "workdir"}
- * (a new reference). */
+/* The store's form: {"image": path|null, "vcpus", "memory_bytes", "disk_bytes", "workdir",
+ * "hostname"} (a new reference). */
 json_t *jail_spec_json(const struct jail_spec *s);
 /* Back from that form (a row written by this or an older build: what is missing keeps
  * its default); then jail_spec_defaults. */

@@ -79,9 +79,9 @@ static int api_parse_resources(json_t *body, struct dm_create *c, struct al_erro
 
 static int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
 {
-	static const char *const fields[] = {"image",	"resources",	  "timeout", "env",
-					     "workdir", "network_policy", NULL};
-	const char *image = NULL, *workdir = NULL;
+	static const char *const fields[] = {"image",	"resources",	  "timeout",  "env",
+					     "workdir", "network_policy", "hostname", NULL};
+	const char *image = NULL, *workdir = NULL, *hostname = NULL;
 	json_t *policy;
 
 	if (api_json_fields(body, "the body", fields, err) < 0 ||
@@ -89,15 +89,19 @@ static int api_parse_create(json_t *body, struct dm_create *c, char ***env, stru
 	    api_parse_resources(body, c, err) < 0 ||
 	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
 	    api_json_string(body, "workdir", false, &workdir, err) < 0 ||
+	    api_json_string(body, "hostname", false, &hostname, err) < 0 ||
 	    api_json_env(body, "env", env, &c->n_env, err) < 0)
 		return -EINVAL;
 	c->env = (const char *const *)*env;
 	if (image && !image[0])
 		return api_bad(err, "field 'image' must not be empty");
+	if (hostname && !hostname[0])
+		return api_bad(err, "field 'hostname' must not be empty");
 	if (workdir && workdir[0] != '/')
 		return api_bad(err, "field 'workdir' must be an absolute path");
 	if (JAIL_SPEC_SET(c->spec.image, image, "field 'image'", err) < 0 ||
-	    JAIL_SPEC_SET(c->spec.workdir, workdir, "field 'workdir'", err) < 0)
+	    JAIL_SPEC_SET(c->spec.workdir, workdir, "field 'workdir'", err) < 0 ||
+	    JAIL_SPEC_SET(c->spec.hostname, hostname, "field 'hostname'", err) < 0)
 		return -EINVAL;
 	policy = json_object_get(body, "network_policy");
 	if (policy && !json_is_null(policy)) {

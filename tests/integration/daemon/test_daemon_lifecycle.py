@@ -76,6 +76,26 @@ def test_create_options_are_reported(api, make_sandbox):
     assert api.sh(sid, 'echo "$GREETING"').stdout == b"hi\n"
 
 
+def test_create_sets_the_hostname(api, make_sandbox):
+    """A create's hostname (the spec's, jail/spec.h) is the sandbox's uname and the name
+    its /etc/hostname and /etc/hosts carry; one that /etc/hosts cannot carry is 400 and
+    makes nothing."""
+    sid = make_sandbox(hostname="build-7.example")
+    out = api.sh(sid, "hostname; cat /etc/hostname; grep -c build-7.example /etc/hosts")
+    assert out.exit["exit_code"] == 0, out
+    assert out.stdout.decode().split() == ["build-7.example", "build-7.example", "1"], out
+    # the default is unchanged
+    other = make_sandbox()
+    assert api.sh(other, "hostname").stdout == b"sandbox\n"
+    before = {x["id"] for x in api.request("GET", "/v1/sandboxes").json["sandboxes"]}
+    for bad in ("-lead", "trail.", "has space", "a" * 64, "x/y", ""):
+        r = api.create(hostname=bad)
+        assert r.status == 400, (bad, r)
+        assert "hostname" in r.json["error"]["message"], (bad, r.json)
+    after = {x["id"] for x in api.request("GET", "/v1/sandboxes").json["sandboxes"]}
+    assert after == before
+
+
 def test_sandbox_timeout_stops_it(api, make_sandbox):
     sid = make_sandbox(timeout=2000)
     c = api.start_ok(sid, "/bin/sleep", "60")
