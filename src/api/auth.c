@@ -84,7 +84,7 @@ int api_auth_load(const char *path, struct api_auth **out, struct al_error **err
 	}
 	if (ferror(f)) {
 		api_auth_free(a);
-		return al_error_set(err, EIO, "read tokens file '%s'", path);
+		return al_error_msg(err, EIO, "read tokens file '%s'", path);
 	}
 	*out = a;
 	return 0;

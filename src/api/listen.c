@@ -90,7 +90,7 @@ static int api_fill_sun(struct sockaddr_un *sun, const char *path, struct al_err
 	memset(sun, 0, sizeof(*sun));
 	sun->sun_family = AF_UNIX;
 	if (strlen(path) >= sizeof(sun->sun_path))
-		return al_error_set(err, ENAMETOOLONG, "unix socket path '%s'", path);
+		return al_error_msg(err, ENAMETOOLONG, "unix socket path '%s'", path);
 	strcpy(sun->sun_path, path);
 	return 0;
 }
@@ -105,14 +105,14 @@ static int api_check_existing(const char *path, struct al_error **err)
 	if (lstat(path, &st) < 0)
 		return errno == ENOENT ? 0 : al_error_set(err, errno, "stat '%s'", path);
 	if (!S_ISSOCK(st.st_mode))
-		return al_error_set(err, EEXIST, "'%s' exists and is not a socket", path);
+		return al_error_msg(err, EEXIST, "'%s' exists and is not a socket", path);
 	if (api_fill_sun(&sun, path, err) < 0)
 		return -ENAMETOOLONG;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return al_error_set(err, errno, "socket");
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
-		return al_error_set(err, EADDRINUSE, "a server already listens on '%s'", path);
+		return al_error_msg(err, EADDRINUSE, "a server already listens on '%s'", path);
 	return 0;
 }
 

@@ -315,7 +315,7 @@ static int api_start_listeners(struct api *a, const struct api_opts *o, struct a
 		a->mhd_tcp = api_mhd_start(a, fd, max_conn);
 		if (!a->mhd_tcp) {
 			close(fd);
-			return al_error_set(err, EIO, "start the HTTP server on '%s'", o->listen);
+			return al_error_msg(err, EIO, "start the HTTP server on '%s'", o->listen);
 		}
 	}
 	if (o->socket_path) {
@@ -325,7 +325,7 @@ static int api_start_listeners(struct api *a, const struct api_opts *o, struct a
 		a->mhd_unix = api_mhd_start(a, fd, max_conn);
 		if (!a->mhd_unix) {
 			close(fd);
-			return al_error_set(err, EIO, "start the HTTP server on '%s'",
+			return al_error_msg(err, EIO, "start the HTTP server on '%s'",
 					    o->socket_path);
 		}
 	}

@@ -162,6 +162,20 @@ struct daemon {
 	int lock_fd;	   /* holds the state directory's flock (statelock.c), or -1 */
 };
 
+/* d->mu held for a scope: `_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);` (as
+ * the store's _cleanup_unlock_): every exit of the scope lets go of it. */
+static inline struct daemon *dm_lock(struct daemon *d)
+{
+	pthread_mutex_lock(&d->mu);
+	return d;
+}
+static inline void dm_unlockp(struct daemon **locked)
+{
+	if (*locked)
+		pthread_mutex_unlock(&(*locked)->mu);
+}
+#define _cleanup_dm_unlock_ __attribute__((cleanup(dm_unlockp), unused))
+
 /* registry.c */
 /* The daemon's one log sink: a line "airlockd: ..." on stderr. For what fails with no
  * caller to tell (a timer, the reaper, a best-effort store write): logged, not dropped. */

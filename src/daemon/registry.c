@@ -596,14 +596,43 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	return r;
 }
 
+/*
+ * A create that failed once its sandbox had a uid range: its gateway, its sandbox, its
+ * range, and s itself once its agent reader (if it started) has let go of it -- the agent
+ * is gone, so the reader ends; should it not within 5 s, s is left to it and logged.
+ */
+static void create_undo(struct daemon *d, struct dm_sbx *s, struct dm_gw_launch *gl)
+{
+	struct timespec until;
+	bool held;
+
+	dm_gateway_abort(gl);
+	if (s->pid > 0)
+		jail_sandbox_kill(s->pid, s->start_time, s->id);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	{
+		_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);
+
+		release_host_base(d, s->host_base);
+		while (s->reader_running && pthread_cond_timedwait(&s->cv, &d->mu, &until) == 0)
+			;
+		held = s->reader_running;
+	}
+	if (held)
+		dm_log(d, "sandbox %s: its agent reader outlived a failed create; left to it",
+		       s->id);
+	else
+		dm_sbx_free(s);
+}
+
 static int create(struct daemon *d, const char *team, const struct dm_create *asked, char **out_id,
 		  struct al_error **err)
 {
 	struct store_sandbox row;
 	struct dm_sbx *s;
 	struct dm_gw_launch gl = {.child = -1, .fd = -1};
-	char *canon = NULL;
-	_cleanup_free_ char *image = NULL, *workdir = NULL;
+	_cleanup_free_ char *canon = NULL, *image = NULL, *workdir = NULL;
 	struct dm_create resolved = *asked;
 	const struct dm_create *c = &resolved;
 
@@ -623,65 +652,53 @@ static int create(struct daemon *d, const char *team, const struct dm_create *as
 	if (d->opts.pool && team[0] && dm_pool_fits(c)) {
 		int r = pool_take(d, team, c, canon, out_id, err);
 
-		if (r != 0) {
-			free(canon);
+		if (r != 0)
 			return r > 0 ? 0 : -1;
-		}
 	}
 	s = new_sbx(d, team, c);
+	{
+		_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);
 
-	pthread_mutex_lock(&d->mu);
-	s->host_base = alloc_host_base(d);
-	pthread_mutex_unlock(&d->mu);
+		s->host_base = alloc_host_base(d);
+	}
 	if (!s->host_base) {
 		dm_sbx_free(s);
-		free(canon);
 		return al_error_msg(err, EBUSY, "no free uid range: too many sandboxes");
 	}
 	to_store(s, &row);
 	/* A sandbox asked to have network: its gateway gets ready while the sandbox is made. */
 	if (canon && !dm_policy_is_deny_all(canon) &&
 	    dm_gateway_launch(d, s->id, canon, s->policy_gen, s->gw_conns, &gl, err) < 0) {
-		pthread_mutex_lock(&d->mu);
-		release_host_base(d, s->host_base);
-		pthread_mutex_unlock(&d->mu);
-		dm_sbx_free(s);
-		free(canon);
+		create_undo(d, s, &gl);
 		return al_error_wrap(err, "sandbox network");
 	}
 	if (dm_spawn(d, s, err) < 0 || dm_agent_connect(d, s, err) < 0 ||
 	    (to_store(s, &row), store_sandbox_put(d->store, &row, err)) < 0) {
-		dm_gateway_abort(&gl);
-		if (s->pid > 0)
-			jail_sandbox_kill(s->pid, s->start_time, s->id);
-		pthread_mutex_lock(&d->mu);
-		release_host_base(d, s->host_base);
-		pthread_mutex_unlock(&d->mu);
-		if (!s->reader_running)
-			dm_sbx_free(s); /* else its reader thread still holds it: leave it (rare) */
-		free(canon);
+		create_undo(d, s, &gl);
 		return -1;
 	}
-	pthread_mutex_lock(&d->mu);
-	dm_sbx_add(d, s);
-	dm_sbx_hold(s); /* listed now: others may stop it, the retention must not free it */
-	release_host_base(d, s->host_base);
-	pthread_mutex_unlock(&d->mu);
+	{
+		_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);
+
+		dm_sbx_add(d, s);
+		dm_sbx_hold(s); /* listed now: others may stop it, the retention must not free it */
+		release_host_base(d, s->host_base);
+	}
 	/* ... and is linked to it before anyone can use it. */
 	if (gl.fd >= 0 && dm_gateway_attach(&gl, s->pid, err) < 0) {
-		free(canon);
-		pthread_mutex_lock(&d->mu);
+		_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);
+
 		dm_sbx_stop_locked(d, s, DM_SBX_FAILED);
 		dm_sbx_put(s);
-		pthread_mutex_unlock(&d->mu);
 		return al_error_wrap(err, "sandbox network");
 	}
-	free(canon);
-	pthread_mutex_lock(&d->mu);
-	s->gw_quiet_until = 0;
-	*out_id = xstrdup(s->id);
-	dm_sbx_put(s);
-	pthread_mutex_unlock(&d->mu);
+	{
+		_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);
+
+		s->gw_quiet_until = 0;
+		*out_id = xstrdup(s->id);
+		dm_sbx_put(s);
+	}
 	return 0;
 }
 

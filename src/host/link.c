@@ -80,7 +80,7 @@ static int talk(int nl, struct nlreq *r, const char *what, struct al_error **err
 			return 0;
 		}
 	}
-	return al_error_set(err, EPROTO, "netlink: no answer to %s", what);
+	return al_error_msg(err, EPROTO, "netlink: no answer to %s", what);
 }
 
 static void link_req(struct nlreq *r, unsigned short type, unsigned short flags, int ifindex)

@@ -30,7 +30,7 @@ int jail_agent_prepare(struct jail_ctx *ctx, struct al_error **err)
 	if (ctx->agent_fd < 0)
 		return al_error_set(err, errno, "open agent '%s'", ctx->agent_path);
 	if (strlen(ctx->agent_sock) >= sizeof(sa.sun_path))
-		return al_error_set(err, ENAMETOOLONG, "agent socket path '%s'", ctx->agent_sock);
+		return al_error_msg(err, ENAMETOOLONG, "agent socket path '%s'", ctx->agent_sock);
 	strcpy(sa.sun_path, ctx->agent_sock);
 	ctx->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (ctx->listen_fd < 0)

@@ -388,7 +388,7 @@ int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out, str
 	char name[64];
 
 	if (is_v2(root))
-		return al_error_set(err, ENOTSUP, "cgroup v2 directories cannot be renamed");
+		return al_error_msg(err, ENOTSUP, "cgroup v2 directories cannot be renamed");
 	clock_gettime(CLOCK_MONOTONIC, &ts); /* with the pid, a name no other one has */
 	snprintf(name, sizeof(name), "ahead-%d-%lld%09ld", (int)getpid(), (long long)ts.tv_sec,
 		 ts.tv_nsec);

@@ -55,7 +55,7 @@ static int wait_go_join(struct jail_ctx *ctx, struct al_error **err)
 	if (jail_wait_msg_fd(ctx, JMSG_GO, &fd, err) < 0)
 		return -1;
 	if (fd < 0)
-		return al_error_set(err, EPROTO, "GO came without the network namespace");
+		return al_error_msg(err, EPROTO, "GO came without the network namespace");
 	if (setns(fd, CLONE_NEWNET) < 0) {
 		int e = errno;
 
@@ -198,7 +198,7 @@ static int child_leave_host_privilege(struct jail_ctx *ctx, struct al_error **er
 		return -1;
 	if (jail_msg_send(ctx->sync_fd, &m, -1) < 0 || wait_go(ctx, err) < 0) {
 		if (!*err)
-			al_error_set(err, EPIPE, "sending IDMAP");
+			al_error_msg(err, EPIPE, "sending IDMAP");
 		return -1;
 	}
 	if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)

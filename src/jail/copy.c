@@ -34,7 +34,7 @@ int jail_mkdir_p(int root_fd, const char *path, uid_t owner, struct al_error **e
 		return al_error_set(err, errno, "dup root fd");
 	if (path[0] != '/' || strlen(path) >= sizeof(buf)) {
 		close(dir);
-		return al_error_set(err, EINVAL, "'%s' is not an absolute path", path);
+		return al_error_msg(err, EINVAL, "'%s' is not an absolute path", path);
 	}
 	strcpy(buf, path);
 	for (comp = strtok_r(buf, "/", &save); comp; comp = strtok_r(NULL, "/", &save)) {
@@ -42,7 +42,7 @@ int jail_mkdir_p(int root_fd, const char *path, uid_t owner, struct al_error **e
 
 		if (bad_component(comp)) {
 			close(dir);
-			return al_error_set(err, EINVAL, "path '%s' has a '.' or '..' component",
+			return al_error_msg(err, EINVAL, "path '%s' has a '.' or '..' component",
 					    path);
 		}
 		if (mkdirat(dir, comp, 0755) == 0) {
@@ -156,7 +156,7 @@ static int copy_entry(int src_dir, const char *name, int dst_dir, const char *wh
 			return al_error_set(err, errno, "open '%s/%s' in the sandbox", what, name);
 		return copy_tree(s, d, what, uid, gid, depth + 1, err);
 	}
-	return al_error_set(err, EINVAL, "'%s/%s' is not a regular file, directory or symlink",
+	return al_error_msg(err, EINVAL, "'%s/%s' is not a regular file, directory or symlink",
 			    what, name);
 }
 
@@ -168,7 +168,7 @@ static int copy_tree(int src_dir, int dst_dir, const char *what, uid_t uid, gid_
 	int fd;
 
 	if (depth > MAX_DEPTH)
-		return al_error_set(err, ELOOP, "'%s' is nested more than %d levels deep", what,
+		return al_error_msg(err, ELOOP, "'%s' is nested more than %d levels deep", what,
 				    MAX_DEPTH);
 	fd = fcntl(src_dir, F_DUPFD_CLOEXEC, 3);
 	if (fd < 0 || !(d = fdopendir(fd))) {
@@ -193,14 +193,14 @@ int jail_copy_in(int src_fd, const char *src_name, int root_fd, const char *dst,
 	struct stat st;
 
 	if (strlen(dst) >= sizeof(parent) || dst[0] != '/')
-		return al_error_set(err, EINVAL, "--file destination '%s' is invalid", dst);
+		return al_error_msg(err, EINVAL, "--file destination '%s' is invalid", dst);
 	strcpy(parent, dst);
 	while ((slash = strrchr(parent, '/')) && slash[1] == '\0' && slash != parent)
 		*slash = '\0'; /* drop trailing slashes */
 	slash = strrchr(parent, '/');
 	base = slash + 1;
 	if (bad_component(base))
-		return al_error_set(err, EINVAL, "--file destination '%s' names no file", dst);
+		return al_error_msg(err, EINVAL, "--file destination '%s' names no file", dst);
 	*slash = '\0';
 	dir = jail_mkdir_p(root_fd, parent[0] ? parent : "/", uid, err);
 	if (dir < 0)
@@ -210,7 +210,7 @@ int jail_copy_in(int src_fd, const char *src_name, int root_fd, const char *dst,
 	/* Before it is opened: a FIFO would block the open until a writer came, a device
 	 * (/dev/zero) would never end. */
 	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-		return al_error_set(err, EINVAL, "--file source '%s' is not a file or directory",
+		return al_error_msg(err, EINVAL, "--file source '%s' is not a file or directory",
 				    src_name);
 	/* The source was opened O_PATH; reopen it for reading through /proc/self/fd. */
 	{

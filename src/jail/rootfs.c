@@ -357,7 +357,7 @@ static int copy_sources(int root_fd, const struct jail_ctx *ctx, const int *fds,
 		_cleanup_free_ char *norm = NULL;
 
 		if (n < 0 || (size_t)n >= sizeof(dst))
-			return al_error_set(err, ENAMETOOLONG, "--file destination '%.64s...'", d);
+			return al_error_msg(err, ENAMETOOLONG, "--file destination '%.64s...'", d);
 		if (al_path_normalize(dst, "--file destination", &norm, err) < 0 ||
 		    jail_copy_in(fds[i], cfg->files[i].src, root_fd, norm, owner, owner, err) < 0)
 			return -1;
@@ -454,7 +454,7 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
 
 	*out = -1;
 	if (!jail_rootfs_can_ahead(ctx->cfg))
-		return al_error_set(err, EINVAL, "this root cannot be made ahead");
+		return al_error_msg(err, EINVAL, "this root cannot be made ahead");
 	if (home < 0)
 		return al_error_set(err, errno, "open this thread's mount namespace");
 	if (unshare(CLONE_NEWNS) < 0)
@@ -535,7 +535,7 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 		r = chown_writable(root_fd, ctx, err);
 	/* /proc is mounted after the workdir is made: it would hide it. */
 	if (r == 0 && al_path_is_under(workdir, "/proc"))
-		r = al_error_set(err, EEXIST, "workdir '%s': the sandbox's /proc goes there",
+		r = al_error_msg(err, EEXIST, "workdir '%s': the sandbox's /proc goes there",
 				 workdir);
 	if (r == 0 && strcmp(workdir, "/workspace") != 0) {
 		wd_fd = jail_mkdir_p(root_fd, workdir, ctx->host_base + ctx->uid, err);

@@ -163,20 +163,20 @@ static int validate(const struct al_config *cfg, struct al_error **err)
 	size_t i;
 
 	if (!cfg->argv || !cfg->argv[0] || !cfg->argv[0][0])
-		return al_error_set(err, EINVAL, "no command given");
+		return al_error_msg(err, EINVAL, "no command given");
 	if (cfg->workdir && check_workdir(cfg->workdir, err) < 0)
 		return -1;
 	for (i = 0; i < cfg->n_env; i++) {
 		const char *eq = strchr(cfg->env[i], '=');
 		if (!eq || eq == cfg->env[i])
-			return al_error_set(err, EINVAL, "environment entry '%s' is not KEY=VALUE",
+			return al_error_msg(err, EINVAL, "environment entry '%s' is not KEY=VALUE",
 					    cfg->env[i]);
 	}
 	for (i = 0; i < cfg->n_files; i++)
 		if (!cfg->files[i].src[0] || !cfg->files[i].dst[0])
-			return al_error_set(err, EINVAL, "file copy needs SRC:DST");
+			return al_error_msg(err, EINVAL, "file copy needs SRC:DST");
 	if (cfg->hostname && (strlen(cfg->hostname) > 63 || !cfg->hostname[0]))
-		return al_error_set(err, EINVAL, "hostname must have 1 to 63 characters");
+		return al_error_msg(err, EINVAL, "hostname must have 1 to 63 characters");
 	return 0;
 }
 

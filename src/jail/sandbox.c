@@ -81,7 +81,7 @@ static int drive_setup(int sync_fd, pid_t pid, int pidfd, uid_t base, struct al_
 			if (jail_write_idmaps(pid, base, err) < 0)
 				return -1;
 			if (jail_msg_send(sync_fd, &go, -1) < 0)
-				return al_error_set(err, EPIPE, "sandbox set-up channel");
+				return al_error_msg(err, EPIPE, "sandbox set-up channel");
 		}
 	}
 }

@@ -346,7 +346,7 @@ static int db_set_journal_wal(struct store *st, struct al_error **err)
 	} else {
 		mode = sqlite3_column_text(s, 0);
 		if (!mode || strcmp((const char *)mode, "wal") != 0)
-			r = al_error_set(err, ENOTSUP,
+			r = al_error_msg(err, ENOTSUP,
 					 "store: '%s' cannot use WAL (journal_mode %s)", st->path,
 					 mode ? (const char *)mode : "unknown");
 	}
@@ -374,7 +374,7 @@ static int db_configure(struct store *st, struct al_error **err)
 	if (r < 0)
 		return r;
 	if (fk != 1)
-		return al_error_set(err, ENOTSUP, "store: this SQLite has no foreign key support");
+		return al_error_msg(err, ENOTSUP, "store: this SQLite has no foreign key support");
 	return 0;
 }
 
@@ -392,7 +392,7 @@ static int db_migrate_locked(struct store *st, struct al_error **err)
 	if (r < 0)
 		return r;
 	if (app_id != 0 && app_id != STORE_APPLICATION_ID)
-		return al_error_set(err, EINVAL,
+		return al_error_msg(err, EINVAL,
 				    "store: '%s' is not an airlock state database (application_id "
 				    "%" PRId64 ")",
 				    st->path, app_id);
@@ -403,7 +403,7 @@ static int db_migrate_locked(struct store *st, struct al_error **err)
 		    "no schema version)",
 		    st->path);
 	if (version < 0 || version > STORE_SCHEMA_VERSION)
-		return al_error_set(err, ENOTSUP,
+		return al_error_msg(err, ENOTSUP,
 				    "store: '%s' has schema version %" PRId64
 				    ", this airlockd knows up to %d",
 				    st->path, version, STORE_SCHEMA_VERSION);
@@ -445,9 +445,9 @@ int store_open(const char *path, struct store **out, struct al_error **err)
 
 	*out = NULL;
 	if (!path || !*path)
-		return al_error_set(err, EINVAL, "store: empty database path");
+		return al_error_msg(err, EINVAL, "store: empty database path");
 	if (!sqlite3_threadsafe())
-		return al_error_set(err, ENOTSUP, "store: SQLite was built without thread support");
+		return al_error_msg(err, ENOTSUP, "store: SQLite was built without thread support");
 	st = xzalloc(sizeof(*st));
 	st->path = xstrdup(path);
 	pthread_mutex_init(&st->lock, NULL);
@@ -509,7 +509,7 @@ static void sandbox_read(sqlite3_stmt *s, struct store_sandbox *out)
 int store_sandbox_put(struct store *st, const struct store_sandbox *sb, struct al_error **err)
 {
 	if (!sb->id || !sb->team || !sb->status)
-		return al_error_set(err, EINVAL,
+		return al_error_msg(err, EINVAL,
 				    "store: a sandbox needs an id, a team and a status");
 
 	_cleanup_unlock_ struct store *locked = store_lock(st);
@@ -682,7 +682,7 @@ static void command_read(sqlite3_stmt *s, struct store_command *out)
 int store_command_put(struct store *st, const struct store_command *c, struct al_error **err)
 {
 	if (!c->id || !c->sandbox_id || !c->argv_json)
-		return al_error_set(err, EINVAL,
+		return al_error_msg(err, EINVAL,
 				    "store: a command needs an id, a sandbox id and an argv");
 
 	_cleanup_unlock_ struct store *locked = store_lock(st);
@@ -702,7 +702,7 @@ int store_command_put(struct store *st, const struct store_command *c, struct al
 	rc = rc ?: sqlite3_bind_int64(s, 11, c->deadline_ms);
 	rc = rc ?: sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
-		return al_error_set(err, ENOENT, "store: write command '%s': no sandbox '%s'",
+		return al_error_msg(err, ENOENT, "store: write command '%s': no sandbox '%s'",
 				    c->id, c->sandbox_id);
 	if (rc != SQLITE_DONE)
 		return stmt_fail(st, rc, S_CMD_PUT, c->id, err);
@@ -808,7 +808,7 @@ static int output_insert_locked(struct store *st, const char *cmd_id, int stream
 	rc = rc ?: sqlite3_bind_blob64(s, 4, data, len, SQLITE_STATIC);
 	rc = rc ?: sqlite3_step(s);
 	if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
-		return al_error_set(err, ENOENT, "store: append output: no command '%s'", cmd_id);
+		return al_error_msg(err, ENOENT, "store: append output: no command '%s'", cmd_id);
 	if (rc != SQLITE_DONE)
 		return stmt_fail(st, rc, S_OUT_INSERT, cmd_id, err);
 	return 0;
@@ -824,7 +824,7 @@ static int output_append_locked(struct store *st, const char *cmd_id, int stream
 	if (r < 0)
 		return r;
 	if (offset > size)
-		return al_error_set(err, EINVAL,
+		return al_error_msg(err, EINVAL,
 				    "store: output of '%s' stream %d: chunk at offset %" PRIu64
 				    " leaves a gap after %" PRIu64 " stored bytes",
 				    cmd_id, stream, offset, size);
@@ -838,10 +838,10 @@ int store_output_append(struct store *st, const char *cmd_id, int stream, uint64
 			const void *data, size_t len, struct al_error **err)
 {
 	if (!cmd_id || (stream != AL_STDOUT && stream != AL_STDERR))
-		return al_error_set(err, EINVAL, "store: append output: bad command or stream %d",
+		return al_error_msg(err, EINVAL, "store: append output: bad command or stream %d",
 				    stream);
 	if (offset > INT64_MAX || len > INT64_MAX - offset || (len && !data))
-		return al_error_set(err, EINVAL, "store: append output of '%s': bad chunk", cmd_id);
+		return al_error_msg(err, EINVAL, "store: append output of '%s': bad chunk", cmd_id);
 	if (len == 0)
 		return 0;
 
@@ -858,7 +858,7 @@ int store_output_size(struct store *st, const char *cmd_id, int stream, uint64_t
 		      struct al_error **err)
 {
 	if (!cmd_id || (stream != AL_STDOUT && stream != AL_STDERR))
-		return al_error_set(err, EINVAL, "store: output size: bad command or stream %d",
+		return al_error_msg(err, EINVAL, "store: output size: bad command or stream %d",
 				    stream);
 
 	_cleanup_unlock_ struct store *locked = store_lock(st);
@@ -919,7 +919,7 @@ int store_output_each(struct store *st, const char *cmd_id, int stream, int64_t 
 	int r = 0;
 
 	if (!cmd_id || (stream != 0 && stream != AL_STDOUT && stream != AL_STDERR))
-		return al_error_set(err, EINVAL, "store: read output: bad command or stream %d",
+		return al_error_msg(err, EINVAL, "store: read output: bad command or stream %d",
 				    stream);
 	while (r >= 0 && more) {
 		size_t n = 0, i;

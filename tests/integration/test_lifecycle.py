@@ -11,6 +11,22 @@ import pytest
 import hostprobe
 from conftest import AIRLOCK_BIN, cmdline_of, host_pids_matching
 
+
+def _below(pid, ancestor):
+    """Whether process `pid` descends from `ancestor` (another run's `sleep 30` on this
+    host is not ours)."""
+    for _ in range(64):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        if pid == ancestor:
+            return True
+        if pid <= 1:
+            return False
+    return False
+
 def _cgroup2_mount():
     """A cgroup2 mount of this host: /sys/fs/cgroup itself on a pure v2 host, the
     unified mount beside the v1 hierarchies on a hybrid one."""
@@ -194,7 +210,7 @@ def test_a_run_holds_a_launch_slot_only_while_it_lives():
             # the workload itself: its argv starts with sleep (airlock's, and PID 1's until
             # it wipes its copy, start with airlock's path)
             sleepers = [q for q in host_pids_matching("sleep 30")
-                        if cmdline_of(q).startswith("sleep 30")]
+                        if cmdline_of(q).startswith("sleep 30") and _below(q, p.pid)]
             if p.pid in held and sleepers:
                 break
             assert p.poll() is None, p.stderr.read()
@@ -267,7 +283,7 @@ def test_the_sandboxs_pid1_holds_nothing_of_the_callers(tmp_path):
         deadline = time.monotonic() + 10
         while True:  # PID 1 is the workload's parent once the workload runs
             sleepers = [q for q in host_pids_matching("sleep 30")
-                        if cmdline_of(q).startswith("sleep 30")]
+                        if cmdline_of(q).startswith("sleep 30") and _below(q, p.pid)]
             if sleepers:
                 break
             assert p.poll() is None, (tmp_path / "err").read_text()

@@ -137,7 +137,7 @@ static struct vc_group *vc_group_for(struct vc_regroup *x, const char *dir, stru
 	    archive_write_add_filter_none(g->w) != ARCHIVE_OK ||
 	    archive_write_set_bytes_in_last_block(g->w, 1) != ARCHIVE_OK ||
 	    archive_write_open2(g->w, g, NULL, vc_mem_write, NULL, NULL) != ARCHIVE_OK) {
-		al_error_set(err, EIO, "tar: %s", archive_error_string(g->w) ?: "cannot write");
+		al_error_msg(err, EIO, "tar: %s", archive_error_string(g->w) ?: "cannot write");
 		return NULL;
 	}
 	return g;
@@ -169,7 +169,7 @@ static int vc_copy_file(struct vc_regroup *x, struct archive *in, struct archive
 	archive_entry_set_mtime(oe, archive_entry_mtime(ae), 0);
 	if (archive_write_header(g->w, oe) != ARCHIVE_OK) {
 		archive_entry_free(oe);
-		return al_error_set(err, EIO, "tar: %s", archive_error_string(g->w) ?: "header");
+		return al_error_msg(err, EIO, "tar: %s", archive_error_string(g->w) ?: "header");
 	}
 	archive_entry_free(oe);
 	while ((n = archive_read_data(in, x->data, sizeof(x->data))) > 0) {
@@ -178,7 +178,7 @@ static int vc_copy_file(struct vc_regroup *x, struct archive *in, struct archive
 			return al_error_msg(err, E2BIG, "the archive holds more than %llu bytes",
 					    (unsigned long long)x->max);
 		if (archive_write_data(g->w, x->data, (size_t)n) != n)
-			return al_error_set(err, EIO, "tar: %s",
+			return al_error_msg(err, EIO, "tar: %s",
 					    archive_error_string(g->w) ?: "write");
 	}
 	if (n < 0)
@@ -237,7 +237,7 @@ static int vc_regroup(struct api_req *r, const char *cwd, struct vc_regroup *x,
 		return api_bad(err, "bad archive: %s", archive_error_string(in) ?: "read error");
 	for (size_t i = 0; i < x->n; i++)
 		if (archive_write_close(x->g[i]->w) != ARCHIVE_OK)
-			return al_error_set(err, EIO, "tar: %s",
+			return al_error_msg(err, EIO, "tar: %s",
 					    archive_error_string(x->g[i]->w) ?: "close");
 	return 0;
 }

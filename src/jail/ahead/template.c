@@ -72,7 +72,7 @@ static int own_dir(const char *dir, struct al_error **err)
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return al_error_set(err, errno, "mkdir '%s'", dir);
 	if (!jail_dir_is_ours(dir))
-		return al_error_set(err, EPERM, "'%s' is not a directory of ours alone", dir);
+		return al_error_msg(err, EPERM, "'%s' is not a directory of ours alone", dir);
 	return 0;
 }
 
@@ -142,7 +142,7 @@ static int make(const char *path, bool net_link, struct al_error **err)
 			r = al_error_set(err, errno, "open '%s'", src);
 	} else {
 		buf[n > 0 ? n : 0] = '\0';
-		r = al_error_set(err, EIO, "%s", n > 0 ? buf : "the template's builder died");
+		r = al_error_msg(err, EIO, "%s", n > 0 ? buf : "the template's builder died");
 	}
 	if (r == 0) {
 		jail_unpin(
@@ -164,7 +164,7 @@ int jail_template_open(const char *dir, bool net_link, struct al_error **err)
 	snprintf(name, sizeof(name), "%s-%08x", variant_name(net_link), template_key());
 	n = snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (n < 0 || (size_t)n >= sizeof(path))
-		return al_error_set(err, ENAMETOOLONG, "template directory '%.64s...'", dir);
+		return al_error_msg(err, ENAMETOOLONG, "template directory '%.64s...'", dir);
 	if ((fd = jail_pin_open(path, CLONE_NEWNS)) >= 0)
 		return fd; /* the usual case: made by an earlier run */
 	if (own_dir(dir, err) < 0)
