@@ -8,6 +8,7 @@
 #include "common/xalloc.h"
 #include "jail/ahead/pool.h"
 #include "jail/run.h"
+#include "jail/spec.h"
 #include "jail/ahead/template.h"
 
 #include <errno.h>
@@ -194,17 +195,6 @@ static const struct option long_opts[] = {
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
-
-/* A hostname the sandbox's /etc/hosts and uname can carry: RFC 1123 characters only. */
-static bool hostname_ok(const char *h)
-{
-	size_t n = strlen(h);
-
-	return n >= 1 && n <= 63 &&
-	       strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-			 "0123456789-.") == n &&
-	       h[0] != '-' && h[0] != '.' && h[n - 1] != '-' && h[n - 1] != '.';
-}
 
 /* Returns -1 to go on, or an exit code. */
 /* --workdir (AL_EXIT_USAGE, or -1: taken): the normal form (common/path.h) is what the jail
@@ -434,7 +424,7 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		o->no_template = true;
 		break;
 	case OPT_HOSTNAME:
-		if (!hostname_ok(arg))
+		if (!jail_hostname_ok(arg))
 			return usage_error("--hostname '%s': 1 to 63 letters, digits, '-' and '.', "
 					   "not starting or ending with '-' or '.'",
 					   arg);

@@ -34,8 +34,7 @@ void jail_spec_defaults(struct jail_spec *s)
 		snprintf(s->hostname, sizeof(s->hostname), "%s", JAIL_HOSTNAME_DEFAULT);
 }
 
-/* RFC 1123 characters only: what /etc/hosts and uname can carry (as `airlock run`). */
-static bool hostname_ok(const char *h)
+bool jail_hostname_ok(const char *h)
 {
 	size_t n = strlen(h);
 
@@ -67,7 +66,7 @@ int jail_spec_validate(const struct jail_spec *s, struct al_error **err)
 		    "workdir '%.200s' is /, or in /proc, /sys or /dev (only /dev/shm "
 		    "there is the sandbox's)",
 		    s->workdir);
-	if (!hostname_ok(s->hostname))
+	if (!jail_hostname_ok(s->hostname))
 		return al_error_msg(err, EINVAL,
 				    "hostname '%.80s': 1 to 63 letters, digits, '-' and '.', not "
 				    "starting or ending with '-' or '.'",

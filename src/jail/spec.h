@@ -44,6 +44,9 @@ int jail_spec_set(char *field, size_t cap, const char *value, const char *what,
 #define JAIL_SPEC_SET(field, value, what, err)                                                     \
 	jail_spec_set((field), sizeof(field), (value), (what), (err))
 
+/* A hostname /etc/hosts and uname can carry: 1 to 63 RFC 1123 characters (letters,
+ * digits, '-', '.'), not starting or ending with '-' or '.' (also `airlock run --hostname`). */
+bool jail_hostname_ok(const char *h);
 /* Every unset (0 or "") setting to its default. */
 void jail_spec_defaults(struct jail_spec *s);
 /* After jail_spec_defaults, with workdir in its normal form (common/path.h): EINVAL (or
