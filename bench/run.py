@@ -18,6 +18,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
 PY = "/usr/bin/python3"           # not the pyenv shim on PATH
 BWRAP = "/usr/bin/bwrap"
+UNSHARE = shutil.which("unshare")
 BINARIES = ["airlock", "airlockd", "airlock-agent", "airlock-gateway", "airlock-gateway-lite",
             "airlock-remote"]
 SECTIONS = ["oneshot", "throughput", "daemon", "density", "egress"]
@@ -540,6 +541,12 @@ def throughput():
           ("bwrap", bwrap_argv(["/bin/true"]))]
     if POOL_OK:  # refills compete with the two workers for the two vCPUs
         cs.insert(1, ("airlock-warm", [AIRLOCK, "run", "--", "/bin/true"]))
+    # The ceilings in the same run: the floor jail (bench/floor.c) and the kernel's own cost of
+    # creating and destroying a network namespace around an exec (`unshare -n`, as root).
+    if build_floor():
+        cs.append(("floor", [FLOOR, "/bin/true"]))
+    if UNSHARE and os.geteuid() == 0:
+        cs.append(("netns-ceiling", [UNSHARE, "-n", "/bin/true"]))
     d = drive_throughput("throughput", cs, TP_SECONDS, args.workers, TP_ROUNDS)
     if not d:
         return
@@ -823,6 +830,10 @@ def targets():
     trw = tw / tb if tw and tb else None
     target("throughput_vs_bwrap_warm", "the same, one-shot pool on", trw, 1.5,
            lambda v, l: v >= l, f"{trw:.2f}x ({tw:.0f} vs {tb:.0f}/s)" if trw else "-")
+    tn = val("throughput.netns-ceiling")
+    trn = ta / tn if ta and tn else None
+    target("throughput_vs_netns", "launch throughput >= 0.85x the netns ceiling (unshare -n)",
+           trn, 0.85, lambda v, l: v >= l, f"{trn:.2f}x ({ta:.0f} vs {tn:.0f}/s)" if trn else "-")
     v = val("daemon.create_run_stop")
     target("daemon_cycle", "daemon create+run+stop median <= 5 ms, cold (no pooled sandbox)", v,
            5.0, lambda v, l: v <= l,
