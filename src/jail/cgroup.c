@@ -502,6 +502,69 @@ void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *o
 	}
 }
 
+/* utime + stime + cutime + cstime of a process, in clock ticks (0 if gone). The command
+ * name (field 2) is the sandbox's to choose: fields are counted after its last ')'. */
+static uint64_t proc_cpu_ticks(const char *pid)
+{
+	char path[64], buf[1024];
+	unsigned long long v[4];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+	char *p;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt, then ours */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+			 &v[0], &v[1], &v[2], &v[3]) != 4)
+		return 0;
+	return v[0] + v[1] + v[2] + v[3];
+}
+
+/* v1: the CPU time of the processes in pids/airlock/<name> (a process's cumulative times
+ * hold its reaped children's, and every process of a sandbox is reaped inside it). */
+static uint64_t v1_cpu_ns(const char *pids_dir)
+{
+	char path[PATH_MAX + 16], pid[32];
+	_cleanup_fclose_ FILE *f = NULL;
+	uint64_t ticks = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", pids_dir);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fscanf(f, "%31s", pid) == 1)
+		ticks += proc_cpu_ticks(pid);
+	return hz > 0 ? ticks * (1000000000ull / (uint64_t)hz) : 0;
+}
+
+int jail_cgroup_usage(const char *name, uint64_t *memory_bytes, uint64_t *cpu_ns)
+{
+	const char *root = cgroup_root();
+	char dir[PATH_MAX], pids[PATH_MAX];
+
+	if (is_v2(root)) {
+		snprintf(dir, sizeof(dir), "%s/airlock/%s", root, name);
+		if (access(dir, F_OK) < 0)
+			return -ENOENT;
+		*memory_bytes = read_u64(dir, "memory.current", NULL);
+		*cpu_ns = read_u64(dir, "cpu.stat", "usage_usec") * 1000;
+		return 0;
+	}
+	snprintf(dir, sizeof(dir), "%s/memory/airlock/%s", root, name);
+	snprintf(pids, sizeof(pids), "%s/pids/airlock/%s", root, name);
+	if (access(dir, F_OK) < 0 || access(pids, F_OK) < 0)
+		return -ENOENT;
+	*memory_bytes = read_u64(dir, "memory.usage_in_bytes", NULL);
+	*cpu_ns = v1_cpu_ns(pids);
+	return 0;
+}
+
 void jail_cgroup_kill(struct jail_cgroup *cg)
 {
 	/*
