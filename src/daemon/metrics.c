@@ -344,15 +344,16 @@ static void put_sandboxes(struct prom_buf *b, const struct scrape *sc)
 static void put_process(struct prom_buf *b, struct daemon *d)
 {
 	struct rusage ru;
-	double now = (double)dm_now_ms() / 1e3, start = (double)d->m.start_ms / 1e3;
+	int64_t up_ms = dm_now_ms() - d->m.start_ms;
 
 	prom_family(b, "airlock_build_info", "gauge", "The daemon's version (always 1).");
 	prom_sample(b, "airlock_build_info", &(struct prom_label){"version", AIRLOCK_VERSION}, 1,
 		    1);
 	put_gauge(b, "airlock_daemon_start_time_seconds",
-		  "When the daemon started (seconds since the epoch).", start);
+		  "When the daemon started (seconds since the epoch).",
+		  (double)d->m.start_ms / 1e3);
 	put_gauge(b, "airlock_daemon_uptime_seconds", "How long the daemon has been running.",
-		  now - start);
+		  (double)up_ms / 1e3);
 	if (getrusage(RUSAGE_SELF, &ru) == 0) {
 		prom_family(b, "process_cpu_seconds_total", "counter",
 			    "CPU time of the daemon process (user and system).");
