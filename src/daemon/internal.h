@@ -330,6 +330,14 @@ uint64_t dm_egress_log_size(struct daemon *d, const char *id);
 /* Counts the decisions and bytes of id's egress log from byte off, reading at most max
  * bytes of it; returns the offset after the last whole line counted. */
 uint64_t dm_metrics_egress_tail(struct daemon *d, const char *id, uint64_t off, uint64_t max);
+/* The ids of the sandboxes that have an egress log now, sorted. */
+struct dm_egress_logs {
+	char (*id)[DM_ID_LEN + 1];
+	size_t n;
+};
+void dm_egress_logs_list(struct daemon *d, struct dm_egress_logs *out);
+bool dm_egress_logs_has(const struct dm_egress_logs *l, const char *id);
+void dm_egress_logs_free(struct dm_egress_logs *l);
 
 /* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);

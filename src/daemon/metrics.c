@@ -160,16 +160,22 @@ static void scrape_registry(struct daemon *d, struct scrape *sc)
 static void scrape_egress(struct daemon *d, struct scrape *sc)
 {
 	uint64_t budget = DM_SCRAPE_EGRESS_MAX;
+	struct dm_egress_logs logs;
 
+	dm_egress_logs_list(d, &logs); /* one readdir, not a failed open per sandbox */
 	for (size_t i = 0; i < sc->n && budget; i++) {
 		struct scrape_sbx *o = &sc->sbx[i];
 		uint64_t max =
 		    budget < DM_SCRAPE_EGRESS_SBX_MAX ? budget : DM_SCRAPE_EGRESS_SBX_MAX;
-		uint64_t off = dm_metrics_egress_tail(d, o->id, o->egress_off, max);
+		uint64_t off;
 
+		if (!dm_egress_logs_has(&logs, o->id))
+			continue;
+		off = dm_metrics_egress_tail(d, o->id, o->egress_off, max);
 		budget -= off - o->egress_off < budget ? off - o->egress_off : budget;
 		o->egress_off = off;
 	}
+	dm_egress_logs_free(&logs);
 	_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);
 	for (size_t i = 0, j = 0; i < sc->n && d->n_sbxs; i++) {
 		/* Mostly in the same order as then: looked for from where the last one was. */
@@ -312,10 +318,12 @@ static void put_sandboxes(struct prom_buf *b, const struct scrape *sc)
 {
 	uint64_t *mem = xzalloc((sc->n + 1) * sizeof(*mem)), *cpu = xzalloc((sc->n + 1) * 8);
 	bool *have = xzalloc(sc->n + 1);
+	struct jail_cgroup_reader *cg = jail_cgroup_reader_open();
 
 	for (size_t i = 0; i < sc->n; i++)
 		have[i] =
-		    sc->sbx[i].live && jail_cgroup_usage(sc->sbx[i].id, &mem[i], &cpu[i]) == 0;
+		    sc->sbx[i].live && jail_cgroup_usage(cg, sc->sbx[i].id, &mem[i], &cpu[i]) == 0;
+	jail_cgroup_reader_close(cg);
 	for (int k = 0; k < 2; k++) {
 		const char *name =
 		    k ? "airlock_sandbox_cpu_seconds_total" : "airlock_sandbox_memory_bytes";

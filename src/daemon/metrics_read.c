@@ -12,6 +12,7 @@
 #include "common/cleanup.h"
 #include "common/xalloc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -116,4 +117,48 @@ uint64_t dm_metrics_egress_tail(struct daemon *d, const char *id, uint64_t off, 
 		start = got;
 	}
 	return off + start;
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+void dm_egress_logs_list(struct daemon *d, struct dm_egress_logs *out)
+{
+	_cleanup_free_ char *dir = xasprintf("%s/egress", d->state_dir);
+	DIR *dp = opendir(dir);
+	size_t cap = 0;
+	struct dirent *de;
+
+	out->id = NULL;
+	out->n = 0;
+	while (dp && (de = readdir(dp))) {
+		size_t len = strlen(de->d_name);
+
+		if (len != DM_ID_LEN + 6 || strcmp(de->d_name + DM_ID_LEN, ".jsonl") != 0)
+			continue;
+		if (out->n == cap) {
+			cap = cap ? cap * 2 : 64;
+			out->id = xrealloc(out->id, cap * sizeof(*out->id));
+		}
+		memcpy(out->id[out->n], de->d_name, DM_ID_LEN);
+		out->id[out->n++][DM_ID_LEN] = '\0';
+	}
+	if (dp)
+		closedir(dp);
+	if (out->n)
+		qsort(out->id, out->n, sizeof(*out->id), id_cmp);
+}
+
+bool dm_egress_logs_has(const struct dm_egress_logs *l, const char *id)
+{
+	return l->n && bsearch(id, l->id, l->n, sizeof(*l->id), id_cmp) != NULL;
+}
+
+void dm_egress_logs_free(struct dm_egress_logs *l)
+{
+	free(l->id);
+	l->id = NULL;
+	l->n = 0;
 }
