@@ -574,7 +574,8 @@ int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create
 	uint64_t t0 = dm_mono_us();
 	int r = create_limited(d, team, asked, out_id, err);
 
-	dm_metrics_create(d, r, err ? *err : NULL, t0);
+	if (team[0]) /* not the warm pool's refills (DM_POOL_TEAM): clients' creates */
+		dm_metrics_create(d, r, err ? *err : NULL, t0);
 	return r;
 }
 
