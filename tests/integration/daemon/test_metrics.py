@@ -227,3 +227,31 @@ def serve_once(md, args):
                               capture_output=True, text=True, timeout=30)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_the_warm_pool_its_size_hits_and_misses(tmp_path_factory):
+    port = free_port()
+    gen = own_daemon(tmp_path_factory, "airlockd-metrics-pool", "--pool", "1",
+                     "--metrics-listen", f"127.0.0.1:{port}")
+    d = next(gen)
+    d.metrics_port = port
+    try:
+        api = Api(d.port, TOKENS["A"])
+        m0 = wait_for(lambda: (lambda m: m if val(m, "airlock_warm_pool_sandboxes") == 2
+                               else None)(scrape(d)), timeout=20)
+        assert m0, "the pool (1 per workdir) never filled"
+        assert val(m0, "airlock_warm_pool_target") == 2
+        # The pool's own refills are neither creates nor sandboxes of a state.
+        assert val(m0, "airlock_sandbox_creates_total", outcome="ok") == 0
+        assert val(m0, "airlock_sandboxes", state="running") == 0
+        warm = [api.create_ok()["warm"] for _ in range(2)]
+        m1 = scrape(d)
+        hits = val(m1, "airlock_warm_pool_hits_total") - val(m0, "airlock_warm_pool_hits_total")
+        misses = val(m1, "airlock_warm_pool_misses_total") - \
+            val(m0, "airlock_warm_pool_misses_total")
+        assert warm[0] and hits == warm.count(True) and misses == warm.count(False), \
+            (warm, hits, misses)
+        assert val(m1, "airlock_sandbox_creates_total", outcome="ok") == 2
+        assert val(m1, "airlock_sandboxes", state="running") == 2
+    finally:
+        next(gen, None)
