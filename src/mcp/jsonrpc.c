@@ -73,7 +73,7 @@ enum mcp_kind mcp_msg_parse(const char *buf, size_t len, struct mcp_msg *m)
 	if (len > MCP_MSG_MAX)
 		return invalid(m, MCP_INVALID_REQUEST, "message larger than 8 MiB");
 	/* Without JSON_ALLOW_NUL a NUL byte (raw or \u0000) is refused; jansson checks UTF-8. */
-	m->root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	m->root = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
 	if (!m->root)
 		return invalid(m, MCP_PARSE_ERROR, "not a JSON text");
 	if (json_is_array(m->root))
