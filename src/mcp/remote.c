@@ -281,7 +281,7 @@ static json_t *rem_exec(struct mcp_job *job, const struct mcp_cmd *cmd, struct a
 	if (!cid)
 		return NULL;
 	wait = xasprintf("/v1/sandboxes/%s/commands/%s/wait?timeout_ms=1000", sid, cid);
-	for (double t = 1; !done; t++) {
+	for (int t = 1; !done; t++) {
 		struct client_resp resp = {0};
 
 		if (atomic_load(&job->cancelled)) {
@@ -303,7 +303,7 @@ static json_t *rem_exec(struct mcp_job *job, const struct mcp_cmd *cmd, struct a
 			return daemon_error(&resp, "waiting for the command", err),
 			       client_resp_free(&resp), NULL;
 		else
-			mcp_progress(job, t, (double)cmd->timeout_ms / 1000, "running");
+			mcp_progress(job, (double)t, (double)cmd->timeout_ms / 1000, "running");
 		client_resp_free(&resp);
 	}
 	out = finished(s, sid, cid, json_object_get(done, "command"), err);
