@@ -219,9 +219,10 @@ static void request(struct mcp_server *s, struct mcp_msg *m)
 	else if (!s->initialized)
 		code = MCP_INVALID_REQUEST,
 		msg = xasprintf("%s: not initialized (send initialize first)", me);
-	else if (strcmp(me, "tools/call") == 0)
-		return start_call(s, m->id, m->params);
-	else if (strcmp(me, "tools/list") == 0)
+	else if (strcmp(me, "tools/call") == 0) {
+		start_call(s, m->id, m->params); /* answered by its thread */
+		return;
+	} else if (strcmp(me, "tools/list") == 0)
 		r = json_pack("{s:O}", "tools", s->tools);
 	else if (strcmp(me, "resources/list") == 0)
 		r = resources_list();
