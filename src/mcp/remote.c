@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#define SESSION_LIFETIME_MS (60 * 60 * 1000) /* renewed by making a new one when it ends */
+#define HOUR_MS (60ull * 60 * 1000)
 
 struct rem {
 	struct client *c;
@@ -45,10 +45,18 @@ static int call(struct rem *r, const char *method, const char *path, const char 
 	return 0;
 }
 
+/* The session sandbox's lifetime: an hour, or a command's --timeout and a minute more (no
+ * --timeout: the daemon's maximum, 24 h). One that ends is replaced on the next call. */
+static uint64_t lifetime_ms(const struct mcp_opts *o)
+{
+	uint64_t want = o->timeout_ms ? o->timeout_ms + 60000 : 24 * HOUR_MS;
+
+	return want < HOUR_MS ? HOUR_MS : want > 24 * HOUR_MS ? 24 * HOUR_MS : want;
+}
+
 static json_t *create_body(const struct mcp_opts *o)
 {
-	json_t *b = json_pack("{s:O, s:I}", "env", o->env, "timeout",
-			      (json_int_t)SESSION_LIFETIME_MS),
+	json_t *b = json_pack("{s:O, s:I}", "env", o->env, "timeout", (json_int_t)lifetime_ms(o)),
 	       *res = json_object();
 
 	if (o->memory_set)
