@@ -101,8 +101,8 @@ if (daemon) {
 step("state");
 
 // the call's timeout shortens the server's
-r = await call("run_code", { language: "bash", code: "sleep 5; echo late" }, { timeout: 60000 });
-assert.equal(r.structuredContent.reason, "exited");
+r = await call("run_code", { language: "bash", code: "sleep 1.5; echo in-time" }, { timeout: 60000 });
+assert.equal(r.structuredContent.stdout, "in-time\n");
 r = await call("run_code", { language: "bash", code: "sleep 9; echo late", timeout: 1 });
 assert.equal(r.isError, true);
 assert.equal(r.structuredContent.reason, "timeout");
@@ -164,16 +164,29 @@ const { resources } = await client.listResources();
 assert.ok(resources.some((x) => x.uri === "airlock://egress-log"));
 r = await call("exec", { argv: ["getent", "hosts", "denied.test"] });
 assert.equal(r.isError, true, "a name not on the allowlist does not resolve");
+// a documentation address (never a real host): the gateway refuses the request
+r = await call("run_code", { language: "python", code: [
+  "import urllib.request",
+  "try:",
+  "    urllib.request.urlopen('http://192.0.2.1/', timeout=10)",
+  "    print('reached')",
+  "except Exception as e:",
+  "    print('refused', e)"].join("\n") });
+assert.match(r.structuredContent.stdout, /^refused/, JSON.stringify(r.structuredContent));
+const logged = (log, pred) => log.split("\n").filter(Boolean).map((l) => JSON.parse(l)).filter(pred);
 let log = "";
-for (let i = 0; i < 30 && !log.includes("denied.test"); i++) {
+for (let i = 0; i < 30; i++) {
   const res = await client.readResource({ uri: "airlock://egress-log" });
+  assert.equal(res.contents[0].mimeType, "application/x-ndjson");
   log = res.contents[0].text;
-  if (!log.includes("denied.test")) await delay(200);
+  if (log.includes("denied.test") && log.includes("192.0.2.1")) break;
+  await delay(200);
 }
-const denied = log.split("\n").filter(Boolean).map((l) => JSON.parse(l))
-  .filter((l) => l.name === "denied.test");
+const denied = logged(log, (l) => l.name === "denied.test");
 assert.ok(denied.length > 0, `egress log: ${log}`);
-assert.ok(denied.every((l) => l.verdict !== "allow"), JSON.stringify(denied));
+assert.ok(denied.every((l) => l.verdict === "deny"), JSON.stringify(denied));
+const ip = logged(log, (l) => l.address === "192.0.2.1");
+assert.ok(ip.length > 0 && ip.every((l) => l.verdict === "deny"), `egress log: ${log}`);
 await assert.rejects(client.readResource({ uri: "airlock://nope" }),
   (e) => e instanceof McpError && e.code === -32002);
 step("network");
