@@ -321,7 +321,7 @@ static json_t *emb_reset(struct mcp_server *s, struct al_error **err)
 	return NULL;
 }
 
-/* The egress log file (the user's --egress-log, or the session's), whole. */
+/* The egress log file (the user's --egress-log, or the session's): its last 4 MiB. */
 static char *emb_egress(struct mcp_server *s, size_t *len, struct al_error **err)
 {
 	struct emb *e = s->be_state;
@@ -330,15 +330,20 @@ static char *emb_egress(struct mcp_server *s, size_t *len, struct al_error **err
 	struct stat sb;
 	char *buf;
 	ssize_t n;
+	off_t off = 0;
+	size_t size;
 
 	*len = 0;
 	if (fd < 0 && errno == ENOENT)
 		return xstrdup(""); /* nothing logged yet */
 	if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode))
 		return al_error_set(err, fd < 0 ? errno : EINVAL, "open '%s'", path), NULL;
-	buf = xzalloc((size_t)sb.st_size + 1);
-	while (*len < (size_t)sb.st_size &&
-	       (n = read(fd, buf + *len, (size_t)sb.st_size - *len)) > 0)
+	/* its tail: what resources/read returns (and the byte before it, to cut at a line) */
+	if (sb.st_size > (off_t)MCP_EGRESS_MAX + 1)
+		off = sb.st_size - (off_t)MCP_EGRESS_MAX - 1;
+	size = (size_t)(sb.st_size - off);
+	buf = xzalloc(size + 1);
+	while (*len < size && (n = pread(fd, buf + *len, size - *len, off + (off_t)*len)) > 0)
 		*len += (size_t)n;
 	buf[*len] = '\0';
 	return buf;
