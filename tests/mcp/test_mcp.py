@@ -569,3 +569,18 @@ def test_daemon_sandbox_stopped_elsewhere_is_replaced(raw, daemon):
     assert r["result"]["isError"] is True, "a missing file is not a missing sandbox"
     assert [x["id"] for x in running_sandboxes(daemon)] == [sb2["id"]]
     assert s.close() == 0
+
+
+@pytest.mark.parametrize("mode", ["embedded", "daemon"])
+def test_output_limit_cuts_and_says_so(raw, request, mode):
+    args = daemon_args(request.getfixturevalue("daemon")) if mode == "daemon" else []
+    s = raw(*args, "--output-limit", "1K")
+    s.initialize()
+    r = s.call(1, "run_code", {"language": "python",
+                               "code": "import sys\nprint('é' * 3000)\nprint('x', file=sys.stderr)"})
+    out = r["result"]["structuredContent"]
+    assert out["stdout_truncated"] is True and out["stderr_truncated"] is False, out
+    assert 1000 <= len(out["stdout"].encode()) <= 1024 and set(out["stdout"]) == {"é"}
+    assert out["stderr"] == "x\n"
+    assert r["result"]["isError"] is False
+    assert s.close() == 0
