@@ -121,9 +121,14 @@ class Raw:
         return rc
 
     def kill(self):
+        """At teardown: end the session as a client would (its staging goes), else kill."""
         if self.p.poll() is None:
-            self.p.kill()
-            self.p.wait()
+            try:
+                self.p.stdin.close()
+                self.p.wait(10)
+            except (OSError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait()
 
 
 @pytest.fixture
