@@ -59,6 +59,8 @@ static int validate_exec(const struct dm_exec *e, struct al_error **err)
 				    PROTO_MAX_FRAME / 2);
 	if (e->cwd && e->cwd[0] != '/')
 		return al_error_msg(err, EINVAL, "cwd must be an absolute path");
+	if (e->tty && (e->rows > PROTO_MAX_WINSIZE || e->cols > PROTO_MAX_WINSIZE))
+		return al_error_msg(err, EINVAL, "rows and cols must be 1..%u", PROTO_MAX_WINSIZE);
 	if (e->n_args > 4000 || e->n_env > 4000)
 		return al_error_msg(err, E2BIG, "too many args or env entries");
 	for (size_t i = 0; i < e->n_env; i++) {
@@ -142,6 +144,11 @@ static bool build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c
 	proto_put_str(b, PT_CWD, c->cwd, strlen(c->cwd));
 	proto_put_u32(b, PT_UID, uid);
 	free(all);
+	if (e->tty) {
+		proto_put_u8(b, PT_TTY, 1);
+		proto_put_u32(b, PT_ROWS, e->rows ? e->rows : 24);
+		proto_put_u32(b, PT_COLS, e->cols ? e->cols : 80);
+	}
 	/* Only while the frame stays well inside its limit (a huge argv comes first). */
 	if (e->stdin_len > DM_EXEC_STDIN_MAX || b->len + e->stdin_len + 64 > PROTO_MAX_FRAME / 2)
 		return false;
@@ -516,6 +523,38 @@ int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char 
 	proto_begin(&b, PROTO_KILL, dm_agent_next_id(s));
 	proto_put_str(&b, PT_CMD_ID, id, strlen(id));
 	proto_put_u32(&b, PT_SIGNAL, sg);
+	r = dm_agent_request(d, s, &b, NULL, err);
+	dm_sbx_put(s);
+	return r;
+}
+
+int dm_cmd_resize(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		  unsigned rows, unsigned cols, struct al_error **err)
+{
+	struct proto_buf b = {0};
+	struct dm_sbx *s;
+	struct dm_cmd *c;
+	char id[DM_ID_LEN + 1];
+	int r;
+
+	if (rows < 1 || rows > PROTO_MAX_WINSIZE || cols < 1 || cols > PROTO_MAX_WINSIZE)
+		return al_error_msg(err, EINVAL, "rows and cols must be 1..%u", PROTO_MAX_WINSIZE);
+	pthread_mutex_lock(&d->mu);
+	c = find(d, team, sbx, cmd, err);
+	if (c && c->finished)
+		al_error_msg(err, ESRCH, "command '%s' has finished", c->id), c = NULL;
+	if (!c) {
+		pthread_mutex_unlock(&d->mu);
+		return -1;
+	}
+	s = c->sbx;
+	strcpy(id, c->id);
+	dm_sbx_hold(s);
+	pthread_mutex_unlock(&d->mu);
+	proto_begin(&b, PROTO_RESIZE, dm_agent_next_id(s));
+	proto_put_str(&b, PT_CMD_ID, id, strlen(id));
+	proto_put_u32(&b, PT_ROWS, rows);
+	proto_put_u32(&b, PT_COLS, cols);
 	r = dm_agent_request(d, s, &b, NULL, err);
 	dm_sbx_put(s);
 	return r;

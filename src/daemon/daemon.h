@@ -114,6 +114,10 @@ struct dm_exec {
 	const void *stdin_data; /* written to stdin, then closed unless keep_stdin */
 	size_t stdin_len;
 	bool keep_stdin; /* leave stdin open for dm_cmd_write_stdin */
+	/* A pseudo-terminal in the sandbox instead of pipes: stdout and stderr are one stream
+	 * (stdout), stdin is typed input; rows and cols its first size (0: 24 x 80). */
+	bool tty;
+	unsigned rows, cols;
 };
 
 int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
@@ -134,6 +138,10 @@ int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, uint64_t cu
 		json_t **out_array, uint64_t *next, struct al_error **err);
 int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, const char *cmd,
 		       const void *data, size_t len, bool close_after, struct al_error **err);
+/* A TTY command's window size (1..65535 each): its foreground process group gets SIGWINCH.
+ * EINVAL out of range, ENOTTY for a command without a PTY, ESRCH once it has finished. */
+int dm_cmd_resize(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		  unsigned rows, unsigned cols, struct al_error **err);
 int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char *cmd, int sig,
 		struct al_error **err);
 
