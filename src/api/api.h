@@ -9,6 +9,7 @@
 #define AL_API_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct daemon;
 struct al_error;
@@ -28,6 +29,8 @@ struct api_opts {
 	 * its own, "ADDR:PORT" as listen, without a token. NULL: not there. */
 	const char *metrics_tokens_path;
 	const char *metrics_listen;
+	/* How long a PTY ticket opens its WebSocket (docs/pty.md); 0: 60 s. */
+	uint64_t pty_ticket_ms;
 };
 
 /* Starts serving at once; at least one of listen and socket_path must be set. */

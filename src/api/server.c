@@ -301,8 +301,9 @@ struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_co
 	struct api *a = l->api;
 
 	return MHD_start_daemon(
-	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL,
-	    NULL, api_access, l, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+		MHD_ALLOW_UPGRADE, /* the PTY's WebSocket (ws_session.c) */
+	    0, NULL, NULL, api_access, l, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 	    MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT, a->timeout_s,
 	    /* One thread per connection: small stacks keep thousands of idle
@@ -356,6 +357,7 @@ int api_start(struct daemon *d, const struct api_opts *o, struct api **out, stru
 	api_router_add(&a->router, api_vercel_routes, api_vercel_routes_n);
 	api_router_add(&a->router, api_metrics_routes, api_metrics_routes_n);
 	a->main_l = (struct api_listener){a, &a->router, false};
+	a->pty = api_pty_new(o->pty_ticket_ms);
 	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 || api_metrics_start(a, o, err) < 0 ||
 	    api_start_listeners(a, o, err) < 0) {
 		api_stop(a);
@@ -386,5 +388,6 @@ void api_stop(struct api *a)
 		unlink(a->socket_path);
 	free(a->socket_path);
 	api_auth_free(a->auth);
+	api_pty_free(a->pty);
 	free(a);
 }

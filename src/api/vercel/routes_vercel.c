@@ -514,6 +514,18 @@ static void vc_session_get(struct api_req *r)
 	vc_reply_view(r, api_param(r, "id"), false, true, true, NULL);
 }
 
+/* The interactive PTY (docs/pty.md): a ticket for the WebSocket below. */
+static void vc_interactive(struct api_req *r)
+{
+	api_pty_offer(r, "/v2/sandboxes/sessions/", "/interactive/ws");
+}
+
+/* What the sandbox CLI asks before it opens the PTY's WebSocket. */
+static void vc_health(struct api_req *r)
+{
+	api_reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+}
+
 static void vc_stop(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
@@ -575,6 +587,9 @@ const struct api_route api_vercel_routes[] = {
     {"POST", SES "/network-policy", vc_policy, 0},
     {"POST", SES "/extend-timeout", vc_extend, 0},
     {"POST", SES "/stop", vc_stop, 0},
+    {"POST", SES "/interactive", vc_interactive, 0},
+    {"GET", SES "/interactive/ws", api_pty_ws, API_ROUTE_NO_AUTH},
+    {"GET", "/health", vc_health, API_ROUTE_NO_AUTH},
     {"GET", "/v2/sandboxes/{name}", vc_get, 0},
     {"PATCH", "/v2/sandboxes/{name}", vc_update, 0},
     {"DELETE", "/v2/sandboxes/{name}", vc_delete, 0},
