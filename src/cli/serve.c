@@ -68,6 +68,9 @@ void cli_serve_usage(FILE *out)
 	      "  --metrics-token-file FILE\n"
 	      "                      serve GET /metrics on the API's listeners too, to a bearer\n"
 	      "                      token of FILE (one a line); API tokens never grant it\n"
+	      "  --pty-ticket-ttl DURATION\n"
+	      "                      how long a PTY ticket (POST .../interactive, .../pty) may\n"
+	      "                      wait for its WebSocket (default 60s; 1s to 1h; docs/pty.md)\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -155,6 +158,7 @@ static const struct option serve_opts[] = {{"listen", required_argument, NULL, '
 					   {"team-max-sandboxes", required_argument, NULL, 'T'},
 					   {"metrics-listen", required_argument, NULL, 'M'},
 					   {"metrics-token-file", required_argument, NULL, 'm'},
+					   {"pty-ticket-ttl", required_argument, NULL, 'P'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 
@@ -236,6 +240,16 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 		break;
 	case 'm':
 		aopt->metrics_tokens_path = optarg;
+		break;
+	case 'P':
+		if (al_parse_duration_ms(optarg, &aopt->pty_ticket_ms) < 0 ||
+		    aopt->pty_ticket_ms < 1000 || aopt->pty_ticket_ms > 3600 * 1000) {
+			fprintf(stderr,
+				"airlock: serve: --pty-ticket-ttl '%s': a duration from 1s "
+				"to 1h\n",
+				optarg);
+			return AL_EXIT_USAGE;
+		}
 		break;
 	case 'h':
 		cli_serve_usage(stdout);

@@ -106,8 +106,8 @@ def ndjson_output(lines, stream):
     return "".join(ln["data"] for ln in lines if ln.get("stream") == stream)
 
 
-@pytest.fixture(scope="module")
-def daemon():
+def daemon_proc(*extra):
+    """A daemon on a free port for a module (extra: more `airlock serve` flags)."""
     if not os.access(AIRLOCK_BIN, os.X_OK):
         pytest.fail(f"{AIRLOCK_BIN} is missing: build it first (ninja -C build)")
     tmp = tempfile.mkdtemp(prefix="airlock-sdk-")
@@ -118,7 +118,7 @@ def daemon():
     port = free_port()
     log = open(os.path.join(tmp, "daemon.log"), "wb")
     proc = subprocess.Popen([AIRLOCK_BIN, "serve", "--state-dir", os.path.join(tmp, "state"),
-                             "--listen", f"127.0.0.1:{port}", "--tokens", tokens],
+                             "--listen", f"127.0.0.1:{port}", "--tokens", tokens, *extra],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 15
     while True:
@@ -149,6 +149,11 @@ def daemon():
         proc.wait()
     log.close()
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    yield from daemon_proc()
 
 
 @pytest.fixture
