@@ -31,6 +31,8 @@ struct api_opts {
 	const char *metrics_listen;
 	/* How long a PTY ticket opens its WebSocket (docs/pty.md); 0: 60 s. */
 	uint64_t pty_ticket_ms;
+	/* Preview URLs <port>-<sandbox>.DOMAIN (docs/ports.md); NULL: only the path form. */
+	const char *preview_domain;
 };
 
 /* Starts serving at once; at least one of listen and socket_path must be set. */

@@ -110,7 +110,8 @@ struct api {
 	struct api_router metrics_router;
 	struct MHD_Daemon *mhd_metrics;
 	int metrics_port;
-	struct api_pty *pty; /* PTY tickets (pty_tickets.c) */
+	struct api_pty *pty;  /* PTY tickets (pty_tickets.c) */
+	char *preview_domain; /* proxy.c: <port>-<sandbox>.preview_domain, or NULL */
 };
 
 static inline bool api_stopping(const struct api *a)
@@ -132,6 +133,8 @@ struct api_req {
 	size_t body_len, body_cap, body_max;
 	bool body_too_large;
 	bool answered;
+	char *raw_uri;			/* the request-target as sent (MHD's URI log) */
+	struct api_proxy_target *proxy; /* a preview URL's sandbox and port (proxy.c) */
 	/* What the handler produced; queued by the server. */
 	struct MHD_Response *resp;
 	unsigned status;
@@ -158,6 +161,15 @@ int api_pty_ticket_take(struct api_pty *p, const char *token, const char *sbx, c
  * GET (the WebSocket, token in ?token=): the session. */
 void api_pty_offer(struct api_req *r, const char *prefix, const char *suffix);
 void api_pty_ws(struct api_req *r);
+
+/* --- preview URLs (proxy.c; docs/ports.md) ----------------------------------------------- */
+
+/* Is r for a preview URL (its Host under the preview domain, or /preview/<sandbox>/<port>/)?
+ * Then r->route and r->proxy are set: the request is proxied to that port of the sandbox. */
+bool api_proxy_claim(struct api_req *r);
+/* The path form's prefix and the Vercel routes' entries: [{port, subdomain, url}]. */
+#define API_PREVIEW_PREFIX "/preview/"
+json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports);
 
 /* --- metrics (metrics.c) -------------------------------------------------- */
 

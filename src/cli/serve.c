@@ -68,6 +68,10 @@ void cli_serve_usage(FILE *out)
 	      "  --metrics-token-file FILE\n"
 	      "                      serve GET /metrics on the API's listeners too, to a bearer\n"
 	      "                      token of FILE (one a line); API tokens never grant it\n"
+	      "  --preview-domain DOMAIN\n"
+	      "                      preview URLs <port>-<sandbox>.DOMAIN for the ports a sandbox\n"
+	      "                      declares (wildcard DNS to airlockd); the path form\n"
+	      "                      /preview/<sandbox>/<port>/ works without it (docs/ports.md)\n"
 	      "  --pty-ticket-ttl DURATION\n"
 	      "                      how long a PTY ticket (POST .../interactive, .../pty) may\n"
 	      "                      wait for its WebSocket (default 60s; 1s to 1h; docs/pty.md)\n"
@@ -159,6 +163,7 @@ static const struct option serve_opts[] = {{"listen", required_argument, NULL, '
 					   {"metrics-listen", required_argument, NULL, 'M'},
 					   {"metrics-token-file", required_argument, NULL, 'm'},
 					   {"pty-ticket-ttl", required_argument, NULL, 'P'},
+					   {"preview-domain", required_argument, NULL, 'D'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 
@@ -240,6 +245,17 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 		break;
 	case 'm':
 		aopt->metrics_tokens_path = optarg;
+		break;
+	case 'D':
+		if (!optarg[0] || strlen(optarg) > 200 || optarg[0] == '.' ||
+		    optarg[strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789-.")] != '\0') {
+			fprintf(stderr,
+				"airlock: serve: --preview-domain '%s': a lower-case DNS "
+				"name (e.g. preview.localhost)\n",
+				optarg);
+			return AL_EXIT_USAGE;
+		}
+		aopt->preview_domain = optarg;
 		break;
 	case 'P':
 		if (al_parse_duration_ms(optarg, &aopt->pty_ticket_ms) < 0 ||

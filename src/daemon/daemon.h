@@ -71,7 +71,10 @@ struct dm_create {
 	const char *const *env; /* KEY=VALUE for every command */
 	size_t n_env;
 	json_t *network_policy; /* NULL: "deny-all"; stored, enforced by the network gateway */
+	const uint16_t *ports;	/* served through airlockd's preview URLs (docs/ports.md) */
+	size_t n_ports;		/* at most DM_PORTS_MAX, each 1..65535, no repeats */
 };
+#define DM_PORTS_MAX 15
 
 /* Creates and starts a sandbox; *out_id is a heap string "sbx_...". */
 int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c, char **out_id,
@@ -93,6 +96,26 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
  * and bumps the generation. */
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
 			  struct al_error **err);
+
+/* --- ports (ports.c, docs/ports.md) ----------------------------------------------------- */
+
+/* The ports a sandbox declares: replaced (0..DM_PORTS_MAX, each 1..65535, no repeats). */
+int dm_sandbox_set_ports(struct daemon *d, const char *team, const char *id, const uint16_t *ports,
+			 size_t n, struct al_error **err);
+/*
+ * A TCP connection to 127.0.0.1:port inside the sandbox's network namespace (a short-lived
+ * thread enters it with setns on a pidfd of the sandbox's PID 1; the socket keeps the
+ * namespace). Only a declared port: EACCES otherwise; ECONNREFUSED when nothing listens
+ * there, ETIMEDOUT when the connect does not finish in 5 s, ESRCH for a stopped sandbox.
+ * Any front end may use it (the Vercel preview URLs, E2B's getHost). team NULL: a sandbox
+ * of any team (the preview URLs are public, as Vercel's).
+ */
+int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, unsigned port,
+			    int *fd, struct al_error **err);
+/* One inbound line in the sandbox's egress log: {"direction":"in", "port", "what",
+ * "status", "bytes_in" (into the sandbox), "bytes_out"}. Best effort, never over 64 MiB. */
+void dm_sandbox_inbound_log(struct daemon *d, const char *id, unsigned port, const char *what,
+			    int status, uint64_t bytes_in, uint64_t bytes_out);
 
 /* Up to max bytes of the sandbox's egress decisions (JSON lines) from byte off of their
  * log into buf (*got: 0 at its end, or when none yet): a reader keeps its offset and reads

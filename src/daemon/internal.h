@@ -232,6 +232,10 @@ void *dm_reaper_main(void *arg);
 /* d->mu held (dropped around the attempts): one try at the cgroups and held roots of
  * ended sandboxes not removed yet; how many are still left. */
 size_t dm_reclaim_cgroups(struct daemon *d);
+/* ports.c: a create's or an update's ports (EINVAL naming the offence), and their JSON */
+int dm_ports_check(const uint16_t *ports, size_t n, struct al_error **err);
+json_t *dm_ports_json(const uint16_t *ports, size_t n);
+
 /* Remove STATE/egress/<id>.jsonl of sandboxes the store no longer has (at start). */
 void dm_prune_egress_logs(struct daemon *d);
 /* The bytes of a command's record that count against its sandbox's records budget. */

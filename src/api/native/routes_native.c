@@ -77,10 +77,32 @@ static int api_parse_resources(json_t *body, struct dm_create *c, struct al_erro
 	return 0;
 }
 
+/* "ports": [1..65535, ...], at most DM_PORTS_MAX (the daemon refuses repeats). */
+static int api_parse_ports(json_t *body, uint16_t *ports, size_t *n, struct al_error **err)
+{
+	json_t *v = json_object_get(body, "ports"), *p;
+	size_t i;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) > DM_PORTS_MAX)
+		return api_bad(err, "field 'ports' must be an array of at most %d ports",
+			       DM_PORTS_MAX);
+	json_array_foreach(v, i, p)
+	{
+		if (!json_is_integer(p) || json_integer_value(p) < 1 ||
+		    json_integer_value(p) > 65535)
+			return api_bad(err, "field 'ports' must hold port numbers 1..65535");
+		ports[(*n)++] = (uint16_t)json_integer_value(p);
+	}
+	return 0;
+}
+
 static int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
 {
-	static const char *const fields[] = {"image",	"resources",	  "timeout",  "env",
-					     "workdir", "network_policy", "hostname", NULL};
+	static const char *const fields[] = {"image",	 "resources", "timeout",
+					     "env",	 "workdir",   "network_policy",
+					     "hostname", "ports",     NULL};
 	const char *image = NULL, *workdir = NULL, *hostname = NULL;
 	json_t *policy;
 
@@ -90,7 +112,8 @@ static int api_parse_create(json_t *body, struct dm_create *c, char ***env, stru
 	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
 	    api_json_string(body, "workdir", false, &workdir, err) < 0 ||
 	    api_json_string(body, "hostname", false, &hostname, err) < 0 ||
-	    api_json_env(body, "env", env, &c->n_env, err) < 0)
+	    api_json_env(body, "env", env, &c->n_env, err) < 0 ||
+	    api_parse_ports(body, (uint16_t *)c->ports, &c->n_ports, err) < 0)
 		return -EINVAL;
 	c->env = (const char *const *)*env;
 	if (image && !image[0])
@@ -117,7 +140,8 @@ static void api_sbx_create(struct api_req *r)
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	_cleanup_free_ char *id = NULL;
-	struct dm_create c = {0};
+	uint16_t ports[DM_PORTS_MAX];
+	struct dm_create c = {.ports = ports};
 	char **env = NULL;
 	int ret;
 

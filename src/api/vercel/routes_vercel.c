@@ -245,8 +245,9 @@ static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool 
 		json_object_set_new(o, "sandbox", vc_sandbox_of(view));
 	if (session)
 		json_object_set_new(o, "session", vc_session_of(view));
-	if (routes)
-		json_object_set_new(o, "routes", json_array());
+	if (routes) /* the declared ports' preview URLs (docs/ports.md) */
+		json_object_set_new(o, "routes",
+				    api_preview_routes(r, id, json_object_get(view, "ports")));
 	json_decref(view);
 	api_reply_json(r, 200, o);
 }
@@ -316,19 +317,37 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 		return api_bad(err, "field 'persistent' must be a boolean");
 	if (json_is_true(v))
 		return api_bad(err, "persistent sandboxes are not supported");
-	v = json_object_get(body, "ports");
-	if (v && !json_is_array(v))
-		return api_bad(err, "field 'ports' must be an array of numbers");
-	if (json_array_size(v) > 0)
-		return api_bad(err, "'ports' (public routes) are not supported");
 	v = json_object_get(body, "mounts");
 	if (v && (!json_is_object(v) || json_object_size(v) > 0))
 		return api_bad(err, "'mounts' are not supported");
 	return 0;
 }
 
+/* "ports": up to DM_PORTS_MAX of 1..65535 into out (*n); absent: none. */
+static int vc_ports(json_t *body, uint16_t out[DM_PORTS_MAX], size_t *n, struct al_error **err)
+{
+	json_t *v = json_object_get(body, "ports"), *p;
+	size_t i;
+
+	*n = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v))
+		return api_bad(err, "field 'ports' must be an array of numbers");
+	if (json_array_size(v) > DM_PORTS_MAX)
+		return api_bad(err, "field 'ports' has more than %d ports", DM_PORTS_MAX);
+	json_array_foreach(v, i, p)
+	{
+		if (!json_is_integer(p) || json_integer_value(p) < 1 ||
+		    json_integer_value(p) > 65535)
+			return api_bad(err, "field 'ports' must hold port numbers 1..65535");
+		out[(*n)++] = (uint16_t)json_integer_value(p);
+	}
+	return 0;
+}
+
 static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
-			   struct al_error **err)
+			   uint16_t ports[DM_PORTS_MAX], struct al_error **err)
 {
 	static const char *const known[] = {"ports", "timeout", "resources",  "source",
 					    "image", "name",	"persistent", "networkPolicy",
@@ -350,9 +369,11 @@ static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_
 	if (vc_check_unsupported(body, err) < 0 ||
 	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
 	    vc_parse_resources(body, c, err) < 0 ||
-	    api_json_env(body, "env", env, &c->n_env, err) < 0)
+	    api_json_env(body, "env", env, &c->n_env, err) < 0 ||
+	    vc_ports(body, ports, &c->n_ports, err) < 0)
 		return -EINVAL;
 	c->env = (const char *const *)*env;
+	c->ports = ports;
 	if (c->timeout_ms == 0)
 		return api_bad(err, "field 'timeout' must be > 0");
 	v = json_object_get(body, "networkPolicy");
@@ -370,12 +391,13 @@ static void vc_create(struct api_req *r)
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
 	_cleanup_free_ char *id = NULL;
 	struct dm_create c = {0};
+	uint16_t ports[DM_PORTS_MAX];
 	char **env = NULL;
 	int ret;
 
 	if (api_body_object(r, &body, &err) < 0)
 		return vc_reply_error(r, err);
-	ret = vc_parse_create(body, &c, &env, &policy, &err);
+	ret = vc_parse_create(body, &c, &env, &policy, ports, &err);
 	if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
 	api_strv_free(env, c.n_env);
@@ -418,7 +440,7 @@ static void vc_delete(struct api_req *r)
 	vc_reply_view(r, id, true, false, true, NULL);
 }
 
-/* PATCH: only the network policy can change; timeout is applied by the SDK's own
+/* PATCH: the network policy and the ports can change; timeout is applied by the SDK's own
  * extend-timeout call that follows. */
 static void vc_update(struct api_req *r)
 {
@@ -427,11 +449,17 @@ static void vc_update(struct api_req *r)
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
 	const char *id = api_param(r, "name");
+	uint16_t ports[DM_PORTS_MAX];
+	size_t n_ports = 0;
 	json_t *v;
 
 	if (api_body_object(r, &body, &err) < 0 ||
 	    api_json_fields(body, "the body", fields, &err) < 0 ||
-	    vc_check_unsupported(body, &err) < 0)
+	    vc_check_unsupported(body, &err) < 0 || vc_ports(body, ports, &n_ports, &err) < 0)
+		return vc_reply_error(r, err);
+	v = json_object_get(body, "ports");
+	if (v && !json_is_null(v) &&
+	    dm_sandbox_set_ports(r->api->d, r->team, id, ports, n_ports, &err) < 0)
 		return vc_reply_error(r, err);
 	v = json_object_get(body, "networkPolicy");
 	if (v && (vc_policy_in(v, &policy, &err) < 0 ||
