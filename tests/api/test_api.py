@@ -37,7 +37,7 @@ def build(tmp):
     srcs += [os.path.join(ROOT, p) for p in (
         "tests/api/fake_daemon.c", "tests/api/api_test_main.c", "src/common/error.c",
         "src/common/xalloc.c", "src/common/utf8.c", "src/common/parse.c", "src/common/path.c",
-        "src/jail/spec.c")]
+        "src/jail/spec.c", "src/net/http_req.c")]
     pc = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd", "jansson", "libarchive"],
                         check=True, capture_output=True, text=True).stdout.split()
     subprocess.run(["gcc", *CFLAGS, "-I" + os.path.join(ROOT, "include"),
