@@ -117,6 +117,20 @@ int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, 
 void dm_sandbox_inbound_log(struct daemon *d, const char *id, unsigned port, const char *what,
 			    int status, uint64_t bytes_in, uint64_t bytes_out);
 
+/* --- a create's source (source.c, docs/sources.md) -------------------------------------- */
+
+struct dm_source {
+	const char *type;     /* "tarball" or "git" */
+	const char *url;      /* http:// or https:// */
+	unsigned depth;	      /* git: a shallow clone of this many commits (0: all) */
+	const char *revision; /* git: a ref or commit to check out (NULL: the default branch) */
+};
+/* Fetches src into the sandbox's workdir from inside the sandbox (curl or git, as its user,
+ * through its gateway: its network policy decides). EHOSTUNREACH with the tool's message
+ * when the fetch failed, E2BIG over 256 MiB, ETIMEDOUT after 5 min, EINVAL for a bad src. */
+int dm_sandbox_fetch_source(struct daemon *d, const char *team, const char *id,
+			    const struct dm_source *src, struct al_error **err);
+
 /* Up to max bytes of the sandbox's egress decisions (JSON lines) from byte off of their
  * log into buf (*got: 0 at its end, or when none yet): a reader keeps its offset and reads
  * only what is new. */

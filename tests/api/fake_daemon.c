@@ -320,6 +320,12 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 }
 
 /* Ports: the fake has no sandbox network to reach (tests/sdk/test_ports.py covers them). */
+int dm_sandbox_fetch_source(struct daemon *d, const char *team, const char *id,
+			    const struct dm_source *src, struct al_error **err)
+{
+	return al_error_msg(err, EHOSTUNREACH, "the fake daemon fetches nothing");
+}
+
 int dm_sandbox_set_ports(struct daemon *d, const char *team, const char *id, const uint16_t *ports,
 			 size_t n, struct al_error **err)
 {

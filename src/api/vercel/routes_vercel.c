@@ -306,8 +306,6 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 {
 	json_t *v;
 
-	if (json_object_get(body, "source"))
-		return api_bad(err, "'source' (git, tarball, snapshot) is not supported");
 	if (json_object_get(body, "image"))
 		return api_bad(err, "'image' is not supported: sandboxes use the host runtime");
 	if (json_object_get(body, "name"))
@@ -385,6 +383,31 @@ static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_
 	return 0;
 }
 
+/* "source": {type: "tarball", url} or {type: "git", url, depth?, revision?}; absent: none. */
+static int vc_source(json_t *body, struct dm_source *src, bool *has, struct al_error **err)
+{
+	static const char *const fields[] = {"type", "url", "depth", "revision", NULL};
+	json_t *v = json_object_get(body, "source");
+	uint64_t depth = 0;
+
+	*has = v && !json_is_null(v);
+	if (!*has)
+		return 0;
+	if (!json_is_object(v) || api_json_fields(v, "source", fields, err) < 0 ||
+	    api_json_string(v, "type", true, &src->type, err) < 0 ||
+	    api_json_string(v, "url", true, &src->url, err) < 0 ||
+	    api_json_u64(v, "depth", false, 1000000, &depth, err) < 0 ||
+	    api_json_string(v, "revision", false, &src->revision, err) < 0)
+		return *err ? -EINVAL : api_bad(err, "field 'source' must be an object");
+	if (strcmp(src->type, "git") != 0 && strcmp(src->type, "tarball") != 0)
+		return api_bad(err, "a 'source' of type '%.32s' is not supported (git, tarball)",
+			       src->type);
+	if (strcmp(src->type, "git") != 0 && (depth || src->revision))
+		return api_bad(err, "'depth' and 'revision' are for a git source");
+	src->depth = (unsigned)depth;
+	return 0;
+}
+
 static void vc_create(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
@@ -392,6 +415,8 @@ static void vc_create(struct api_req *r)
 	_cleanup_free_ char *id = NULL;
 	struct dm_create c = {0};
 	uint16_t ports[DM_PORTS_MAX];
+	struct dm_source src = {0};
+	bool has_source = false;
 	char **env = NULL;
 	int ret;
 
@@ -399,10 +424,19 @@ static void vc_create(struct api_req *r)
 		return vc_reply_error(r, err);
 	ret = vc_parse_create(body, &c, &env, &policy, ports, &err);
 	if (ret == 0)
+		ret = vc_source(body, &src, &has_source, &err);
+	if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
 	api_strv_free(env, c.n_env);
 	if (ret < 0)
 		return vc_reply_error(r, err);
+	/* Fetched inside the new sandbox (its policy applies); a failed fetch ends it. */
+	if (has_source && dm_sandbox_fetch_source(r->api->d, r->team, id, &src, &err) < 0) {
+		_cleanup_error_ struct al_error *ignored = NULL;
+
+		dm_sandbox_stop(r->api->d, r->team, id, &ignored);
+		return vc_reply_error(r, err);
+	}
 	vc_reply_view(r, id, true, true, true, NULL);
 }
 
