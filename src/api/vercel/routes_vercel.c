@@ -257,15 +257,10 @@ static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool 
 /* Fields the SDK may send that have no meaning here and are accepted as they are. */
 static bool vc_create_ignored(const char *key)
 {
-	static const char *const ignored[] = {"projectId",
-					      "runtime",
-					      "tags",
-					      "region",
-					      "failoverRegions",
-					      "networkId",
-					      "snapshotExpiration",
-					      "keepLastSnapshots",
-					      NULL};
+	static const char *const ignored[] = {
+	    "projectId",	 "tags",      "region",
+	    "failoverRegions",	 "networkId", "snapshotExpiration",
+	    "keepLastSnapshots", NULL};
 
 	if (strncmp(key, "__", 2) == 0)
 		return true;
@@ -321,6 +316,23 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 	return 0;
 }
 
+/* "runtime" ("node22", "python3.13", ...): the image of that name under airlock serve
+ * --images (docs/sources.md, "Runtimes"); absent: the host runtime. */
+static int vc_runtime(json_t *body, struct dm_create *c, struct al_error **err)
+{
+	const char *rt = NULL;
+
+	if (api_json_string(body, "runtime", false, &rt, err) < 0)
+		return -EINVAL;
+	if (!rt)
+		return 0;
+	if (!rt[0] || strlen(rt) > 64 || rt[0] == '.' ||
+	    rt[strspn(rt, "abcdefghijklmnopqrstuvwxyz0123456789.-_")] != '\0')
+		return api_bad(err,
+			       "field 'runtime' must be a runtime name like node22 or python3.13");
+	return JAIL_SPEC_SET(c->spec.image, rt, "field 'runtime'", err);
+}
+
 /* "ports": up to DM_PORTS_MAX of 1..65535 into out (*n); absent: none. */
 static int vc_ports(json_t *body, uint16_t out[DM_PORTS_MAX], size_t *n, struct al_error **err)
 {
@@ -347,9 +359,9 @@ static int vc_ports(json_t *body, uint16_t out[DM_PORTS_MAX], size_t *n, struct 
 static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
 			   uint16_t ports[DM_PORTS_MAX], struct al_error **err)
 {
-	static const char *const known[] = {"ports", "timeout", "resources",  "source",
-					    "image", "name",	"persistent", "networkPolicy",
-					    "env",   "mounts",	NULL};
+	static const char *const known[] = {"ports",	     "timeout", "resources", "source",
+					    "runtime",	     "image",	"name",	     "persistent",
+					    "networkPolicy", "env",	"mounts",    NULL};
 	const char *key;
 	json_t *v;
 
@@ -372,6 +384,8 @@ static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_
 		return -EINVAL;
 	c->env = (const char *const *)*env;
 	c->ports = ports;
+	if (vc_runtime(body, c, err) < 0)
+		return -EINVAL;
 	if (c->timeout_ms == 0)
 		return api_bad(err, "field 'timeout' must be > 0");
 	v = json_object_get(body, "networkPolicy");
@@ -427,6 +441,10 @@ static void vc_create(struct api_req *r)
 		ret = vc_source(body, &src, &has_source, &err);
 	if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
+	if (ret < 0 && c.spec.image[0] && err && err->code == EINVAL && strstr(err->msg, "image"))
+		al_error_wrap(&err,
+			      "runtime '%s' is an image of that name under the daemon's --images",
+			      c.spec.image);
 	api_strv_free(env, c.n_env);
 	if (ret < 0)
 		return vc_reply_error(r, err);
