@@ -26,7 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define WS_FRAME_MAX (1u << 20) /* a frame's and a message's payload */
@@ -56,18 +59,29 @@ static bool sess_done(struct ws_sess *s)
 	return __atomic_load_n(&s->done, __ATOMIC_ACQUIRE) || api_stopping(s->api);
 }
 
-static int write_all(int fd, const void *p, size_t n)
+/* Header and payload in one sendmsg: two writes would meet Nagle's algorithm and the
+ * client's delayed ACK (40 ms a keystroke). */
+static int write_frame(int fd, const uint8_t *h, size_t hl, const void *p, size_t n)
 {
-	const uint8_t *b = p;
+	struct iovec iov[2] = {{(void *)h, hl}, {(void *)p, n}};
+	struct msghdr m = {.msg_iov = iov, .msg_iovlen = n ? 2 : 1};
 
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+	while (iov[0].iov_len || iov[1].iov_len) {
+		ssize_t w = sendmsg(fd, &m, MSG_NOSIGNAL);
 
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0)
 			return -1;
-		b += w, n -= (size_t)w;
+		for (int i = 0; i < 2 && w > 0; i++) {
+			size_t k = (size_t)w < iov[i].iov_len ? (size_t)w : iov[i].iov_len;
+
+			iov[i].iov_base = (uint8_t *)iov[i].iov_base + k;
+			iov[i].iov_len -= k;
+			w -= (ssize_t)k;
+		}
+		m.msg_iov = iov[0].iov_len ? iov : iov + 1;
+		m.msg_iovlen = iov[0].iov_len ? 2 : 1;
 	}
 	return 0;
 }
@@ -82,7 +96,7 @@ static int send_frame(struct ws_sess *s, uint8_t op, const void *p, size_t n)
 	pthread_mutex_lock(&s->wmu);
 	if (!s->close_sent) {
 		s->close_sent = op == WS_CLOSE;
-		r = write_all(s->fd, h, hl) < 0 || (n && write_all(s->fd, p, n) < 0) ? -1 : 0;
+		r = write_frame(s->fd, h, hl, p, n);
 	}
 	pthread_mutex_unlock(&s->wmu);
 	return r;
@@ -358,6 +372,7 @@ static void session(struct ws_sess *s, const char *extra, size_t extra_len)
 	struct timeval tv = {10, 0}; /* a client that reads nothing does not hold us forever */
 
 	setsockopt(s->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(s->fd, IPPROTO_TCP, TCP_NODELAY, &(int){1}, sizeof(int)); /* keystrokes */
 	fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_NONBLOCK);
 	s->in_cap = extra_len + 128 * 1024;
 	s->in = xrealloc(NULL, s->in_cap);
