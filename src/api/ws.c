@@ -164,8 +164,8 @@ size_t ws_close_payload(uint8_t out[WS_MAX_CONTROL], uint16_t code, const char *
 		n--;
 	out[0] = (uint8_t)(code >> 8);
 	out[1] = (uint8_t)code;
-	if (n)
-		memcpy(out + 2, reason, n);
+	for (size_t i = 0; i < n; i++) /* bytes of a payload, not a C string */
+		out[2 + i] = (uint8_t)reason[i];
 	return 2 + n;
 }
 
