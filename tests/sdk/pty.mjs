@@ -117,10 +117,13 @@ try {
     });
     await s.see(/sbx\$ $/);
     // a trap on SIGWINCH proves the resize reaches the foreground process group
-    s.type("trap 'echo WINCH $(stty size)' WINCH; cat\r");
-    await s.see(/cat\r\n$/);
+    s.type("trap 'echo WINCH $(stty size)' WINCH; echo READY; cat\r");
+    // READY: bash has put the terminal back in cooked mode; what is typed now is echoed
+    await s.see(/\r\nREADY\r\n$/);
+    s.type("ping\r");
+    await s.see(/ping\r\nping\r\n$/); // cat runs: the tty's echo, then cat's copy
     s.type("\x03"); // ^C ends cat through the line discipline, bash stays
-    await s.see(/\^C\r\nsbx\$ $/);
+    await s.see(/\^C\r?\n?sbx\$ $/);
     s.type("read -t 20 x\r");
     await s.see(/read -t 20 x\r\n$/);
     s.resize(90, 30);
