@@ -425,9 +425,13 @@ def test_bad_bodies_are_400(api, sid):
         ("POST", api.ses(sid, "/extend-timeout"), {}),
         ("POST", "/v3/sandboxes", {"timeout": "long"}),
         ("POST", "/v3/sandboxes", {"resources": {"vcpus": "many"}}),
-        ("POST", "/v3/sandboxes", {"ports": [3000]}),
+        ("POST", "/v3/sandboxes", {"ports": [0]}),
+        ("POST", "/v3/sandboxes", {"ports": list(range(3000, 3016))}),  # 16: over 15
+        ("POST", "/v3/sandboxes", {"ports": [3000, 3000]}),
         ("POST", "/v3/sandboxes", {"networkPolicy": {"mode": "nope"}}),
-        ("POST", "/v3/sandboxes", {"source": {"type": "git", "url": "https://x"}}),
+        ("POST", "/v3/sandboxes", {"source": {"type": "snapshot", "snapshotId": "snap_x"}}),
+        ("POST", "/v3/sandboxes", {"source": {"type": "git", "url": "ssh://x/r.git"}}),
+        ("POST", "/v3/sandboxes", {"runtime": "../x"}),
         ("POST", "/v3/sandboxes", {"persistent": True}),
     ]
     for method, path, body in cases:

@@ -416,6 +416,8 @@ static int vc_source(json_t *body, struct dm_source *src, bool *has, struct al_e
 	if (strcmp(src->type, "git") != 0 && strcmp(src->type, "tarball") != 0)
 		return api_bad(err, "a 'source' of type '%.32s' is not supported (git, tarball)",
 			       src->type);
+	if (strncmp(src->url, "https://", 8) != 0 && strncmp(src->url, "http://", 7) != 0)
+		return api_bad(err, "a source's url is an http:// or https:// URL");
 	if (strcmp(src->type, "git") != 0 && (depth || src->revision))
 		return api_bad(err, "'depth' and 'revision' are for a git source");
 	src->depth = (unsigned)depth;
