@@ -235,6 +235,9 @@ size_t dm_reclaim_cgroups(struct daemon *d);
 /* ports.c: a create's or an update's ports (EINVAL naming the offence), and their JSON */
 int dm_ports_check(const uint16_t *ports, size_t n, struct al_error **err);
 json_t *dm_ports_json(const uint16_t *ports, size_t n);
+/* Appends o (taken; NULL: nothing) as one line of sandbox id's egress log, as long as the log
+ * is under 64 MiB. Lines of airlockd's own carry a "direction" (the metrics skip them). */
+void dm_sandbox_log_line(struct daemon *d, const char *id, json_t *o);
 
 /* Remove STATE/egress/<id>.jsonl of sandboxes the store no longer has (at start). */
 void dm_prune_egress_logs(struct daemon *d);

@@ -169,29 +169,21 @@ int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, 
 	return 0;
 }
 
-void dm_sandbox_inbound_log(struct daemon *d, const char *id, unsigned port, const char *what,
-			    int status, uint64_t bytes_in, uint64_t bytes_out)
+void dm_sandbox_log_line(struct daemon *d, const char *id, json_t *o)
 {
 	_cleanup_free_ char *path = dm_egress_log_path(d, id), *dir = NULL, *line = NULL;
 	_cleanup_close_ int fd = -1;
-	json_t *o;
 	struct stat st;
 	size_t n;
 
-	dir = xasprintf("%s/egress", d->state_dir);
-	mkdir(dir, 0700);
-	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size >= DM_INBOUND_LOG_MAX)
-		return;
-	o = json_pack("{s:I,s:s,s:s,s:s,s:s,s:i,s:s,s:i,s:I,s:I}", "time", (json_int_t)dm_now_ms(),
-		      "sandbox", id, "direction", "in", "layer", "preview", "verdict",
-		      status == 403 ? "deny" : "allow", "port", (int)port, "what", what, "status",
-		      status, "bytes_in", (json_int_t)bytes_in, "bytes_out", (json_int_t)bytes_out);
-	if (!o) /* what was not UTF-8 */
+	if (!o) /* a field was not UTF-8 */
 		return;
 	line = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
 	json_decref(o);
-	if (!line)
+	dir = xasprintf("%s/egress", d->state_dir);
+	mkdir(dir, 0700);
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (!line || fd < 0 || fstat(fd, &st) < 0 || (uint64_t)st.st_size >= DM_INBOUND_LOG_MAX)
 		return;
 	n = strlen(line);
 	line = xrealloc(line, n + 2);
@@ -200,7 +192,19 @@ void dm_sandbox_inbound_log(struct daemon *d, const char *id, unsigned port, con
 	if (write(fd, line, n + 1) < 0) { /* one write: whole lines beside the gateway's */
 		struct al_error *e = NULL;
 
-		al_error_set(&e, errno, "inbound log line of sandbox '%s'", id);
+		al_error_set(&e, errno, "a line of sandbox '%s''s egress log", id);
 		dm_log_err(d, &e, "ports");
 	}
+}
+
+void dm_sandbox_inbound_log(struct daemon *d, const char *id, unsigned port, const char *what,
+			    int status, uint64_t bytes_in, uint64_t bytes_out)
+{
+	dm_sandbox_log_line(d, id,
+			    json_pack("{s:I,s:s,s:s,s:s,s:s,s:i,s:s,s:i,s:I,s:I}", "time",
+				      (json_int_t)dm_now_ms(), "sandbox", id, "direction", "in",
+				      "layer", "preview", "verdict",
+				      status == 403 ? "deny" : "allow", "port", (int)port, "what",
+				      what, "status", status, "bytes_in", (json_int_t)bytes_in,
+				      "bytes_out", (json_int_t)bytes_out));
 }

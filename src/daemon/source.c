@@ -136,6 +136,7 @@ int dm_sandbox_fetch_source(struct daemon *d, const char *team, const char *id,
 {
 	_cleanup_free_ char *wd = NULL;
 	json_t *v = NULL;
+	int r;
 
 	if (!src->url || !url_ok(src->url))
 		return al_error_msg(err, EINVAL, "a source's url is an http:// or https:// URL");
@@ -147,8 +148,18 @@ int dm_sandbox_fetch_source(struct daemon *d, const char *team, const char *id,
 	wd = xstrdup(json_string_value(json_object_get(v, "workdir")) ?: "/workspace");
 	json_decref(v);
 	if (strcmp(src->type, "tarball") == 0)
-		return fetch_tarball(d, team, id, wd, src, err);
-	if (strcmp(src->type, "git") == 0)
-		return fetch_git(d, team, id, wd, src, err);
-	return al_error_msg(err, EINVAL, "a source's type is tarball or git");
+		r = fetch_tarball(d, team, id, wd, src, err);
+	else if (strcmp(src->type, "git") == 0)
+		r = fetch_git(d, team, id, wd, src, err);
+	else
+		return al_error_msg(err, EINVAL, "a source's type is tarball or git");
+	/* The gateway logs what the fetch sent out; this line says what it was for and how
+	 * it ended (a deny-all sandbox has no gateway to log anything). */
+	dm_sandbox_log_line(d, id,
+			    json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:s?}", "time",
+				      (json_int_t)dm_now_ms(), "sandbox", id, "direction", "out",
+				      "layer", "source", "verdict", r == 0 ? "allow" : "deny",
+				      "what", src->type, "url", src->url, "error",
+				      r == 0 || !err || !*err ? NULL : (*err)->msg));
+	return r;
 }

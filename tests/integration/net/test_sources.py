@@ -107,6 +107,7 @@ def test_tarball_allowlisted(sdaemon, sources):
         lines = egress(api, sid)
         assert any(x.get("name") == "allowed.test" and x.get("verdict") == "allow"
                    for x in lines), lines
+        assert [x["verdict"] for x in lines if x.get("layer") == "source"] == ["allow"], lines
     finally:
         api.stop(sid)
 
@@ -121,6 +122,11 @@ def test_tarball_deny_all_is_a_clear_error(sdaemon, sources):
     new = [s for s in api.request("GET", "/v1/sandboxes").json["sandboxes"]
            if s["id"] not in before]
     assert new and all(s["status"] != "running" for s in new), new
+    # no gateway logged anything (deny-all has none); airlockd's own line says what failed
+    lines = egress(api, new[0]["id"])
+    src = [x for x in lines if x.get("layer") == "source"]
+    assert src and src[-1]["verdict"] == "deny" and src[-1]["url"].endswith("/app.tar.gz")
+    assert "network policy" in src[-1]["error"], src
 
 
 def test_tarball_with_a_climbing_entry_is_refused(sdaemon, sources):
