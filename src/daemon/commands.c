@@ -27,6 +27,17 @@ static struct dm_sbx *running_sbx(struct daemon *d, const char *team, const char
 	return s;
 }
 
+/* A sandbox whose agent predates protocol version 2 (made by an older airlockd that this
+ * one found running): no PTY there. NULL with err. */
+static struct dm_sbx *old_agent(struct dm_sbx *s, struct al_error **err)
+{
+	al_error_msg(err, ENOTTY,
+		     "sandbox '%s' runs an agent of protocol version 1, without terminals "
+		     "(a sandbox made by this airlockd has them)",
+		     s->id);
+	return NULL;
+}
+
 static int too_long(const char *s)
 {
 	return strlen(s) > PROTO_MAX_STR;
@@ -307,6 +318,8 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	c->argv_json = argv_json(e);
 	pthread_mutex_lock(&d->mu);
 	s = running_sbx(d, team, sbx, err);
+	if (s && e->tty && s->agent_version == 1)
+		s = old_agent(s, err);
 	if (s) {
 		c->cwd = cwd ? TAKE_PTR(cwd) : xstrdup(s->workdir);
 		s = fit_record(d, s, c, &gone, err);
@@ -543,6 +556,8 @@ int dm_cmd_resize(struct daemon *d, const char *team, const char *sbx, const cha
 	c = find(d, team, sbx, cmd, err);
 	if (c && c->finished)
 		al_error_msg(err, ESRCH, "command '%s' has finished", c->id), c = NULL;
+	else if (c && c->sbx->agent_version == 1)
+		c = old_agent(c->sbx, err) ? c : NULL;
 	if (!c) {
 		pthread_mutex_unlock(&d->mu);
 		return -1;

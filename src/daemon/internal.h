@@ -109,7 +109,8 @@ struct dm_sbx {
 	char **env; /* KEY=VALUE for every command */
 	uint64_t timeout_ms;
 
-	int agent_fd; /* -1 when not connected */
+	int agent_fd;		/* -1 when not connected */
+	uint32_t agent_version; /* its HELLO's VERSION (0: none yet); 1 has no PTY */
 	pthread_mutex_t send_mu;
 	pthread_t reader;
 	bool reader_running;
