@@ -1,4 +1,4 @@
-// The interactive PTY with the unmodified @vercel/sandbox SDK (openInteractive) and a real
+// The interactive PTY (and the ports' routes) with the unmodified @vercel/sandbox SDK (openInteractive) and a real
 // WebSocket client (the `ws` package, as the sandbox CLI uses), speaking the CLI's protocol.
 //
 //   AIRLOCK_URL=http://127.0.0.1:7070 AIRLOCK_TOKEN=... node pty.mjs
@@ -137,5 +137,28 @@ try {
 } finally {
   await sandbox.stop().catch(() => {});
 }
+
+// Ports through the SDK: routes on create and update, domain(), and the preview URL's path
+// form reached with plain fetch (the SDK's domain() is https://<subdomain>.vercel.run).
+await step("sdk-ports", async () => {
+  const sb = await Sandbox.create({ ...creds, timeout: 60000, ports: [3000] });
+  try {
+    check(sb.routes.length === 1 && sb.routes[0].subdomain === `3000-${sb.name}`,
+      `routes ${JSON.stringify(sb.routes)}`);
+    check(sb.domain(3000) === `https://3000-${sb.name}.vercel.run`, sb.domain(3000));
+    await sb.runCommand({ cmd: "python3", args: ["-m", "http.server", "3000"], detached: true });
+    let body = "";
+    for (let i = 0; i < 100 && !body.includes("Directory listing"); i++) {
+      const r = await fetch(`${BASE}/preview/${sb.name}/3000/`);
+      body = await r.text();
+      if (!body.includes("Directory listing")) await new Promise((res) => setTimeout(res, 100));
+    }
+    check(body.includes("Directory listing"), `preview answered ${body.slice(0, 200)}`);
+    await sb.update({ ports: [3000, 3001] });
+    check(sb.routes.map((r) => r.port).join() === "3000,3001", JSON.stringify(sb.routes));
+  } finally {
+    await sb.stop().catch(() => {});
+  }
+});
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);

@@ -137,7 +137,8 @@ def test_pty_sdk_and_ws(daemon, node_modules):
     report = f"stdout:\n{r.stdout}\nstderr:\n{r.stderr[-3000:]}"
     assert r.returncode == 0, report
     assert r.stdout.strip().splitlines() == ["ok python-repl", "ok bash-resize",
-                                             "ok ctrl-c-and-sigwinch", "3 passed, 0 failed"], report
+                                             "ok ctrl-c-and-sigwinch", "ok sdk-ports",
+                                             "4 passed, 0 failed"], report
 
 
 def test_health_is_2xx_without_a_token(daemon):
