@@ -214,3 +214,24 @@ def test_sandbox_cannot_reach_the_daemon(daemon, api, sbx):
     r, lines = api.run(sid, "python3", ["-c", code])
     out = "".join(x.get("data", "") for x in lines if x.get("stream") == "stdout")
     assert out.startswith("refused"), out
+
+
+def test_native_ports_route(daemon, api):
+    """The native API: ports on create, PUT /v1/sandboxes/{id}/ports, the view's ports."""
+    r = api.req("POST", "/v1/sandboxes", {"ports": [5000]})
+    assert r.status == 201, r
+    sid = r.json["sandbox"]["id"]
+    try:
+        assert r.json["sandbox"]["ports"] == [5000]
+        r = api.req("PUT", f"/v1/sandboxes/{sid}/ports", {"ports": [5001, 5002]})
+        assert r.status == 200 and r.json["sandbox"]["ports"] == [5001, 5002], r
+        st, _, _ = get(daemon, f"/preview/{sid}/5000/")
+        assert st == 403
+        st, _, body = get(daemon, f"/preview/{sid}/5001/")
+        assert st == 502 and b"nothing listens on port 5001" in body
+        r = api.req("PUT", f"/v1/sandboxes/{sid}/ports", {"ports": [5001, 5001]})
+        assert r.status == 400, r
+        r = api.req("PUT", f"/v1/sandboxes/{sid}/ports", {})
+        assert r.status == 400, r
+    finally:
+        api.req("POST", f"/v1/sandboxes/{sid}/stop")

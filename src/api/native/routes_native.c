@@ -135,6 +135,26 @@ static int api_parse_create(json_t *body, struct dm_create *c, char ***env, stru
 	return 0;
 }
 
+/* PUT {ports: [...]}: replaces the declared ports (docs/ports.md). */
+static void api_sbx_ports(struct api_req *r)
+{
+	static const char *const fields[] = {"ports", NULL};
+	_cleanup_error_ struct al_error *err = NULL;
+	_cleanup_json_ json_t *body = NULL;
+	uint16_t ports[DM_PORTS_MAX];
+	size_t n = 0;
+
+	if (api_body_object(r, &body, &err) < 0 ||
+	    api_json_fields(body, "the body", fields, &err) < 0)
+		return api_reply_error(r, err);
+	if (!json_is_array(json_object_get(body, "ports")))
+		return api_reply_error_code(r, 400, "bad_request", "field 'ports' is required");
+	if (api_parse_ports(body, ports, &n, &err) < 0 ||
+	    dm_sandbox_set_ports(r->api->d, r->team, api_param(r, "id"), ports, n, &err) < 0)
+		return api_reply_error(r, err);
+	api_reply_sandbox(r, 200, api_param(r, "id"));
+}
+
 static void api_sbx_create(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
@@ -318,6 +338,7 @@ const struct api_route api_native_routes[] = {
     {"POST", SBX "/stop", api_sbx_stop, 0},
     {"POST", SBX "/extend", api_sbx_extend, 0},
     {"PUT", SBX "/network-policy", api_sbx_policy, 0},
+    {"PUT", SBX "/ports", api_sbx_ports, 0},
     {"GET", SBX "/egress", api_sbx_egress, 0},
     {"POST", SBX "/commands", api_cmd_run, 0},
     {"GET", SBX "/commands", api_cmd_list, 0},
