@@ -294,18 +294,25 @@ static ssize_t relay_read(void *cls, uint64_t pos, char *buf, size_t max)
 	return n;
 }
 
-/* Copy both ways until either side ends (an upgraded connection). */
+/* Copy both ways until either side ends (an upgraded connection), PROXY_IO_S pass with no
+ * byte either way, or airlockd stops. */
 static void pump_both(struct relay *rl, int client)
 {
 	char buf[65536];
+	int idle_ms = 0;
 
-	for (;;) {
+	while (idle_ms < PROXY_IO_S * 1000 && !api_stopping(rl->api)) {
 		struct pollfd p[2] = {{.fd = client, .events = POLLIN},
 				      {.fd = rl->fd, .events = POLLIN}};
-		int k = poll(p, 2, PROXY_IO_S * 1000);
+		int k = poll(p, 2, 500);
 
-		if (k <= 0 && !(k < 0 && errno == EINTR))
+		if (k < 0 && errno != EINTR)
 			return;
+		if (k <= 0) {
+			idle_ms += k == 0 ? 500 : 0;
+			continue;
+		}
+		idle_ms = 0;
 		for (int i = 0; i < 2; i++) {
 			ssize_t n;
 
