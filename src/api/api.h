@@ -23,6 +23,7 @@ struct api_opts {
 	/* Optional (0: default). */
 	unsigned timeout_s;	  /* idle timeout of a connection; default 60 */
 	unsigned max_connections; /* per listening socket; default 8192 */
+	const char *e2b_domain;	  /* E2B's <port>-<id>.<domain> hosts are envd's (NULL: none) */
 };
 
 /* Starts serving at once; at least one of listen and socket_path must be set. */
