@@ -15,7 +15,6 @@ int e2b_connect_unwrap(const uint8_t *buf, size_t len, const char **msg, size_t 
 		return -1;
 	}
 	if (buf[0] & E2B_CONNECT_FLAG_COMPRESSED) {
-		*code = "internal"; /* Connect's answer to a compression it did not offer */
 		*why = "compressed envelope, but no compression was negotiated";
 		return -1;
 	}

@@ -329,9 +329,27 @@ int e2b_envd_begin(struct api_req *r)
 	return 1;
 }
 
+/* 204 while the sandbox runs; 502 (what the SDK reads as "not running") otherwise. */
 static void e2b_health(struct api_req *r)
 {
-	api_reply_raw(r, 204, "text/plain", NULL, 0);
+	_cleanup_json_ json_t *view = NULL;
+	struct e2b *e = r->api->e2b;
+	struct e2b_sbx *s;
+	char *team = NULL;
+	const char *st;
+
+	pthread_mutex_lock(&e->mu);
+	s = e2b_find(e, NULL, e2b_envd_sbx(r));
+	if (s)
+		team = xstrdup(s->team);
+	pthread_mutex_unlock(&e->mu);
+	if (team && dm_sandbox_get(r->api->d, team, e2b_envd_sbx(r), &view, NULL) == 0 &&
+	    (st = json_string_value(json_object_get(view, "status"))) && strcmp(st, "running") == 0)
+		api_reply_raw(r, 204, "text/plain", NULL, 0);
+	else
+		api_reply_json(r, 502, json_pack("{s:i,s:s}", "code", 502, "message",
+						 "the sandbox is not running"));
+	free(team);
 }
 
 int e2b_user(struct api_req *r, const char *param, bool *root)

@@ -120,6 +120,7 @@ static char *e2b_msg_path(struct api_req *r, json_t *msg, const char *key)
 	return e2b_path(p);
 }
 
+/* Takes ent and err (the error of a NULL ent): call with both already computed. */
 static void e2b_reply_entry(struct api_req *r, json_t *ent, struct al_error *err)
 {
 	if (!ent) {
@@ -135,10 +136,12 @@ void e2b_fs_stat(struct api_req *r)
 	_cleanup_json_ json_t *msg = e2b_request_msg(r, false);
 	_cleanup_free_ char *path = NULL;
 	struct al_error *err = NULL;
+	json_t *have;
 
 	if (!msg || !(path = e2b_msg_path(r, msg, "path")))
 		return;
-	e2b_reply_entry(r, e2b_stat(r, path, &err), err);
+	have = e2b_stat(r, path, &err);
+	e2b_reply_entry(r, have, err);
 }
 
 void e2b_fs_mkdir(struct api_req *r)
@@ -159,7 +162,8 @@ void e2b_fs_mkdir(struct api_req *r)
 	}
 	if (dm_fs_mkdir(r->api->d, r->team, e2b_envd_sbx(r), path, true, &err) < 0)
 		return e2b_reply_entry(r, NULL, err);
-	e2b_reply_entry(r, e2b_stat(r, path, &err), err);
+	have = e2b_stat(r, path, &err);
+	e2b_reply_entry(r, have, err);
 }
 
 /* Lists dir into out, descending depth-1 more levels. */
@@ -248,7 +252,8 @@ void e2b_fs_move(struct api_req *r)
 
 	if (e2b_fs_helper(r, argv, 6, &err) < 0)
 		return e2b_reply_entry(r, NULL, err);
-	e2b_reply_entry(r, e2b_stat(r, dst, &err), err);
+	have = e2b_stat(r, dst, &err);
+	e2b_reply_entry(r, have, err);
 }
 
 void e2b_fs_remove(struct api_req *r)

@@ -99,6 +99,8 @@ static void e2b_reply_err(struct api_req *r, const struct al_error *err)
 	if (err && err->code == ESRCH)
 		status = 404; /* an ended sandbox is gone, for E2B */
 	e2b_reply_code(r, status, err && err->msg ? err->msg : "internal error");
+	if (status == 429) /* the SDK retries a 429 only when it says when */
+		MHD_add_response_header(r->resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
 }
 
 static char *e2b_time(int64_t ms)
