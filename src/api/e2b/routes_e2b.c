@@ -349,14 +349,22 @@ static void e2b_get(struct api_req *r)
 static void e2b_kill(struct api_req *r)
 {
 	const char *id = api_param(r, "id");
+	struct e2b *e = r->api->e2b;
 	struct al_error *err = NULL;
+	bool known;
 
-	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0 && err->code != ESRCH) {
+	pthread_mutex_lock(&e->mu);
+	known = e2b_find(e, r->team, id) != NULL;
+	pthread_mutex_unlock(&e->mu);
+	if (!known) /* killed already, or never made through this API */
+		return e2b_reply_code(r, 404, "sandbox not found");
+	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0) {
+		if (err->code == ESRCH) /* already ended: gone, for E2B (kill answers false) */
+			e2b_forget(r->api->e2b, id);
 		e2b_reply_err(r, err);
 		al_error_free(err);
 		return;
 	}
-	al_error_free(err);
 	e2b_forget(r->api->e2b, id);
 	api_reply_raw(r, 204, "application/json", NULL, 0);
 }
