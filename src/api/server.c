@@ -198,8 +198,8 @@ static void api_req_begin(struct api_req *r, const char *version)
 
 	if (e2b_envd_begin(r)) { /* a sandbox's envd, routed by E2B's headers or Host */
 		if (!r->resp) {
-			r->body_max = (r->route->flags & API_ROUTE_UPLOAD) ? a->max_upload
-									   : a->max_body;
+			r->body_max =
+			    (r->route->flags & API_ROUTE_UPLOAD) ? a->max_upload : a->max_body;
 			api_req_check_length(r);
 		}
 		return;

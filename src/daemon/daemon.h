@@ -91,8 +91,8 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 		      struct al_error **err);
 /* Sets the expiry to expires_ms (epoch ms; earlier or later, within the 24 h lifetime from
  * creation): the E2B front end's setTimeout, which may shorten a sandbox's life. */
-int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id,
-			    int64_t expires_ms, struct al_error **err);
+int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id, int64_t expires_ms,
+			    struct al_error **err);
 /* Stores a validated network policy (the JSON object or the strings allow-all/deny-all)
  * and bumps the generation. */
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,

@@ -2,9 +2,9 @@
 /*
  * A sandbox's resource usage read from its cgroup (v2: cpu.stat, memory.current,
  * memory.max, memory.stat; v1: the memory controller's usage_in_bytes, limit_in_bytes and
- * stat, and the CPU time of the processes it holds, from /proc) and its writable tmpfs (statvfs of its /tmp, through
- * /proc/<pid>/root, which resolves inside the sandbox's mount namespace; nothing is opened
- * or written there). For the E2B front end's metrics.
+ * stat, and the CPU time of the processes it holds, from /proc) and its writable tmpfs (statvfs of
+ * its /tmp, through /proc/<pid>/root, which resolves inside the sandbox's mount namespace; nothing
+ * is opened or written there). For the E2B front end's metrics.
  */
 #include "common/cleanup.h"
 #include "common/error.h"
@@ -82,8 +82,8 @@ static uint64_t cg_v1_cpu_usec(const char *dir)
 		if (!s || !fgets(buf, sizeof(buf), s) || !(p = strrchr(buf, ')')))
 			continue;
 		/* after "pid (comm)": state is field 3, utime 14, stime 15 */
-		if (sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &ut, &st) ==
-		    2)
+		if (sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu", &ut,
+			   &st) == 2)
 			sum += (ut + st) * 1000000ull / (uint64_t)(tick > 0 ? tick : 100);
 	}
 	return sum;
@@ -127,9 +127,9 @@ int dm_sandbox_usage(struct daemon *d, const char *team, const char *id, json_t 
 		memset(&vfs, 0, sizeof(vfs));
 	*out = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "cpu_usec", (json_int_t)cpu, "memory_bytes",
 			 (json_int_t)mem, "memory_max", (json_int_t)max, "memory_cache",
-			 (json_int_t)cache,
-			 "disk_used", (json_int_t)((vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize),
-			 "disk_total", (json_int_t)(vfs.f_blocks * vfs.f_frsize));
+			 (json_int_t)cache, "disk_used",
+			 (json_int_t)((vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize), "disk_total",
+			 (json_int_t)(vfs.f_blocks * vfs.f_frsize));
 	if (!*out)
 		al_oom();
 	return 0;

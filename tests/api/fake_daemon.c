@@ -319,8 +319,8 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	return r;
 }
 
-int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id,
-			    int64_t expires_ms, struct al_error **err)
+int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id, int64_t expires_ms,
+			    struct al_error **err)
 {
 	struct fk_sbx *s;
 	int r = 0;

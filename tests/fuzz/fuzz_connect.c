@@ -56,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (e2b_connect_unwrap(buf, size, &msg, &n, &code, &why) == 0) {
 		must(size >= E2B_CONNECT_HDR && msg == (const char *)buf + E2B_CONNECT_HDR);
 		must(n == size - E2B_CONNECT_HDR && n <= E2B_CONNECT_MAX_MSG);
-		must(((size_t)buf[1] << 24 | (size_t)buf[2] << 16 | (size_t)buf[3] << 8 | buf[4]) == n);
+		must(((size_t)buf[1] << 24 | (size_t)buf[2] << 16 | (size_t)buf[3] << 8 | buf[4]) ==
+		     n);
 		must(buf[0] == 0);
 		check_json(msg, n);
 	} else {

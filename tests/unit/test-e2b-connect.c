@@ -65,7 +65,9 @@ static void expect_json(const char *text, size_t len, int ok, const char *what)
 	json_t *j = e2b_connect_json(text, len, &code, &why);
 
 	CHECK(ok ? j != NULL : (j == NULL && code && why), "%s: %s", what,
-	      j ? "accepted" : why ? why : "-");
+	      j	    ? "accepted"
+	      : why ? why
+		    : "-");
 	json_decref(j);
 }
 

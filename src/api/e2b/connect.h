@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define E2B_CONNECT_HDR 5		 /* flag byte + 4-byte length */
+#define E2B_CONNECT_HDR 5	       /* flag byte + 4-byte length */
 #define E2B_CONNECT_MAX_MSG (1u << 20) /* one request message, bytes */
 #define E2B_CONNECT_FLAG_COMPRESSED 0x01
 #define E2B_CONNECT_FLAG_END 0x02

@@ -36,8 +36,8 @@
 
 struct e2b_proc {
 	uint32_t pid;
-	char *cmd_id; /* the daemon's command */
-	char *tag;    /* or NULL */
+	char *cmd_id;	/* the daemon's command */
+	char *tag;	/* or NULL */
 	json_t *config; /* ProcessConfig as started {cmd, args, envs, cwd} */
 };
 
@@ -58,7 +58,7 @@ struct e2b {
 	pthread_mutex_t mu;
 	struct e2b_sbx **v;
 	size_t n;
-	char *domain; /* the base domain of <port>-<id>.<domain> hosts, or NULL */
+	char *domain;		       /* the base domain of <port>-<id>.<domain> hosts, or NULL */
 	struct e2b_watcher **watchers; /* CreateWatcher's (envd_watch.c) */
 	size_t n_watchers;
 	uint64_t next_watcher;
@@ -143,7 +143,7 @@ void e2b_files_post(struct api_req *r);
 char *e2b_path(const char *p);
 /* Runs argv in the sandbox (as root or the user) to its end, with at most max bytes of
  * output kept: 0 and *status (the exit code, or 128+signal), its stdout and stderr. */
-int e2b_run_wait(struct api_req *r, const char *sbx, bool root, const char *const *argv,
-		 size_t n, int *status, char **out, char **errout, struct al_error **err);
+int e2b_run_wait(struct api_req *r, const char *sbx, bool root, const char *const *argv, size_t n,
+		 int *status, char **out, char **errout, struct al_error **err);
 
 #endif

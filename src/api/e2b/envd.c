@@ -305,9 +305,10 @@ int e2b_envd_begin(struct api_req *r)
 		return 1;
 	}
 	if (port != E2B_ENVD_PORT) {
-		api_reply_json(r, 502, json_pack("{s:s,s:s}", "code", "unavailable", "message",
-						 "airlock serves envd (port 49983) only: ports of "
-						 "the sandbox are not proxied (docs/e2b.md)"));
+		api_reply_json(r, 502,
+			       json_pack("{s:s,s:s}", "code", "unavailable", "message",
+					 "airlock serves envd (port 49983) only: ports of "
+					 "the sandbox are not proxied (docs/e2b.md)"));
 		return 1;
 	}
 	m = api_router_match(&rt, r->method, r->url, &r->route, &r->params, &allow);
@@ -347,8 +348,9 @@ static void e2b_health(struct api_req *r)
 	    (st = json_string_value(json_object_get(view, "status"))) && strcmp(st, "running") == 0)
 		api_reply_raw(r, 204, "text/plain", NULL, 0);
 	else
-		api_reply_json(r, 502, json_pack("{s:i,s:s}", "code", 502, "message",
-						 "the sandbox is not running"));
+		api_reply_json(
+		    r, 502,
+		    json_pack("{s:i,s:s}", "code", 502, "message", "the sandbox is not running"));
 	free(team);
 }
 

@@ -103,7 +103,8 @@ void e2b_files_get(struct api_req *r)
 	if (!p || !p[0])
 		return e2b_http_error(r, 400, "the path parameter is required");
 	if (e2b_user(r, api_query(r, "username"), &root) < 0)
-		return e2b_http_error(r, 400, "unknown user: 'user' and 'root' are the sandbox's users");
+		return e2b_http_error(r, 400,
+				      "unknown user: 'user' and 'root' are the sandbox's users");
 	path = e2b_path(p);
 	if (dm_fs_read(r->api->d, r->team, e2b_envd_sbx(r), path, r->api->max_upload, &data, &len,
 		       &err) < 0) {
@@ -242,8 +243,8 @@ void e2b_files_post(struct api_req *r)
 {
 	const char *ct =
 	    MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-	const char *enc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-						      MHD_HTTP_HEADER_CONTENT_ENCODING);
+	const char *enc =
+	    MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
 	const char *qpath = api_query(r, "path"), *why = NULL;
 	_cleanup_free_ char *delim = NULL;
 	struct e2b_part parts[E2B_MAX_PARTS];
@@ -255,17 +256,20 @@ void e2b_files_post(struct api_req *r)
 	if (!e2b_files_access(r, "write"))
 		return;
 	if (e2b_user(r, api_query(r, "username"), &root) < 0)
-		return e2b_http_error(r, 400, "unknown user: 'user' and 'root' are the sandbox's users");
+		return e2b_http_error(r, 400,
+				      "unknown user: 'user' and 'root' are the sandbox's users");
 	if (enc && strcasecmp(enc, "identity") != 0)
 		return e2b_http_error(r, 415, "compressed uploads (gzip) are not supported");
 	if (ct && strncasecmp(ct, "application/octet-stream", 24) == 0) {
 		if (!qpath || !qpath[0])
-			return e2b_http_error(r, 400, "an octet-stream upload needs the path parameter");
+			return e2b_http_error(r, 400,
+					      "an octet-stream upload needs the path parameter");
 		parts[0] = (struct e2b_part){xstrdup(qpath), r->body ? r->body : "", r->body_len};
 		n = 1;
 	} else if (!(delim = e2b_boundary(ct)) || strncasecmp(ct, "multipart/form-data", 19) != 0) {
-		return e2b_http_error(r, 415, "POST /files takes multipart/form-data or "
-					      "application/octet-stream");
+		return e2b_http_error(r, 415,
+				      "POST /files takes multipart/form-data or "
+				      "application/octet-stream");
 	} else if (e2b_multipart(r->body ? r->body : "", r->body_len, delim, parts, &n, &why) < 0) {
 		e2b_parts_free(parts, n);
 		return e2b_http_error(r, 400, why);

@@ -45,7 +45,9 @@ static void e2b_perms(unsigned mode, const char *type, char out[11])
 {
 	static const char rwx[] = "rwxrwxrwx";
 
-	out[0] = type && strcmp(type, "dir") == 0 ? 'd' : type && strcmp(type, "symlink") == 0 ? 'l' : '-';
+	out[0] = type && strcmp(type, "dir") == 0	? 'd'
+		 : type && strcmp(type, "symlink") == 0 ? 'l'
+							: '-';
 	for (int i = 0; i < 9; i++)
 		out[1 + i] = mode & (0400u >> i) ? rwx[i] : '-';
 	out[10] = '\0';
@@ -72,8 +74,8 @@ static json_t *e2b_entry(json_t *ent, const char *dir)
 	snprintf(size, sizeof(size), "%lld",
 		 (long long)json_integer_value(json_object_get(ent, "size")));
 	/* int64 is a string in protobuf's JSON */
-	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s}", "name", name ? name : "",
-			 "type", e2b_ftype(type), "path", path, "size", size, "mode", (int)mode,
+	return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:s}", "name", name ? name : "", "type",
+			 e2b_ftype(type), "path", path, "size", size, "mode", (int)mode,
 			 "permissions", perms, "owner", "", "group", "", "modifiedTime", ts);
 }
 
@@ -185,7 +187,8 @@ static int e2b_list_into(struct api_req *r, const char *dir, unsigned depth, jso
 			return al_error_msg(err, E2BIG, "more than %d entries", E2B_LIST_ENTRIES);
 		}
 		json_array_append_new(out, e);
-		if (depth > 1 && strcmp(json_string_value(json_object_get(ent, "type")), "dir") == 0 &&
+		if (depth > 1 &&
+		    strcmp(json_string_value(json_object_get(ent, "type")), "dir") == 0 &&
 		    e2b_list_into(r, json_string_value(json_object_get(e, "path")), depth - 1, out,
 				  err) < 0)
 			return -EIO;
@@ -229,8 +232,8 @@ static int e2b_fs_helper(struct api_req *r, const char *const *argv, size_t n,
 	if (e2b_run_wait(r, e2b_envd_sbx(r), root, argv, n, &status, &out, &errout, err) < 0)
 		return -EIO;
 	if (status != 0)
-		return al_error_msg(err, strstr(errout, "ermission denied") ? EACCES : EIO, "%s: %s",
-				    argv[0], errout[0] ? errout : "failed");
+		return al_error_msg(err, strstr(errout, "ermission denied") ? EACCES : EIO,
+				    "%s: %s", argv[0], errout[0] ? errout : "failed");
 	return 0;
 }
 

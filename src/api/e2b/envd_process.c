@@ -22,8 +22,7 @@
 
 /* --- the pid table -------------------------------------------------------------------- */
 
-static uint32_t e2b_proc_add(struct api_req *r, const char *cmd_id, const char *tag,
-			     json_t *config)
+static uint32_t e2b_proc_add(struct api_req *r, const char *cmd_id, const char *tag, json_t *config)
 {
 	struct e2b *e = r->api->e2b;
 	struct e2b_sbx *s;
@@ -40,9 +39,8 @@ static uint32_t e2b_proc_add(struct api_req *r, const char *cmd_id, const char *
 		}
 		s->procs = xrealloc(s->procs, (s->n_procs + 1) * sizeof(*s->procs));
 		pid = s->next_pid++;
-		s->procs[s->n_procs++] = (struct e2b_proc){pid, xstrdup(cmd_id),
-							   tag ? xstrdup(tag) : NULL,
-							   json_incref(config)};
+		s->procs[s->n_procs++] = (struct e2b_proc){
+		    pid, xstrdup(cmd_id), tag ? xstrdup(tag) : NULL, json_incref(config)};
 	}
 	pthread_mutex_unlock(&e->mu);
 	return pid;
@@ -139,10 +137,9 @@ static void e2b_run_finish(struct e2b_stream *s, struct e2b_run *x)
 		e2b_stream_msg(s, e2b_event("end", json_pack("{s:I,s:b,s:s}", "exitCode", code,
 							     "exited", 1, "status", status)));
 	} else {
-		_cleanup_free_ char *status = sig == SIGKILL ? xstrdup("signal: killed")
-					      : sig == SIGTERM
-						  ? xstrdup("signal: terminated")
-						  : xasprintf("signal: %d", (int)sig);
+		_cleanup_free_ char *status = sig == SIGKILL   ? xstrdup("signal: killed")
+					      : sig == SIGTERM ? xstrdup("signal: terminated")
+							       : xasprintf("signal: %d", (int)sig);
 
 		e2b_stream_msg(s, e2b_event("end", json_pack("{s:i,s:b,s:s,s:s}", "exitCode", -1,
 							     "exited", 0, "status", status, "error",
@@ -159,7 +156,8 @@ static int e2b_run_step(struct e2b_stream *s, void *ctx, uint64_t timeout_ms)
 
 	if (!x->started) {
 		x->started = true;
-		e2b_stream_msg(s, e2b_event("start", json_pack("{s:I}", "pid", (json_int_t)x->pid)));
+		e2b_stream_msg(s,
+			       e2b_event("start", json_pack("{s:I}", "pid", (json_int_t)x->pid)));
 		return 0;
 	}
 	r = dm_logs_next(x->logs, x->buf, sizeof(x->buf), &stream, &len, timeout_ms);
@@ -168,9 +166,9 @@ static int e2b_run_step(struct e2b_stream *s, void *ctx, uint64_t timeout_ms)
 	if (r == 1) {
 		_cleanup_free_ char *b64 = e2b_b64((unsigned char *)x->buf, len);
 
-		e2b_stream_msg(s, e2b_event("data", json_pack("{s:s}", stream == 2 ? "stderr"
-										   : "stdout",
-							      b64)));
+		e2b_stream_msg(
+		    s,
+		    e2b_event("data", json_pack("{s:s}", stream == 2 ? "stderr" : "stdout", b64)));
 	} else if (r == 0) {
 		e2b_run_finish(s, x);
 	} else {
@@ -284,16 +282,16 @@ void e2b_proc_start(struct api_req *r)
 		return;
 	if (e2b_start_parse(r, msg, &e, &env, &n_env, &args, &err) < 0 ||
 	    dm_cmd_start(r->api->d, r->team, e2b_envd_sbx(r), &e, &id, &err) < 0) {
-		e2b_stream_fail(r, err->code == ENOSYS ? "unimplemented" : e2b_code_of_errno(err->code),
-				err->msg);
+		e2b_stream_fail(
+		    r, err->code == ENOSYS ? "unimplemented" : e2b_code_of_errno(err->code),
+		    err->msg);
 		goto out;
 	}
 	proc = json_object_get(msg, "process");
-	config = json_pack("{s:s,s:O,s:O}", "cmd", e.cmd, "args",
-			   json_object_get(proc, "args") ? json_object_get(proc, "args")
-							 : json_array(),
-			   "envs", json_object_get(proc, "envs") ? json_object_get(proc, "envs")
-							     : json_object());
+	config = json_pack(
+	    "{s:s,s:O,s:O}", "cmd", e.cmd, "args",
+	    json_object_get(proc, "args") ? json_object_get(proc, "args") : json_array(), "envs",
+	    json_object_get(proc, "envs") ? json_object_get(proc, "envs") : json_object());
 	if (e.cwd)
 		json_object_set_new(config, "cwd", json_string(e.cwd));
 	pid = e2b_proc_add(r, id, json_string_value(json_object_get(msg, "tag")), config);
@@ -410,7 +408,8 @@ void e2b_proc_signal(struct api_req *r)
 	name = json_string_value(sig);
 	if ((name && strcmp(name, "SIGNAL_SIGKILL") == 0) || json_integer_value(sig) == SIGKILL)
 		signo = SIGKILL;
-	else if ((name && strcmp(name, "SIGNAL_SIGTERM") == 0) || json_integer_value(sig) == SIGTERM)
+	else if ((name && strcmp(name, "SIGNAL_SIGTERM") == 0) ||
+		 json_integer_value(sig) == SIGTERM)
 		signo = SIGTERM;
 	if (!signo)
 		return e2b_unary_error(r, "invalid_argument",
@@ -428,7 +427,8 @@ void e2b_proc_update(struct api_req *r)
 	_cleanup_json_ json_t *msg = e2b_request_msg(r, false);
 
 	if (msg)
-		e2b_unary_error(r, "unimplemented", "PTY resize: PTYs are not supported by airlock yet");
+		e2b_unary_error(r, "unimplemented",
+				"PTY resize: PTYs are not supported by airlock yet");
 }
 
 /* --- a helper command, run to its end ---------------------------------------------------- */
@@ -458,10 +458,13 @@ static void e2b_collect(struct dm_logs *l, char **out, char **errout)
 	}
 }
 
-int e2b_run_wait(struct api_req *r, const char *sbx, bool root, const char *const *argv,
-		 size_t n, int *status, char **out, char **errout, struct al_error **err)
+int e2b_run_wait(struct api_req *r, const char *sbx, bool root, const char *const *argv, size_t n,
+		 int *status, char **out, char **errout, struct al_error **err)
 {
-	struct dm_exec e = {.cmd = argv[0], .args = argv + 1, .n_args = n - 1, .sudo = root,
+	struct dm_exec e = {.cmd = argv[0],
+			    .args = argv + 1,
+			    .n_args = n - 1,
+			    .sudo = root,
 			    .timeout_ms = E2B_HELPER_MS};
 	_cleanup_free_ char *id = NULL;
 	_cleanup_json_ json_t *view = NULL;
@@ -476,7 +479,8 @@ int e2b_run_wait(struct api_req *r, const char *sbx, bool root, const char *cons
 	if (dm_cmd_wait(r->api->d, r->team, sbx, id, E2B_HELPER_MS, &view, err) < 0)
 		return -EIO;
 	code = json_object_get(view, "exit_code");
-	*status = json_is_integer(code) ? (int)json_integer_value(code)
-					: 128 + (int)json_integer_value(json_object_get(view, "signal"));
+	*status = json_is_integer(code)
+		      ? (int)json_integer_value(code)
+		      : 128 + (int)json_integer_value(json_object_get(view, "signal"));
 	return 0;
 }

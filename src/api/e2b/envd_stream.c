@@ -89,9 +89,9 @@ void e2b_stream_msg(struct e2b_stream *s, json_t *msg)
 
 void e2b_stream_end(struct e2b_stream *s, const char *code, const char *msg)
 {
-	json_t *end = code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message",
-				       msg ? msg : code)
-			   : json_object();
+	json_t *end =
+	    code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg ? msg : code)
+		 : json_object();
 
 	e2b_stream_put(s, E2B_CONNECT_FLAG_END, end);
 	s->done = true;

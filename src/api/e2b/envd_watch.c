@@ -104,8 +104,8 @@ static json_t *e2b_watch_event(struct e2b_watch *w, const char *line)
 }
 
 /* Reads what the watcher printed; each event goes to emit. 1 data, 0 ended, -ETIMEDOUT. */
-static int e2b_watch_read(struct e2b_watch *w, uint64_t timeout_ms,
-			  void (*emit)(void *, json_t *), void *cls)
+static int e2b_watch_read(struct e2b_watch *w, uint64_t timeout_ms, void (*emit)(void *, json_t *),
+			  void *cls)
 {
 	int stream = 0, r;
 	size_t len = 0;
@@ -114,7 +114,9 @@ static int e2b_watch_read(struct e2b_watch *w, uint64_t timeout_ms,
 	if (r != 1)
 		return r == -ETIMEDOUT ? r : 0;
 	if (stream == 2) {
-		size_t k = len < sizeof(w->errbuf) - 1 - w->err_len ? len : sizeof(w->errbuf) - 1 - w->err_len;
+		size_t k = len < sizeof(w->errbuf) - 1 - w->err_len
+			       ? len
+			       : sizeof(w->errbuf) - 1 - w->err_len;
 
 		memcpy(w->errbuf + w->err_len, w->buf, k);
 		w->err_len += k;
@@ -157,7 +159,8 @@ static struct e2b_watch *e2b_watch_start(struct api_req *r, json_t *msg, const c
 	w->sbx = xstrdup(e2b_envd_sbx(r));
 	*code = "invalid_argument";
 	if (!path || json_is_true(json_object_get(msg, "includeEntry")) ||
-	    json_is_true(json_object_get(msg, "allowNetworkMounts")) || e2b_user(r, NULL, &root) < 0) {
+	    json_is_true(json_object_get(msg, "allowNetworkMounts")) ||
+	    e2b_user(r, NULL, &root) < 0) {
 		*why = xstrdup(!path ? "a path is required" : "unsupported watch option or user");
 		e2b_watch_free(w);
 		return NULL;
@@ -268,7 +271,8 @@ void e2b_fs_watcher_create(struct api_req *r)
 		rc = e2b_watch_read(x->w, 500, e2b_watch_emit_list, x->pending);
 	if (!x->w || !x->w->ready) {
 		if (x->w && !why) {
-			code = strstr(x->w->errbuf, "No such file") ? "not_found" : "invalid_argument";
+			code =
+			    strstr(x->w->errbuf, "No such file") ? "not_found" : "invalid_argument";
 			why = xstrdup(x->w->err_len ? x->w->errbuf : "the watcher could not start");
 		}
 		e2b_watcher_free(x);

@@ -133,8 +133,8 @@ static json_t *e2b_view(struct api *a, json_t *view, const struct e2b_sbx *s, bo
 	json_t *o;
 
 	o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:O,s:s,s:s,s:[]}", "templateID",
-		      s->template_id, "sandboxID", s->id, "clientID", "airlock", "startedAt",
-		      start, "endAt", end, "cpuCount",
+		      s->template_id, "sandboxID", s->id, "clientID", "airlock", "startedAt", start,
+		      "endAt", end, "cpuCount",
 		      (json_int_t)(vcpus > 0 ? vcpus + 0.999 : (ncpu > 0 ? ncpu : 1)), "memoryMB",
 		      (mem > 0 ? mem : (json_int_t)1 << 30) >> 20, "diskSizeMB",
 		      (disk > 0 ? disk : (json_int_t)1 << 30) >> 20, "metadata", s->metadata,
@@ -161,7 +161,8 @@ static json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
 
 	if (!o)
 		al_oom();
-	json_object_set_new(o, "domain", a->e2b->domain ? json_string(a->e2b->domain) : json_null());
+	json_object_set_new(o, "domain",
+			    a->e2b->domain ? json_string(a->e2b->domain) : json_null());
 	return o;
 }
 
@@ -169,13 +170,13 @@ static json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
 
 /* The template: "base" and "code-interpreter-v1" (and none) are the host runtime; any
  * other name is an image under the daemon's --images (the daemon refuses an unknown one). */
-static int e2b_template(json_t *body, struct dm_create *c, const char **name,
-			struct al_error **err)
+static int e2b_template(json_t *body, struct dm_create *c, const char **name, struct al_error **err)
 {
 	*name = "base";
 	if (api_json_string(body, "templateID", false, name, err) < 0)
 		return -EINVAL;
-	if (!(*name)[0] || strchr(*name, '/') || strcmp(*name, "..") == 0 || strcmp(*name, ".") == 0)
+	if (!(*name)[0] || strchr(*name, '/') || strcmp(*name, "..") == 0 ||
+	    strcmp(*name, ".") == 0)
 		return api_bad(err, "templateID '%.100s' is not a template name", *name);
 	if (strcmp(*name, "base") == 0 || strcmp(*name, "code-interpreter-v1") == 0)
 		return 0;
@@ -218,8 +219,9 @@ static int e2b_metadata(json_t *body, json_t **out, struct al_error **err)
 	json_object_foreach(m, k, v)
 	{
 		if (!json_is_string(v) || strlen(k) > 256 || json_string_length(v) > 4096)
-			return api_bad(err, "metadata.%.64s must be a string (keys <= 256 bytes, "
-					    "values <= 4096)",
+			return api_bad(err,
+				       "metadata.%.64s must be a string (keys <= 256 bytes, "
+				       "values <= 4096)",
 				       k);
 	}
 	*out = json_deep_copy(m);
@@ -376,10 +378,9 @@ static int e2b_set_timeout(struct api_req *r, const char *id, uint64_t timeout_s
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	return dm_sandbox_set_deadline(r->api->d, r->team, id,
-				       (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 +
-					   (int64_t)timeout_s * 1000,
-				       err);
+	return dm_sandbox_set_deadline(
+	    r->api->d, r->team, id,
+	    (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 + (int64_t)timeout_s * 1000, err);
 }
 
 static void e2b_timeout(struct api_req *r)
@@ -425,7 +426,8 @@ static void e2b_connect(struct api_req *r)
 	view = e2b_running(r, id);
 	if (!view)
 		return;
-	if (t && e2b_int(view, "expires_at") < (json_int_t)time(NULL) * 1000 + (json_int_t)t * 1000 &&
+	if (t &&
+	    e2b_int(view, "expires_at") < (json_int_t)time(NULL) * 1000 + (json_int_t)t * 1000 &&
 	    e2b_set_timeout(r, id, t, &err) < 0) {
 		e2b_reply_err(r, err);
 		al_error_free(err);
@@ -538,8 +540,8 @@ static void e2b_list(struct api_req *r)
 
 static void e2b_network(struct api_req *r)
 {
-	static const char *const fields[] = {"allowOut", "denyOut", "rules", "allow_internet_access",
-					     "egressProxy", NULL};
+	static const char *const fields[] = {
+	    "allowOut", "denyOut", "rules", "allow_internet_access", "egressProxy", NULL};
 	const char *id = api_param(r, "id");
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
 	struct e2b *e = r->api->e2b;
@@ -588,14 +590,16 @@ static void e2b_metrics(struct api_req *r)
 		al_error_free(err);
 		return;
 	}
-	api_reply_json(r, 200, e2b_metrics_of(a, b, E2B_METRICS_SAMPLE_MS, n > 0 ? (unsigned)n : 1));
+	api_reply_json(r, 200,
+		       e2b_metrics_of(a, b, E2B_METRICS_SAMPLE_MS, n > 0 ? (unsigned)n : 1));
 }
 
 /* Pause, resume, fork and snapshots: airlock has no snapshot machinery (yet). */
 static void e2b_unserved(struct api_req *r)
 {
-	e2b_reply_code(r, 501, "pause, resume, fork and snapshots are not supported by airlock "
-			       "(docs/e2b.md)");
+	e2b_reply_code(r, 501,
+		       "pause, resume, fork and snapshots are not supported by airlock "
+		       "(docs/e2b.md)");
 }
 
 #define SBX "/sandboxes/{id}"

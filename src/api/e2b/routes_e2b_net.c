@@ -57,9 +57,9 @@ static int e2b_net_list(json_t *net, const char *key, json_t **out, struct al_er
 
 static int e2b_net_refused(json_t *net, struct al_error **err)
 {
-	static const char *const fields[] = {"allowOut",	"denyOut",	   "rules",
-					     "egressProxy",	"allowPublicTraffic", "maskRequestHost",
-					     "httpsPorts",	NULL};
+	static const char *const fields[] = {
+	    "allowOut",		  "denyOut",	     "rules",	   "egressProxy",
+	    "allowPublicTraffic", "maskRequestHost", "httpsPorts", NULL};
 	json_t *rules = json_object_get(net, "rules");
 
 	if (api_json_fields(net, "network", fields, err) < 0)
@@ -67,7 +67,8 @@ static int e2b_net_refused(json_t *net, struct al_error **err)
 	if (rules && !json_is_null(rules) && json_object_size(rules) > 0)
 		return api_bad(err, "network.rules (request transforms) are not supported by the "
 				    "E2B front end; use the native or Vercel API's policy rules");
-	if (json_object_get(net, "egressProxy") && !json_is_null(json_object_get(net, "egressProxy")))
+	if (json_object_get(net, "egressProxy") &&
+	    !json_is_null(json_object_get(net, "egressProxy")))
 		return api_bad(err, "network.egressProxy is not supported by airlock");
 	if (json_is_string(json_object_get(net, "maskRequestHost")))
 		return api_bad(err, "network.maskRequestHost is not supported by airlock");
@@ -88,7 +89,8 @@ int e2b_policy_of(json_t *net, bool internet, json_t **out, struct al_error **er
 	if (net && !json_is_null(net)) {
 		if (!json_is_object(net))
 			return api_bad(err, "network must be an object");
-		if (e2b_net_refused(net, err) < 0 || e2b_net_list(net, "allowOut", &allow_out, err) < 0 ||
+		if (e2b_net_refused(net, err) < 0 ||
+		    e2b_net_list(net, "allowOut", &allow_out, err) < 0 ||
 		    e2b_net_list(net, "denyOut", &deny_out, err) < 0)
 			return -EINVAL;
 	}
@@ -97,8 +99,9 @@ int e2b_policy_of(json_t *net, bool internet, json_t **out, struct al_error **er
 		const char *s = json_string_value(it);
 
 		if (!e2b_is_addr(s))
-			return api_bad(err, "network.denyOut[%zu] '%.100s': deny entries are "
-					    "addresses or CIDR ranges",
+			return api_bad(err,
+				       "network.denyOut[%zu] '%.100s': deny entries are "
+				       "addresses or CIDR ranges",
 				       i, s);
 		if (e2b_is_everything(s))
 			everything = true;
@@ -106,8 +109,9 @@ int e2b_policy_of(json_t *net, bool internet, json_t **out, struct al_error **er
 			partial = true;
 	}
 	if (!everything && partial)
-		return api_bad(err, "network.denyOut without 0.0.0.0/0: airlock's policy is an "
-				    "allow list; deny 0.0.0.0/0 and list what to reach in allowOut");
+		return api_bad(err,
+			       "network.denyOut without 0.0.0.0/0: airlock's policy is an "
+			       "allow list; deny 0.0.0.0/0 and list what to reach in allowOut");
 	if (!everything) {
 		*out = json_string("allow-all");
 		return 0;
@@ -159,7 +163,7 @@ json_t *e2b_metrics_of(json_t *a, json_t *b, uint64_t dt_ms, unsigned cpus)
 	return json_pack("[{s:s,s:I,s:i,s:f,s:O,s:I,s:O,s:O,s:O}]", "timestamp", ts,
 			 "timestampUnix", (json_int_t)now, "cpuCount", (int)cpus, "cpuUsedPct",
 			 pct < 0 ? 0.0 : pct, "memUsed", json_object_get(b, "memory_bytes"),
-			 "memTotal", max, "memCache", json_object_get(b, "memory_cache"), "diskUsed",
-			 json_object_get(b, "disk_used"), "diskTotal",
+			 "memTotal", max, "memCache", json_object_get(b, "memory_cache"),
+			 "diskUsed", json_object_get(b, "disk_used"), "diskTotal",
 			 json_object_get(b, "disk_total"));
 }
