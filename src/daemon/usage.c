@@ -125,11 +125,12 @@ int dm_sandbox_usage(struct daemon *d, const char *team, const char *id, json_t 
 	tmp = xasprintf("/proc/%d/root/tmp", (int)pid);
 	if (statvfs(tmp, &vfs) < 0)
 		memset(&vfs, 0, sizeof(vfs));
+	uint64_t disk_total = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+	uint64_t disk_used = (uint64_t)(vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize;
 	*out = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "cpu_usec", (json_int_t)cpu, "memory_bytes",
 			 (json_int_t)mem, "memory_max", (json_int_t)max, "memory_cache",
-			 (json_int_t)cache, "disk_used",
-			 (json_int_t)((vfs.f_blocks - vfs.f_bfree) * vfs.f_frsize), "disk_total",
-			 (json_int_t)(vfs.f_blocks * vfs.f_frsize));
+			 (json_int_t)cache, "disk_used", (json_int_t)disk_used, "disk_total",
+			 (json_int_t)disk_total);
 	if (!*out)
 		al_oom();
 	return 0;
