@@ -644,7 +644,9 @@ def test_openapi_matches_the_served_routes():
     envd = open(os.path.join(ROOT, "src/api/e2b/envd.c")).read()
     envd = envd.replace('PROC "', '"/process.Process/').replace('FS "', '"/filesystem.Filesystem/')
     e2b_routes += re.findall(r'\{"([A-Z]+)", "(/[^"]*)", e2b_', envd)
-    assert len(e2b_routes) == 35, e2b_routes
+    jupyter = open(os.path.join(ROOT, "src/api/e2b/jupyter.c")).read()
+    e2b_routes += re.findall(r'\{"([A-Z]+)", "(/[^"]*)", e2b_', jupyter)
+    assert len(e2b_routes) == 40, e2b_routes
     routes += e2b_routes
     for method, path in routes:
         assert path in doc["paths"], path

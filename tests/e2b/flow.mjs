@@ -7,6 +7,7 @@
 // Each step prints "ok STEP" or "FAIL STEP: reason"; the last line is "N passed, N failed".
 import { Sandbox, CommandExitError, NotFoundError, FileType } from "e2b";
 import { Sandbox as Sandbox250 } from "e2b-250";
+import { Sandbox as CodeSandbox } from "@e2b/code-interpreter";
 
 const BASE = process.env.E2B_API_URL;
 const TOKEN = process.env.AIRLOCK_TOKEN;
@@ -256,6 +257,37 @@ await step("sdk-2.50", async () => {
   const again = await Sandbox250.connect(old.sandboxId);
   eq((await again.files.write("/tmp/o.txt", "o")).path, "/tmp/o.txt", "2.50 write");
   await old.kill();
+});
+
+await step("runCode", async () => {
+  const ci = await CodeSandbox.create({ timeoutMs: 60000 });
+  try {
+    let ex = await ci.runCode("import os\nx = 41\nprint('hi'); print('err', file=__import__('sys').stderr)\nx + 1");
+    eq([ex.text, ex.logs.stdout, ex.logs.stderr, ex.error], ["42", ["hi\n"], ["err\n"], undefined], "python");
+    eq((await ci.runCode("x * 2")).text, "82", "globals persist");
+    eq((await ci.runCode("os.environ['V']", { envs: { V: "per-run" } })).text, "'per-run'", "envs");
+    ex = await ci.runCode("def f():\n    return 1/0\nf()");
+    eq([ex.error?.name, ex.error?.value], ["ZeroDivisionError", "division by zero"], "error");
+    check(/Traceback[\s\S]*ZeroDivisionError/.test(ex.error.traceback), `traceback ${ex.error.traceback}`);
+    const out = [];
+    await ci.runCode("for i in range(3): print(i)", { onStdout: (m) => out.push(m.line) });
+    eq(out.join(""), "0\n1\n2\n", "onStdout");
+    const js = await ci.createCodeContext({ language: "javascript" });
+    ex = await ci.runCode("let a = 5; console.log('js', {k: 1}); a * 3", { context: js });
+    eq([ex.text, ex.logs.stdout], ["15", ["js { k: 1 }\n"]], "javascript");
+    eq((await ci.runCode("a + 1", { context: js })).text, "6", "js globals persist");
+    ex = await ci.runCode("null.x", { context: js });
+    eq(ex.error?.name, "TypeError", "js error");
+    const ids = (await ci.listCodeContexts()).map((c) => c.id);
+    check(ids.includes(js.id) && ids.includes("default-python"), `contexts ${ids}`);
+    await ci.restartCodeContext(js);
+    eq((await ci.runCode("typeof a", { context: js })).text, "'undefined'", "restart clears");
+    await ci.removeCodeContext(js);
+    check(!(await ci.listCodeContexts()).some((c) => c.id === js.id), "removed");
+    await rejects(ci.runCode("1", { context: js }), "a removed context");
+  } finally {
+    await ci.kill();
+  }
 });
 
 console.log(`${passed} passed, ${failed} failed`);

@@ -158,7 +158,7 @@ def node_modules():
 FLOW_STEPS = ["create", "commands.run", "commands.background+wait+list", "commands.kill",
               "commands.sendStdin+closeStdin", "commands.connect", "files", "files.url",
               "files.watchDir", "pty", "setTimeout+connect", "list+getHost+getMetrics",
-              "network", "kill", "sdk-2.50"]
+              "network", "kill", "sdk-2.50", "runCode"]
 
 
 def test_sdk_flow(daemon, node_modules):
@@ -420,6 +420,36 @@ def test_network_update_maps_onto_the_policy(daemon, sbx):
     st, _, data = req(daemon, "GET", f"/v1/sandboxes/{sbx[0]}",
                       headers={"Authorization": f"Bearer {TOKENS['A']}"})
     assert json.loads(data)["sandbox"]["network_policy"] == "allow-all"
+
+
+# --------------------------------------------------------------------------
+# the code interpreter's port (49999)
+
+
+def ci(port, sbx, method, path, body=b"", token=None):
+    h = {"E2b-Sandbox-Id": sbx[0], "E2b-Sandbox-Port": "49999", "Content-Type": "application/json"}
+    if token is not False:
+        h["X-Access-Token"] = sbx[1] if token is None else token
+    return req(port, method, path, body, h)
+
+
+def test_code_interpreter_raw(daemon, sbx):
+    st, h, data = ci(daemon, sbx, "POST", "/execute", b'{"code":"print(1)\\n2"}')
+    lines = [json.loads(x) for x in data.splitlines()]
+    assert st == 200 and h["content-type"] == "application/x-ndjson", data
+    assert lines == [{"type": "stdout", "text": "1\n"},
+                     {"type": "result", "text": "2", "is_main_result": True},
+                     {"type": "number_of_executions", "execution_count": 1}]
+    assert ci(daemon, sbx, "POST", "/execute", b'{"code":"1"}', token=False)[0] == 401
+    assert ci(daemon, sbx, "POST", "/execute", b'{"code":"1"}', token="bad")[0] == 401
+    assert ci(daemon, sbx, "POST", "/execute", b'{"nope":1}')[0] == 400
+    assert ci(daemon, sbx, "POST", "/execute", b'{"code":"1","language":"cobol"}')[0] == 400
+    assert ci(daemon, sbx, "POST", "/execute", b'{"code":"1","context_id":"zz"}')[0] == 404
+    # context calls carry no token in the SDK: served on the sandbox id, a wrong one refused
+    st, _, data = ci(daemon, sbx, "POST", "/contexts", b'{"language":"python"}', token=False)
+    assert st == 200 and json.loads(data)["language"] == "python"
+    assert ci(daemon, sbx, "GET", "/contexts", token="bad")[0] == 401
+    assert ci(daemon, (sbx[0] + "x", sbx[1]), "GET", "/contexts", token=False)[0] == 401
 
 
 # --------------------------------------------------------------------------

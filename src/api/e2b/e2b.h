@@ -41,6 +41,16 @@ struct e2b_proc {
 	json_t *config; /* ProcessConfig as started {cmd, args, envs, cwd} */
 };
 
+/* A code interpreter context: a kernel (started at its first execution) and how many
+ * bytes of its output earlier executions consumed. */
+struct e2b_ctx {
+	char *id, *language, *cwd;
+	char *cmd_id; /* the kernel's command, or NULL */
+	uint64_t consumed;
+	bool busy; /* an execution runs */
+};
+#define E2B_MAX_CTXS 16
+
 struct e2b_sbx {
 	char *id, *team, *template_id;
 	char token[E2B_TOKEN_HEX + 1];
@@ -52,6 +62,8 @@ struct e2b_sbx {
 	struct e2b_proc *procs;
 	size_t n_procs;
 	uint64_t next_ctx;
+	struct e2b_ctx *ctxs;
+	size_t n_ctxs;
 };
 
 struct e2b {
@@ -109,6 +121,8 @@ struct e2b_stream;
 typedef int (*e2b_step_fn)(struct e2b_stream *s, void *ctx, uint64_t timeout_ms);
 struct e2b_stream *e2b_stream_new(struct api_req *r, void *ctx, e2b_step_fn step,
 				  void (*ctx_free)(void *));
+/* JSON lines (application/x-ndjson) instead of envelopes; an error is an error line. */
+void e2b_stream_ndjson(struct e2b_stream *s);
 /* The message sent after a silence (taken). */
 void e2b_stream_keepalive(struct e2b_stream *s, json_t *msg);
 /* Appends one message (taken). */
@@ -137,6 +151,17 @@ void e2b_fs_watcher_create(struct api_req *r);
 void e2b_fs_watcher_events(struct api_req *r);
 void e2b_fs_watcher_remove(struct api_req *r);
 void e2b_files_get(struct api_req *r);
+void e2b_ci_execute(struct api_req *r);
+void e2b_ci_ctx_create(struct api_req *r);
+void e2b_ci_ctx_list(struct api_req *r);
+void e2b_ci_ctx_delete(struct api_req *r);
+void e2b_ci_ctx_restart(struct api_req *r);
+void e2b_ctx_clear(struct e2b_ctx *c);
+/* The kernel of a language: its interpreter, the flag that takes a program, the program
+ * (kernels.c); -1 for a language not served. */
+int e2b_kernel(const char *language, const char **cmd, const char **flag, const char **program);
+extern const struct api_route api_e2b_jupyter_routes[];
+extern const size_t api_e2b_jupyter_routes_n;
 void e2b_files_post(struct api_req *r);
 
 /* A path of the E2B API as a sandbox path: a relative one is under /home/user (heap). */

@@ -288,6 +288,7 @@ static bool e2b_is_rpc(const char *url)
 int e2b_envd_begin(struct api_req *r)
 {
 	struct api_router rt = {{api_e2b_envd_routes}, {api_e2b_envd_routes_n}, 1};
+	struct api_router ci = {{api_e2b_jupyter_routes}, {api_e2b_jupyter_routes_n}, 1};
 	_cleanup_free_ char *allow = NULL;
 	struct e2b_req *q;
 	char id[E2B_ID_MAX + 1];
@@ -304,14 +305,17 @@ int e2b_envd_begin(struct api_req *r)
 		e2b_unary_error(r, "invalid_argument", "bad E2b-Sandbox-Id or E2b-Sandbox-Port");
 		return 1;
 	}
-	if (port != E2B_ENVD_PORT) {
-		api_reply_json(r, 502,
-			       json_pack("{s:s,s:s}", "code", "unavailable", "message",
-					 "airlock serves envd (port 49983) only: ports of "
-					 "the sandbox are not proxied (docs/e2b.md)"));
+	if (port != E2B_ENVD_PORT && port != E2B_JUPYTER_PORT) {
+		api_reply_json(
+		    r, 502,
+		    json_pack("{s:s,s:s}", "code", "unavailable", "message",
+			      "airlock serves envd (port 49983) and the code interpreter "
+			      "(49999) only: other ports of the sandbox are not proxied "
+			      "(docs/e2b.md)"));
 		return 1;
 	}
-	m = api_router_match(&rt, r->method, r->url, &r->route, &r->params, &allow);
+	m = api_router_match(port == E2B_JUPYTER_PORT ? &ci : &rt, r->method, r->url, &r->route,
+			     &r->params, &allow);
 	if (m == API_MATCH_OK && (r->route->flags & API_ROUTE_NO_AUTH))
 		return 1;
 	q->team = e2b_authorize(r, id, m == API_MATCH_OK && (r->route->flags & API_ROUTE_SIGNED));

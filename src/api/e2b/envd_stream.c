@@ -30,6 +30,7 @@ struct e2b_stream {
 	char *out;
 	size_t out_len, out_off;
 	bool done;
+	bool ndjson; /* JSON lines instead of envelopes (the code interpreter's /execute) */
 	uint64_t last_ms;
 };
 
@@ -55,6 +56,11 @@ struct e2b_stream *e2b_stream_new(struct api_req *r, void *ctx, e2b_step_fn step
 	return s;
 }
 
+void e2b_stream_ndjson(struct e2b_stream *s)
+{
+	s->ndjson = true;
+}
+
 void e2b_stream_keepalive(struct e2b_stream *s, json_t *msg)
 {
 	json_decref(s->keepalive);
@@ -72,6 +78,14 @@ static void e2b_stream_put(struct e2b_stream *s, uint8_t flags, json_t *msg)
 		return;
 	if (s->out_off == s->out_len)
 		s->out_len = s->out_off = 0;
+	if (s->ndjson) {
+		s->out = xrealloc(s->out, s->out_len + len + 1);
+		memcpy(s->out + s->out_len, text, len);
+		s->out[s->out_len + len] = '\n';
+		s->out_len += len + 1;
+		s->last_ms = e2b_now_ms();
+		return;
+	}
 	e2b_connect_header(flags, (uint32_t)len, hdr);
 	s->out = xrealloc(s->out, s->out_len + sizeof(hdr) + len);
 	memcpy(s->out + s->out_len, hdr, sizeof(hdr));
@@ -89,9 +103,18 @@ void e2b_stream_msg(struct e2b_stream *s, json_t *msg)
 
 void e2b_stream_end(struct e2b_stream *s, const char *code, const char *msg)
 {
-	json_t *end =
-	    code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg ? msg : code)
-		 : json_object();
+	json_t *end;
+
+	if (s->ndjson) { /* an error line of the code interpreter's shape, if any */
+		if (code)
+			e2b_stream_put(s, 0,
+				       json_pack("{s:s,s:s,s:s,s:s}", "type", "error", "name", code,
+						 "value", msg ? msg : code, "traceback", ""));
+		s->done = true;
+		return;
+	}
+	end = code ? json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg ? msg : code)
+		   : json_object();
 
 	e2b_stream_put(s, E2B_CONNECT_FLAG_END, end);
 	s->done = true;
@@ -158,7 +181,9 @@ void e2b_stream_reply(struct api_req *r, struct e2b_stream *s)
 	if (s->done) { /* everything is known: one response with its length */
 		char *body = s->out ? s->out : xzalloc(1);
 
-		api_reply_raw(r, 200, "application/connect+json", body, s->out_len);
+		api_reply_raw(r, 200,
+			      s->ndjson ? "application/x-ndjson" : "application/connect+json", body,
+			      s->out_len);
 		s->out = NULL;
 		e2b_stream_free(s);
 		return;
@@ -168,6 +193,9 @@ void e2b_stream_reply(struct api_req *r, struct e2b_stream *s)
 	if (!resp)
 		al_oom();
 	api_reply_stream(r, resp);
-	MHD_del_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/connect+json");
+	if (!s->ndjson) {
+		MHD_del_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/x-ndjson");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+					"application/connect+json");
+	}
 }

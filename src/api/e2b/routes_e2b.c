@@ -40,6 +40,9 @@ static void e2b_sbx_free(struct e2b_sbx *s)
 		json_decref(s->procs[i].config);
 	}
 	free(s->procs);
+	for (size_t i = 0; i < s->n_ctxs; i++)
+		e2b_ctx_clear(&s->ctxs[i]);
+	free(s->ctxs);
 	json_decref(s->metadata);
 	json_decref(s->network);
 	free(s->id);
