@@ -181,8 +181,23 @@ await step("files.watchDir", async () => {
 });
 
 await step("pty", async () => {
-  const e = await rejects(sbx.pty.create({ cols: 80, rows: 24, onData: () => {} }), "pty.create");
-  check(/PTY/.test(String(e?.message)), `a clear message: ${e?.message}`);
+  let out = "";
+  const dec = new TextDecoder(), enc = new TextEncoder();
+  const waitFor = async (re) => {
+    for (let i = 0; i < 50 && !re.test(out); i++) await new Promise((r) => setTimeout(r, 100));
+    check(re.test(out), `${re} not in ${JSON.stringify(out)}`);
+  };
+  const h = await sbx.pty.create({ cols: 100, rows: 30, onData: (d) => { out += dec.decode(d); } });
+  check(h.pid > 0, "pid");
+  await sbx.pty.sendInput(h.pid, enc.encode("stty size; echo MARK$((6*7)); tty\n"));
+  await waitFor(/30 100\r\nMARK42\r\n\/dev\/pts\//);
+  await sbx.pty.resize(h.pid, { cols: 120, rows: 40 });
+  await sbx.pty.sendInput(h.pid, enc.encode("stty size\n"));
+  await waitFor(/40 120/);
+  check((await sbx.commands.list()).some((p) => p.pid === h.pid), "a PTY is listed");
+  eq(await sbx.pty.kill(h.pid), true, "pty.kill");
+  const e = await rejects(h.wait(), "a killed PTY");
+  check(e.exitCode !== 0, "exit code of a killed PTY");
 });
 
 await step("setTimeout+connect", async () => {

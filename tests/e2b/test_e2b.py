@@ -211,8 +211,9 @@ def test_stream_runs_a_command(daemon, sbx):
     (envelope(b"{\"a\":\"\\u0000\"}"), "invalid_argument", "not valid JSON"),
     (envelope(b"{\"a\":\"\xff\xfe\"}"), "invalid_argument", "not valid JSON"),
     (envelope({"process": {"cmd": ""}}), "invalid_argument", "must not be empty"),
-    (envelope({"process": {"cmd": "/bin/true"}, "pty": {"size": {"cols": 80, "rows": 24}}}),
-     "unimplemented", "PTY"),
+    (envelope({"process": {"cmd": "/bin/true"}, "pty": {"size": {"cols": 0, "rows": 24}}}),
+     "invalid_argument", "pty.size"),
+    (envelope({"process": {"cmd": "/bin/true"}, "pty": {}}), "invalid_argument", "pty.size"),
 ])
 def test_bad_stream_requests_end_with_a_connect_error(daemon, sbx, body, code, words):
     st, h, data = envd(daemon, sbx, START, body, STREAM)

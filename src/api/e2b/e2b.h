@@ -39,6 +39,8 @@ struct e2b_proc {
 	char *cmd_id;	/* the daemon's command */
 	char *tag;	/* or NULL */
 	json_t *config; /* ProcessConfig as started {cmd, args, envs, cwd} */
+	char *pty_file; /* a PTY's: the file naming its terminal (envd_pty.c), or NULL */
+	bool root;
 };
 
 /* A code interpreter context: a kernel (started at its first execution) and how many
@@ -166,6 +168,16 @@ void e2b_files_post(struct api_req *r);
 
 /* A path of the E2B API as a sandbox path: a relative one is under /home/user (heap). */
 char *e2b_path(const char *p);
+/* A PTY command (envd_pty.c): e (its cmd and args) becomes script(1) running them on a
+ * terminal of pty.size; out holds what e now points into. */
+struct dm_exec;
+struct e2b_pty_cmd {
+	char *file, *inner;
+	const char *argv[3];
+};
+int e2b_pty_wrap(json_t *pty, struct dm_exec *e, struct e2b_pty_cmd *out, struct al_error **err);
+void e2b_pty_cmd_free(struct e2b_pty_cmd *p);
+
 /* Runs argv in the sandbox (as root or the user) to its end, with at most max bytes of
  * output kept: 0 and *status (the exit code, or 128+signal), its stdout and stderr. */
 int e2b_run_wait(struct api_req *r, const char *sbx, bool root, const char *const *argv, size_t n,

@@ -5,7 +5,7 @@
  * Connect stream its output as start / data / end events (Connect replays it from the
  * start); SendInput, CloseStdin and SendSignal act on it. A command whose sandbox ends
  * ends its stream with an "unavailable" error, never a hang; one that ran past its
- * Connect-Timeout-Ms with "deadline_exceeded". PTYs are not served (unimplemented).
+ * Connect-Timeout-Ms with "deadline_exceeded". PTYs are made in envd_pty.c.
  */
 #include "api/e2b/e2b.h"
 #include "common/cleanup.h"
@@ -22,7 +22,8 @@
 
 /* --- the pid table -------------------------------------------------------------------- */
 
-static uint32_t e2b_proc_add(struct api_req *r, const char *cmd_id, const char *tag, json_t *config)
+static uint32_t e2b_proc_add(struct api_req *r, const char *cmd_id, const char *tag, json_t *config,
+			     const char *pty_file, bool root)
 {
 	struct e2b *e = r->api->e2b;
 	struct e2b_sbx *s;
@@ -34,16 +35,36 @@ static uint32_t e2b_proc_add(struct api_req *r, const char *cmd_id, const char *
 		if (s->n_procs >= E2B_MAX_PROCS) { /* the oldest goes */
 			free(s->procs[0].cmd_id);
 			free(s->procs[0].tag);
+			free(s->procs[0].pty_file);
 			json_decref(s->procs[0].config);
 			memmove(s->procs, s->procs + 1, --s->n_procs * sizeof(*s->procs));
 		}
 		s->procs = xrealloc(s->procs, (s->n_procs + 1) * sizeof(*s->procs));
 		pid = s->next_pid++;
-		s->procs[s->n_procs++] = (struct e2b_proc){
-		    pid, xstrdup(cmd_id), tag ? xstrdup(tag) : NULL, json_incref(config)};
+		s->procs[s->n_procs++] = (struct e2b_proc){pid,
+							   xstrdup(cmd_id),
+							   tag ? xstrdup(tag) : NULL,
+							   json_incref(config),
+							   pty_file ? xstrdup(pty_file) : NULL,
+							   root};
 	}
 	pthread_mutex_unlock(&e->mu);
 	return pid;
+}
+
+static bool e2b_proc_is_pty(struct api_req *r, uint32_t pid)
+{
+	struct e2b *e = r->api->e2b;
+	struct e2b_sbx *s;
+	bool pty = false;
+
+	pthread_mutex_lock(&e->mu);
+	s = e2b_find(e, r->team, e2b_envd_sbx(r));
+	for (size_t i = 0; s && i < s->n_procs; i++)
+		if (s->procs[i].pid == pid)
+			pty = s->procs[i].pty_file != NULL;
+	pthread_mutex_unlock(&e->mu);
+	return pty;
 }
 
 /* The daemon's command of a ProcessSelector {pid} or {tag} (heap), or NULL with an
@@ -87,6 +108,7 @@ struct e2b_run {
 	struct dm_logs *logs;
 	uint32_t pid;
 	bool started;
+	bool pty; /* its output is a terminal's: data.pty */
 	char buf[E2B_OUT_CHUNK];
 };
 
@@ -166,9 +188,11 @@ static int e2b_run_step(struct e2b_stream *s, void *ctx, uint64_t timeout_ms)
 	if (r == 1) {
 		_cleanup_free_ char *b64 = e2b_b64((unsigned char *)x->buf, len);
 
-		e2b_stream_msg(
-		    s,
-		    e2b_event("data", json_pack("{s:s}", stream == 2 ? "stderr" : "stdout", b64)));
+		e2b_stream_msg(s, e2b_event("data", json_pack("{s:s}",
+							      stream == 2 ? "stderr"
+							      : x->pty	  ? "pty"
+									  : "stdout",
+							      b64)));
 	} else if (r == 0) {
 		e2b_run_finish(s, x);
 	} else {
@@ -177,7 +201,7 @@ static int e2b_run_step(struct e2b_stream *s, void *ctx, uint64_t timeout_ms)
 	return 0;
 }
 
-static void e2b_run_stream(struct api_req *r, const char *cmd, uint32_t pid)
+static void e2b_run_stream(struct api_req *r, const char *cmd, uint32_t pid, bool pty)
 {
 	struct al_error *err = NULL;
 	struct e2b_run *x = xzalloc(sizeof(*x));
@@ -188,6 +212,7 @@ static void e2b_run_stream(struct api_req *r, const char *cmd, uint32_t pid)
 	x->sbx = xstrdup(e2b_envd_sbx(r));
 	x->cmd = xstrdup(cmd);
 	x->pid = pid;
+	x->pty = pty;
 	s = e2b_stream_new(r, x, e2b_run_step, e2b_run_free);
 	e2b_stream_keepalive(s, json_pack("{s:{s:{}}}", "event", "keepalive"));
 	if (dm_logs_open(r->api->d, r->team, x->sbx, cmd, &x->logs, &err) < 0) {
@@ -244,8 +269,6 @@ static int e2b_start_parse(struct api_req *r, json_t *msg, struct dm_exec *e, ch
 
 	if (!json_is_object(proc))
 		return api_bad(err, "process is required");
-	if (json_object_get(msg, "pty") && !json_is_null(json_object_get(msg, "pty")))
-		return al_error_msg(err, ENOSYS, "PTY sessions are not supported by airlock yet");
 	if (e2b_user(r, NULL, &root) < 0)
 		return api_bad(err, "unknown user: 'user' and 'root' are the sandbox's users");
 	if (api_json_string(proc, "cmd", true, &e->cmd, err) < 0 ||
@@ -268,25 +291,21 @@ static int e2b_start_parse(struct api_req *r, json_t *msg, struct dm_exec *e, ch
 
 void e2b_proc_start(struct api_req *r)
 {
-	_cleanup_json_ json_t *msg = e2b_request_msg(r, true);
+	_cleanup_json_ json_t *msg = e2b_request_msg(r, true), *config = NULL;
 	_cleanup_free_ char *id = NULL;
 	_cleanup_free_ const char **args = NULL;
+	struct e2b_pty_cmd pc = {0};
 	struct al_error *err = NULL;
 	struct dm_exec e = {0};
 	char **env = NULL;
 	size_t n_env = 0;
-	json_t *proc, *config;
+	json_t *proc, *pty;
 	uint32_t pid;
 
 	if (!msg)
 		return;
-	if (e2b_start_parse(r, msg, &e, &env, &n_env, &args, &err) < 0 ||
-	    dm_cmd_start(r->api->d, r->team, e2b_envd_sbx(r), &e, &id, &err) < 0) {
-		e2b_stream_fail(
-		    r, err->code == ENOSYS ? "unimplemented" : e2b_code_of_errno(err->code),
-		    err->msg);
-		goto out;
-	}
+	if (e2b_start_parse(r, msg, &e, &env, &n_env, &args, &err) < 0)
+		goto fail;
 	proc = json_object_get(msg, "process");
 	config = json_pack(
 	    "{s:s,s:O,s:O}", "cmd", e.cmd, "args",
@@ -294,10 +313,18 @@ void e2b_proc_start(struct api_req *r)
 	    json_object_get(proc, "envs") ? json_object_get(proc, "envs") : json_object());
 	if (e.cwd)
 		json_object_set_new(config, "cwd", json_string(e.cwd));
-	pid = e2b_proc_add(r, id, json_string_value(json_object_get(msg, "tag")), config);
-	json_decref(config);
-	e2b_run_stream(r, id, pid);
+	pty = json_object_get(msg, "pty");
+	if ((pty && !json_is_null(pty) && e2b_pty_wrap(pty, &e, &pc, &err) < 0) ||
+	    dm_cmd_start(r->api->d, r->team, e2b_envd_sbx(r), &e, &id, &err) < 0)
+		goto fail;
+	pid = e2b_proc_add(r, id, json_string_value(json_object_get(msg, "tag")), config, pc.file,
+			   e.sudo);
+	e2b_run_stream(r, id, pid, pc.file != NULL);
+	goto out;
+fail:
+	e2b_stream_fail(r, e2b_code_of_errno(err->code), err->msg);
 out:
+	e2b_pty_cmd_free(&pc);
 	api_strv_free(env, n_env);
 	al_error_free(err);
 }
@@ -316,7 +343,7 @@ void e2b_proc_connect(struct api_req *r)
 		r->resp = NULL;
 		return e2b_stream_fail(r, "not_found", "no such process");
 	}
-	e2b_run_stream(r, cmd, pid);
+	e2b_run_stream(r, cmd, pid, e2b_proc_is_pty(r, pid));
 }
 
 void e2b_proc_list(struct api_req *r)
@@ -363,11 +390,10 @@ void e2b_proc_input(struct api_req *r)
 	if (!msg || !(cmd = e2b_proc_find(r, msg, NULL)))
 		return;
 	in = json_object_get(msg, "input");
-	if (json_object_get(in, "pty"))
-		return e2b_unary_error(r, "unimplemented", "PTY input: PTYs are not supported");
-	b64 = json_string_value(json_object_get(in, "stdin"));
+	b64 = json_string_value(json_object_get(in, json_object_get(in, "pty") ? "pty" : "stdin"));
 	if (!b64 || e2b_unb64(b64, &data, &n) < 0)
-		return e2b_unary_error(r, "invalid_argument", "input.stdin must be base64 bytes");
+		return e2b_unary_error(r, "invalid_argument",
+				       "input.stdin or input.pty must be base64 bytes");
 	if (dm_cmd_write_stdin(r->api->d, r->team, e2b_envd_sbx(r), cmd, data, n, false, &err) <
 	    0) {
 		e2b_unary_al_error(r, err);
@@ -420,15 +446,6 @@ void e2b_proc_signal(struct api_req *r)
 		return;
 	}
 	e2b_unary_ok(r, json_object());
-}
-
-void e2b_proc_update(struct api_req *r)
-{
-	_cleanup_json_ json_t *msg = e2b_request_msg(r, false);
-
-	if (msg)
-		e2b_unary_error(r, "unimplemented",
-				"PTY resize: PTYs are not supported by airlock yet");
 }
 
 /* --- a helper command, run to its end ---------------------------------------------------- */

@@ -37,6 +37,7 @@ static void e2b_sbx_free(struct e2b_sbx *s)
 	for (size_t i = 0; i < s->n_procs; i++) {
 		free(s->procs[i].cmd_id);
 		free(s->procs[i].tag);
+		free(s->procs[i].pty_file);
 		json_decref(s->procs[i].config);
 	}
 	free(s->procs);
