@@ -129,12 +129,14 @@ await step("files", async () => {
   await sbx.files.write("/tmp/f/s.txt", rs);
   const stream = await sbx.files.read("/tmp/f/s.txt", { format: "stream" });
   eq(await new Response(stream).text(), "streamed", "stream round trip");
+  await sbx.files.write("/tmp/f/gz.txt", "gzipped ".repeat(100), { gzip: true });
+  eq(await sbx.files.read("/tmp/f/gz.txt", { gzip: true }), "gzipped ".repeat(100), "gzip write");
   const many = await sbx.files.write([{ path: "/tmp/f/m1", data: "1" }, { path: "/tmp/f/m2", data: "22" }]);
   eq(many.map((w) => w.path), ["/tmp/f/m1", "/tmp/f/m2"], "multi write");
   const rel = await sbx.files.write("rel.txt", "home");
   eq(rel.path, "/home/user/rel.txt", "relative to /home/user");
   const names = (await sbx.files.list("/tmp/f")).map((e) => e.name).sort();
-  eq(names, ["a.txt", "b.bin", "m1", "m2", "s.txt"], "list");
+  eq(names, ["a.txt", "b.bin", "gz.txt", "m1", "m2", "s.txt"], "list");
   eq(await sbx.files.makeDir("/tmp/f/d/e"), true, "makeDir");
   eq(await sbx.files.makeDir("/tmp/f/d/e"), false, "makeDir again");
   const deep = (await sbx.files.list("/tmp/f", { depth: 2 })).map((e) => e.path);

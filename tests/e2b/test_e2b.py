@@ -23,6 +23,7 @@ import struct
 import subprocess
 import tempfile
 import time
+import zlib
 
 import pytest
 
@@ -327,6 +328,21 @@ def test_multipart_upload_bad_input(daemon, sbx):
         st, _, data = envd(daemon, sbx, "/files", bad, ct)
         assert st == 400 and json.loads(data)["message"], (bad, data)
     st, _, _ = envd(daemon, sbx, "/files?path=/tmp/x", b"x", "text/plain")
+    assert st == 415
+    import gzip
+    st, _, _ = envd(daemon, sbx, "/files?path=/tmp/z", gzip.compress(b"zz"),
+                    "application/octet-stream", extra={"Content-Encoding": "gzip"})
+    assert st == 200 and envd(daemon, sbx, "/files?path=/tmp/z", method="GET")[2] == b"zz"
+    z, mib = zlib.compressobj(1, zlib.DEFLATED, 31), b"\0" * (1 << 20)
+    bomb = b"".join(z.compress(mib) for _ in range(300)) + z.flush()  # 300 MiB > the limit
+    st, _, data = envd(daemon, sbx, "/files?path=/tmp/b", bomb, "application/octet-stream",
+                       extra={"Content-Encoding": "gzip"})
+    assert st == 400 and b"limit" in data, data
+    st, _, _ = envd(daemon, sbx, "/files?path=/tmp/z", b"not gzip", "application/octet-stream",
+                    extra={"Content-Encoding": "gzip"})
+    assert st == 400
+    st, _, _ = envd(daemon, sbx, "/files?path=/tmp/z", b"x", "application/octet-stream",
+                    extra={"Content-Encoding": "br"})
     assert st == 415
     st, _, _ = envd(daemon, sbx, "/files?path=/etc/x", b"x", "application/octet-stream")
     assert st == 403

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <zlib.h>
 
 #define E2B_MAX_PARTS 64
 
@@ -159,6 +160,46 @@ static json_t *e2b_written(const char *path)
 			 path);
 }
 
+/* A gzip body (Content-Encoding: gzip) inflated, at most max bytes (heap); NULL with a
+ * reason. */
+static char *e2b_gunzip(const char *in, size_t len, size_t max, size_t *out_len, const char **why)
+{
+	z_stream z = {0};
+	size_t cap = len * 4 + 4096 < max ? len * 4 + 4096 : max + 1;
+	char *out = xzalloc(cap + 1);
+	int rc;
+
+	if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+		free(out);
+		return *why = "gzip: cannot start", NULL;
+	}
+	z.next_in = (Bytef *)in;
+	z.avail_in = (uInt)len;
+	do {
+		if (z.total_out == cap) {
+			if (cap > max) {
+				rc = Z_MEM_ERROR;
+				break;
+			}
+			cap = cap * 2 < max + 1 ? cap * 2 : max + 1;
+			out = xrealloc(out, cap + 1);
+		}
+		z.next_out = (Bytef *)out + z.total_out;
+		z.avail_out = (uInt)(cap - z.total_out);
+		rc = inflate(&z, Z_NO_FLUSH);
+	} while (rc == Z_OK);
+	*out_len = z.total_out;
+	inflateEnd(&z);
+	if (rc != Z_STREAM_END || z.avail_in != 0 || *out_len > max) {
+		free(out);
+		*why = rc == Z_MEM_ERROR || *out_len > max
+			   ? "gzip: the upload inflates past the limit"
+			   : "gzip: not one complete gzip stream";
+		return NULL;
+	}
+	return out;
+}
+
 struct e2b_part {
 	char *name; /* the part's filename (heap), or NULL */
 	const char *data;
@@ -246,7 +287,7 @@ void e2b_files_post(struct api_req *r)
 	const char *enc =
 	    MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_ENCODING);
 	const char *qpath = api_query(r, "path"), *why = NULL;
-	_cleanup_free_ char *delim = NULL;
+	_cleanup_free_ char *delim = NULL, *plain = NULL;
 	struct e2b_part parts[E2B_MAX_PARTS];
 	struct al_error *err = NULL;
 	size_t n = 0;
@@ -258,14 +299,26 @@ void e2b_files_post(struct api_req *r)
 	if (e2b_user(r, api_query(r, "username"), &root) < 0)
 		return e2b_http_error(r, 400,
 				      "unknown user: 'user' and 'root' are the sandbox's users");
-	if (enc && strcasecmp(enc, "identity") != 0)
-		return e2b_http_error(r, 415, "compressed uploads (gzip) are not supported");
+	if (enc && strcasecmp(enc, "identity") != 0 && strcasecmp(enc, "gzip") != 0)
+		return e2b_http_error(r, 415, "Content-Encoding: gzip and identity are served");
 	if (ct && strncasecmp(ct, "application/octet-stream", 24) == 0) {
+		size_t len = r->body_len;
+
 		if (!qpath || !qpath[0])
 			return e2b_http_error(r, 400,
 					      "an octet-stream upload needs the path parameter");
-		parts[0] = (struct e2b_part){xstrdup(qpath), r->body ? r->body : "", r->body_len};
+		if (enc && strcasecmp(enc, "gzip") == 0 &&
+		    !(plain = e2b_gunzip(r->body ? r->body : "", r->body_len, r->api->max_upload,
+					 &len, &why)))
+			return e2b_http_error(r, 400, why);
+		parts[0] = (struct e2b_part){xstrdup(qpath),
+					     plain     ? plain
+					     : r->body ? r->body
+						       : "",
+					     len};
 		n = 1;
+	} else if (enc && strcasecmp(enc, "gzip") == 0) {
+		return e2b_http_error(r, 415, "gzip is served for octet-stream uploads");
 	} else if (!(delim = e2b_boundary(ct)) || strncasecmp(ct, "multipart/form-data", 19) != 0) {
 		return e2b_http_error(r, 415,
 				      "POST /files takes multipart/form-data or "
