@@ -174,9 +174,28 @@ static void e2b_stream_free(void *cls)
 	free(s);
 }
 
+static int e2b_stream_hold_step(void *cls, uint64_t timeout_ms)
+{
+	struct e2b_stream *s = cls;
+
+	return s->step(s, s->ctx, timeout_ms);
+}
+
+static bool e2b_stream_hold_ended(void *cls, size_t *pending)
+{
+	struct e2b_stream *s = cls;
+
+	*pending = s->out_len - s->out_off;
+	return s->done;
+}
+
 void e2b_stream_reply(struct api_req *r, struct e2b_stream *s)
 {
 	struct MHD_Response *resp;
+
+	/* A stream that ends within API_HOLD_MS goes out in one piece (api_hold). */
+	if (!s->done && s->step)
+		api_hold(s->api, s, e2b_stream_hold_step, e2b_stream_hold_ended);
 
 	if (s->done) { /* everything is known: one response with its length */
 		char *body = s->out ? s->out : xzalloc(1);
