@@ -5,7 +5,7 @@
 //   E2B_API_KEY=TOKEN AIRLOCK_TOKEN=TOKEN node flow.mjs [STEP...]
 //
 // Each step prints "ok STEP" or "FAIL STEP: reason"; the last line is "N passed, N failed".
-import { Sandbox, CommandExitError, NotFoundError, FileType } from "e2b";
+import { Sandbox, CommandExitError, NotFoundError, FileType, TimeoutError } from "e2b";
 import { Sandbox as Sandbox250 } from "e2b-250";
 import { Sandbox as CodeSandbox } from "@e2b/code-interpreter";
 
@@ -94,6 +94,9 @@ await step("commands.kill", async () => {
   check(e instanceof CommandExitError, `CommandExitError, got ${e}`);
   check(e.exitCode !== 0, "killed exit code 0");
   eq(await sbx.commands.kill(999999), false, "kill of an unknown pid");
+  const t0 = Date.now();
+  const te = await rejects(sbx.commands.run("sleep 5", { timeoutMs: 500 }), "timeoutMs");
+  check(te instanceof TimeoutError && Date.now() - t0 < 4000, `TimeoutError, got ${te}`);
 });
 
 await step("commands.sendStdin+closeStdin", async () => {
