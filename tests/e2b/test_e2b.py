@@ -197,6 +197,18 @@ def test_stream_runs_a_command(daemon, sbx):
     assert msgs[-1] == (2, {})
 
 
+def test_pty_runs_the_argv_it_was_given(daemon, sbx):
+    args = ["it's", "$HOME", "a;b", "`id`"]
+    st, _, data = envd(daemon, sbx, START, envelope(
+        {"process": {"cmd": "/bin/echo", "args": args}, "pty": {"size": {"cols": 80, "rows": 5}}}),
+        STREAM)
+    msgs = envelopes(data)
+    out = b"".join(base64.b64decode(m["event"]["data"]["pty"]) for f, m in msgs
+                   if f == 0 and "data" in m.get("event", {}))
+    assert st == 200 and out == " ".join(args).encode() + b"\r\n", msgs
+    assert msgs[-2][1]["event"]["end"]["exitCode"] == 0
+
+
 @pytest.mark.parametrize("body,code,words", [
     (b"", "invalid_argument", "envelope is required"),
     (b"\x00\x00", "invalid_argument", "truncated envelope header"),
