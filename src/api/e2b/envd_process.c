@@ -299,7 +299,7 @@ void e2b_proc_start(struct api_req *r)
 	struct dm_exec e = {0};
 	char **env = NULL;
 	size_t n_env = 0;
-	json_t *proc, *pty;
+	json_t *proc, *pty, *a, *v;
 	uint32_t pid;
 
 	if (!msg)
@@ -307,10 +307,10 @@ void e2b_proc_start(struct api_req *r)
 	if (e2b_start_parse(r, msg, &e, &env, &n_env, &args, &err) < 0)
 		goto fail;
 	proc = json_object_get(msg, "process");
-	config = json_pack(
-	    "{s:s,s:O,s:O}", "cmd", e.cmd, "args",
-	    json_object_get(proc, "args") ? json_object_get(proc, "args") : json_array(), "envs",
-	    json_object_get(proc, "envs") ? json_object_get(proc, "envs") : json_object());
+	a = json_object_get(proc, "args");
+	v = json_object_get(proc, "envs");
+	config = json_pack("{s:s,s:o,s:o}", "cmd", e.cmd, "args", a ? json_incref(a) : json_array(),
+			   "envs", v ? json_incref(v) : json_object());
 	if (e.cwd)
 		json_object_set_new(config, "cwd", json_string(e.cwd));
 	pty = json_object_get(msg, "pty");

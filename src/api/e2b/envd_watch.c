@@ -325,8 +325,8 @@ void e2b_fs_watcher_events(struct api_req *r)
 	x = e->watchers[i];
 	while (e2b_watch_read(x->w, 0, e2b_watch_emit_list, x->pending) == 1)
 		;
-	e2b_unary_ok(r, json_pack("{s:O}", "events", x->pending));
-	json_array_clear(x->pending);
+	e2b_unary_ok(r, json_pack("{s:o}", "events", x->pending)); /* handed out */
+	x->pending = json_array();
 	pthread_mutex_unlock(&e->mu);
 }
 
