@@ -436,6 +436,17 @@ def test_create_refuses_what_it_cannot_serve(daemon, body, words):
     assert st == 400 and words in j["message"], j
 
 
+def test_list_filters(daemon, sbx):
+    st, h, lst = api(daemon, "GET", "/v2/sandboxes?state=running")
+    assert st == 200 and sbx[0] in [s["sandboxID"] for s in lst]
+    assert all(s["state"] == "running" and s["envdVersion"] == "0.5.7" for s in lst)
+    assert api(daemon, "GET", "/v2/sandboxes?state=paused")[2] == []  # nothing is ever paused
+    assert api(daemon, "GET", "/v2/sandboxes?template=code-interpreter-v1")[2] == []
+    assert sbx[0] in [s["sandboxID"] for s in api(daemon, "GET", "/v2/sandboxes?template=base")[2]]
+    assert api(daemon, "GET", "/v2/sandboxes?limit=1000")[0] == 400
+    assert api(daemon, "GET", "/v2/sandboxes", team="B")[2] == []  # another team sees none
+
+
 def test_network_update_maps_onto_the_policy(daemon, sbx):
     st, _, _ = api(daemon, "PUT", f"/sandboxes/{sbx[0]}/network",
                    {"allowOut": ["pypi.org", "1.2.3.4"], "denyOut": ["0.0.0.0/0"]})
