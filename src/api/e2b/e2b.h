@@ -90,7 +90,11 @@ struct e2b_sbx *e2b_find(struct e2b *e, const char *team, const char *id);
 /* E2B's network options (and allow_internet_access) as an airlock policy (a new
  * reference). */
 int e2b_policy_of(json_t *net, bool internet, json_t **out, struct al_error **err);
-json_t *e2b_metrics_of(json_t *a, json_t *b, uint64_t dt_ms, unsigned cpus);
+/* PUT /sandboxes/{id}/network, GET /sandboxes/{id}/metrics. */
+void e2b_network(struct api_req *r);
+void e2b_metrics(struct api_req *r);
+/* A control-plane error {code, message} of err's errno (ended sandboxes are 404). */
+void e2b_reply_err(struct api_req *r, const struct al_error *err);
 /* The control plane's routes. */
 extern const struct api_route api_e2b_routes[];
 extern const size_t api_e2b_routes_n;

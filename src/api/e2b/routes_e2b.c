@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #define E2B_LIST_MAX 100
-#define E2B_METRICS_SAMPLE_MS 100 /* the CPU share is measured over this */
 
 /* --- the table ------------------------------------------------------------------------ */
 
@@ -95,7 +94,7 @@ static void e2b_reply_code(struct api_req *r, unsigned status, const char *msg)
 	api_reply_json(r, status, json_pack("{s:i,s:s}", "code", (int)status, "message", msg));
 }
 
-static void e2b_reply_err(struct api_req *r, const struct al_error *err)
+void e2b_reply_err(struct api_req *r, const struct al_error *err)
 {
 	const char *name;
 	unsigned status = api_status_of_errno(err ? err->code : EIO, &name);
@@ -541,62 +540,6 @@ static void e2b_list(struct api_req *r)
 }
 
 /* --- network, metrics, what is not served --------------------------------------------- */
-
-static void e2b_network(struct api_req *r)
-{
-	static const char *const fields[] = {
-	    "allowOut", "denyOut", "rules", "allow_internet_access", "egressProxy", NULL};
-	const char *id = api_param(r, "id");
-	_cleanup_json_ json_t *body = NULL, *policy = NULL;
-	struct e2b *e = r->api->e2b;
-	struct al_error *err = NULL;
-	json_t *ai;
-	struct e2b_sbx *s;
-
-	if (api_body_object(r, &body, &err) < 0 ||
-	    api_json_fields(body, "the body", fields, &err) < 0)
-		goto fail;
-	ai = json_object_get(body, "allow_internet_access");
-	if (ai && !json_is_boolean(ai)) {
-		api_bad(&err, "allow_internet_access must be a boolean");
-		goto fail;
-	}
-	json_object_del(body, "allow_internet_access");
-	if (e2b_policy_of(body, !json_is_false(ai), &policy, &err) < 0 ||
-	    dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0)
-		goto fail;
-	pthread_mutex_lock(&e->mu);
-	s = e2b_find(e, r->team, id);
-	if (s) {
-		json_decref(s->network);
-		s->network = json_incref(body);
-		s->internet = ai ? json_is_true(ai) : s->internet;
-	}
-	pthread_mutex_unlock(&e->mu);
-	api_reply_raw(r, 204, "application/json", NULL, 0);
-	return;
-fail:
-	e2b_reply_err(r, err);
-	al_error_free(err);
-}
-
-static void e2b_metrics(struct api_req *r)
-{
-	_cleanup_json_ json_t *a = NULL, *b = NULL;
-	struct al_error *err = NULL;
-	const char *id = api_param(r, "id");
-	long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-	if (dm_sandbox_usage(r->api->d, r->team, id, &a, &err) < 0 ||
-	    (usleep(E2B_METRICS_SAMPLE_MS * 1000),
-	     dm_sandbox_usage(r->api->d, r->team, id, &b, &err) < 0)) {
-		e2b_reply_err(r, err);
-		al_error_free(err);
-		return;
-	}
-	api_reply_json(r, 200,
-		       e2b_metrics_of(a, b, E2B_METRICS_SAMPLE_MS, n > 0 ? (unsigned)n : 1));
-}
 
 /* Pause, resume, fork and snapshots: airlock has no snapshot machinery (yet). */
 static void e2b_unserved(struct api_req *r)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * E2B's network options mapped onto airlock's policy (docs/e2b.md, "Network"), and the
- * metrics view. E2B filters names only on ports 80/443 and lets allow beat deny; airlock
- * keeps its own, stricter semantics: a policy is an allow list judged on every port.
+ * E2B's network options mapped onto airlock's policy (docs/e2b.md, "Network"), their route
+ * (PUT /sandboxes/{id}/network), and the metrics route and view. E2B filters names only on ports
+ * 80/443 and lets allow beat deny; airlock keeps its own, stricter semantics: a policy is an allow
+ * list judged on every port.
  *
  *   nothing restricts (allow_internet_access unset or true, no denyOut)  -> "allow-all"
  *     (allowOut alone restricts nothing in E2B either)
@@ -17,11 +18,15 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
+#include "daemon/daemon.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define E2B_METRICS_SAMPLE_MS 100 /* the CPU share is measured over this */
 
 static bool e2b_is_addr(const char *s)
 {
@@ -145,7 +150,7 @@ int e2b_policy_of(json_t *net, bool internet, json_t **out, struct al_error **er
 }
 
 /* [SandboxMetric] from two usage samples dt_ms apart. */
-json_t *e2b_metrics_of(json_t *a, json_t *b, uint64_t dt_ms, unsigned cpus)
+static json_t *e2b_metrics_of(json_t *a, json_t *b, uint64_t dt_ms, unsigned cpus)
 {
 	json_int_t cpu0 = json_integer_value(json_object_get(a, "cpu_usec"));
 	json_int_t cpu1 = json_integer_value(json_object_get(b, "cpu_usec"));
@@ -166,4 +171,62 @@ json_t *e2b_metrics_of(json_t *a, json_t *b, uint64_t dt_ms, unsigned cpus)
 			 "memTotal", max, "memCache", json_object_get(b, "memory_cache"),
 			 "diskUsed", json_object_get(b, "disk_used"), "diskTotal",
 			 json_object_get(b, "disk_total"));
+}
+
+/* --- the handlers ------------------------------------------------------------------------ */
+
+void e2b_network(struct api_req *r)
+{
+	static const char *const fields[] = {
+	    "allowOut", "denyOut", "rules", "allow_internet_access", "egressProxy", NULL};
+	const char *id = api_param(r, "id");
+	_cleanup_json_ json_t *body = NULL, *policy = NULL;
+	struct e2b *e = r->api->e2b;
+	struct al_error *err = NULL;
+	json_t *ai;
+	struct e2b_sbx *s;
+
+	if (api_body_object(r, &body, &err) < 0 ||
+	    api_json_fields(body, "the body", fields, &err) < 0)
+		goto fail;
+	ai = json_object_get(body, "allow_internet_access");
+	if (ai && !json_is_boolean(ai)) {
+		api_bad(&err, "allow_internet_access must be a boolean");
+		goto fail;
+	}
+	json_object_del(body, "allow_internet_access");
+	if (e2b_policy_of(body, !json_is_false(ai), &policy, &err) < 0 ||
+	    dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0)
+		goto fail;
+	pthread_mutex_lock(&e->mu);
+	s = e2b_find(e, r->team, id);
+	if (s) {
+		json_decref(s->network);
+		s->network = json_incref(body);
+		s->internet = ai ? json_is_true(ai) : s->internet;
+	}
+	pthread_mutex_unlock(&e->mu);
+	api_reply_raw(r, 204, "application/json", NULL, 0);
+	return;
+fail:
+	e2b_reply_err(r, err);
+	al_error_free(err);
+}
+
+void e2b_metrics(struct api_req *r)
+{
+	_cleanup_json_ json_t *a = NULL, *b = NULL;
+	struct al_error *err = NULL;
+	const char *id = api_param(r, "id");
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (dm_sandbox_usage(r->api->d, r->team, id, &a, &err) < 0 ||
+	    (usleep(E2B_METRICS_SAMPLE_MS * 1000),
+	     dm_sandbox_usage(r->api->d, r->team, id, &b, &err) < 0)) {
+		e2b_reply_err(r, err);
+		al_error_free(err);
+		return;
+	}
+	api_reply_json(r, 200,
+		       e2b_metrics_of(a, b, E2B_METRICS_SAMPLE_MS, n > 0 ? (unsigned)n : 1));
 }
