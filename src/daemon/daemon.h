@@ -104,8 +104,8 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 int dm_sandbox_egress_read(struct daemon *d, const char *team, const char *id, uint64_t off,
 			   char *buf, size_t max, size_t *got, struct al_error **err);
 
-/* A running sandbox's usage from its cgroup and its /tmp: {cpu_usec, memory_bytes,
- * memory_max (0: none), memory_cache, disk_used, disk_total} (usage.c). */
+/* A running sandbox's usage from its cgroup, its spec and its /tmp: {cpu_usec,
+ * memory_bytes, memory_max (its limit; 0: none), disk_used, disk_total} (usage.c). */
 int dm_sandbox_usage(struct daemon *d, const char *team, const char *id, json_t **out,
 		     struct al_error **err);
 

@@ -347,8 +347,8 @@ int dm_sandbox_usage(struct daemon *d, const char *team, const char *id, json_t 
 	pthread_mutex_unlock(&d->mu);
 	if (!s)
 		return -ENOENT;
-	*out = json_pack("{s:i,s:i,s:i,s:i,s:i,s:i}", "cpu_usec", 0, "memory_bytes", 1 << 20,
-			 "memory_max", 0, "memory_cache", 0, "disk_used", 0, "disk_total", 1 << 30);
+	*out = json_pack("{s:i,s:i,s:i,s:i,s:i}", "cpu_usec", 0, "memory_bytes", 1 << 20,
+			 "memory_max", 0, "disk_used", 0, "disk_total", 1 << 30);
 	return 0;
 }
 

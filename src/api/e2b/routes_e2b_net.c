@@ -160,17 +160,21 @@ static json_t *e2b_metrics_of(json_t *a, json_t *b, uint64_t dt_ms, unsigned cpu
 	struct tm tm;
 	char ts[32];
 	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	json_t *out;
 
 	gmtime_r(&now, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	if (max <= 0)
 		max = pages > 0 && psz > 0 ? (json_int_t)pages * psz : 0;
-	return json_pack("[{s:s,s:I,s:i,s:f,s:O,s:I,s:O,s:O,s:O}]", "timestamp", ts,
-			 "timestampUnix", (json_int_t)now, "cpuCount", (int)cpus, "cpuUsedPct",
-			 pct < 0 ? 0.0 : pct, "memUsed", json_object_get(b, "memory_bytes"),
-			 "memTotal", max, "memCache", json_object_get(b, "memory_cache"),
-			 "diskUsed", json_object_get(b, "disk_used"), "diskTotal",
-			 json_object_get(b, "disk_total"));
+	out =
+	    json_pack("[{s:s,s:I,s:i,s:f,s:I,s:I,s:I,s:I}]", "timestamp", ts, "timestampUnix",
+		      (json_int_t)now, "cpuCount", (int)cpus, "cpuUsedPct", pct < 0 ? 0.0 : pct,
+		      "memUsed", json_integer_value(json_object_get(b, "memory_bytes")), "memTotal",
+		      max, "diskUsed", json_integer_value(json_object_get(b, "disk_used")),
+		      "diskTotal", json_integer_value(json_object_get(b, "disk_total")));
+	if (!out)
+		al_oom();
+	return out;
 }
 
 /* --- the handlers ------------------------------------------------------------------------ */
