@@ -480,6 +480,9 @@ def test_code_interpreter_raw(daemon, sbx):
     assert lines == [{"type": "stdout", "text": "1\n"},
                      {"type": "result", "text": "2", "is_main_result": True},
                      {"type": "number_of_executions", "execution_count": 1}]
+    for i in range(20):  # the context is free again as soon as an answer has ended
+        st, _, data = ci(daemon, sbx, "POST", "/execute", b'{"code":"n = %d\\nn"}' % i)
+        assert st == 200 and json.loads(data.splitlines()[0])["text"] == str(i), data
     assert ci(daemon, sbx, "POST", "/execute", b'{"code":"1"}', token=False)[0] == 401
     assert ci(daemon, sbx, "POST", "/execute", b'{"code":"1"}', token="bad")[0] == 401
     assert ci(daemon, sbx, "POST", "/execute", b'{"nope":1}')[0] == 400

@@ -178,7 +178,7 @@ struct ci_run {
 	struct dm_logs *logs;
 	uint64_t skip; /* stdout bytes of earlier executions */
 	uint64_t seen; /* stdout bytes read */
-	bool done;
+	bool done, released;
 	char *line;
 	size_t line_len;
 	char err[512];
@@ -186,14 +186,18 @@ struct ci_run {
 	char buf[16384];
 };
 
-/* Lets go of the context: what this execution consumed, or, cut short, its kernel. */
-static void ci_run_free(void *p)
+/* Lets go of the context (once): what this execution consumed or, cut short, its kernel.
+ * Done as soon as the end marker is read, before the answer's last bytes go out: the
+ * client may send the context's next execution the moment it has them. */
+static void ci_release(struct ci_run *x)
 {
-	struct ci_run *x = p;
 	struct e2b *e = x->api->e2b;
 	struct e2b_ctx *c;
 	char *kill_cmd = NULL;
 
+	if (x->released)
+		return;
+	x->released = true;
 	pthread_mutex_lock(&e->mu);
 	c = ci_find(e2b_find(e, x->team, x->sbx), x->ctx_id);
 	if (c) {
@@ -210,6 +214,13 @@ static void ci_run_free(void *p)
 	if (kill_cmd)
 		dm_cmd_kill(x->api->d, x->team, x->sbx, kill_cmd, SIGKILL, NULL);
 	free(kill_cmd);
+}
+
+static void ci_run_free(void *p)
+{
+	struct ci_run *x = p;
+
+	ci_release(x);
 	dm_logs_close(x->logs);
 	free(x->line);
 	free(x->team);
@@ -231,6 +242,7 @@ static void ci_line(struct e2b_stream *s, struct ci_run *x)
 	if (strcmp(type, "__done__") == 0) {
 		json_decref(j);
 		x->done = true;
+		ci_release(x);
 		return e2b_stream_end(s, NULL, NULL);
 	}
 	e2b_stream_msg(s, j);
