@@ -388,6 +388,17 @@ def test_a_stream_whose_sandbox_dies_ends_with_an_error(daemon):
     assert err["code"] == "unavailable" and "sandbox ended" in err["message"], err
 
 
+def test_a_silent_stream_carries_keepalives(daemon, sbx):
+    sid, tok = sbx
+    st, _, data = req(daemon, "POST", START, envelope(
+        {"process": {"cmd": "sleep", "args": ["2.5"]}, "stdin": False}),
+        {"E2b-Sandbox-Id": sid, "X-Access-Token": tok, "Content-Type": STREAM,
+         "Keepalive-Ping-Interval": "1"})
+    events = [m.get("event", {}) for f, m in envelopes(data) if f == 0]
+    assert st == 200 and sum("keepalive" in e for e in events) >= 2, events
+    assert "start" in events[0] and events[-1]["end"]["exitCode"] == 0
+
+
 def test_connect_without_timeout_keeps_the_lifetime(daemon, sbx):
     _, _, before = api(daemon, "GET", f"/sandboxes/{sbx[0]}")
     st, _, j = api(daemon, "POST", f"/v2/sandboxes/{sbx[0]}/connect", {})

@@ -2,9 +2,10 @@
 /*
  * Connect server streams (application/connect+json): envelopes produced by a step
  * function, a keepalive message after E2B_KEEPALIVE_MS of silence, and one end-of-stream
- * envelope ({} or {"error":{code,message}}). The HTTP status is 200 whatever happens: a
- * failure travels in the end envelope, so a stream never ends without saying why. The
- * reader blocks in step for at most E2B_STREAM_POLL_MS at a time and checks in between
+ * envelope ({} or {"error":{code,message}}). The keepalive interval is the request's
+ * Keepalive-Ping-Interval (seconds; the SDK sends 50) bounded to 1..15 s. The HTTP status is 200
+ * whatever happens: a failure travels in the end envelope, so a stream never ends without saying
+ * why. The reader blocks in step for at most E2B_STREAM_POLL_MS at a time and checks in between
  * whether the client went away or the server is stopping.
  */
 #include "api/e2b/e2b.h"
@@ -32,6 +33,7 @@ struct e2b_stream {
 	bool done;
 	bool ndjson; /* JSON lines instead of envelopes (the code interpreter's /execute) */
 	uint64_t last_ms;
+	uint64_t keepalive_ms;
 };
 
 static uint64_t e2b_now_ms(void)
@@ -53,6 +55,15 @@ struct e2b_stream *e2b_stream_new(struct api_req *r, void *ctx, e2b_step_fn step
 	s->step = step;
 	s->ctx_free = ctx_free;
 	s->last_ms = e2b_now_ms();
+	s->keepalive_ms = E2B_KEEPALIVE_MS;
+	if (r->conn) {
+		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+							    "Keepalive-Ping-Interval");
+		unsigned long v = h ? strtoul(h, NULL, 10) : 0;
+
+		if (v >= 1 && v * 1000 < E2B_KEEPALIVE_MS)
+			s->keepalive_ms = v * 1000;
+	}
 	return s;
 }
 
@@ -137,7 +148,7 @@ static bool e2b_stream_fill(struct e2b_stream *s)
 			return true;
 		if (api_conn_gone(s->conn))
 			return false;
-		if (s->keepalive && e2b_now_ms() - s->last_ms >= E2B_KEEPALIVE_MS) {
+		if (s->keepalive && e2b_now_ms() - s->last_ms >= s->keepalive_ms) {
 			e2b_stream_msg(s, json_deep_copy(s->keepalive));
 			return true;
 		}
