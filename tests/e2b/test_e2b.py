@@ -399,6 +399,23 @@ def test_a_silent_stream_carries_keepalives(daemon, sbx):
     assert "start" in events[0] and events[-1]["end"]["exitCode"] == 0
 
 
+def test_a_sandbox_that_timed_out_is_gone(daemon):
+    st, _, j = api(daemon, "POST", "/v2/sandboxes", {"timeout": 1})
+    assert st == 201
+    sid, tok = j["sandboxID"], j["envdAccessToken"]
+    for _ in range(100):
+        if api(daemon, "GET", f"/sandboxes/{sid}")[0] == 404:
+            break
+        time.sleep(0.1)
+    assert api(daemon, "GET", f"/sandboxes/{sid}")[0] == 404
+    assert req(daemon, "GET", "/health", headers={"E2b-Sandbox-Id": sid})[0] == 502
+    st, _, j2 = api(daemon, "POST", "/v2/sandboxes", {"timeout": 30})  # prunes the table
+    assert st == 201
+    assert envd(daemon, (sid, tok), "/filesystem.Filesystem/Stat", b'{"path":"/"}')[0] == 401
+    assert api(daemon, "DELETE", f"/sandboxes/{sid}")[0] == 404
+    api(daemon, "DELETE", f"/sandboxes/{j2['sandboxID']}")
+
+
 def test_connect_without_timeout_keeps_the_lifetime(daemon, sbx):
     _, _, before = api(daemon, "GET", f"/sandboxes/{sbx[0]}")
     st, _, j = api(daemon, "POST", f"/v2/sandboxes/{sbx[0]}/connect", {})

@@ -65,6 +65,27 @@ static void e2b_forget(struct e2b *e, const char *id)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* e->mu held: entries of sandboxes that ended without a kill through this API (their
+ * timeout, another front end's stop) are dropped, so the table holds live ones only. */
+static void e2b_prune(struct e2b *e, struct daemon *d)
+{
+	for (size_t i = 0; i < e->n;) {
+		json_t *view = NULL;
+		const char *st = NULL;
+
+		if (dm_sandbox_get(d, e->v[i]->team, e->v[i]->id, &view, NULL) == 0)
+			st = json_string_value(json_object_get(view, "status"));
+		if (st && (strcmp(st, "running") == 0 || strcmp(st, "stopping") == 0)) {
+			json_decref(view);
+			i++;
+			continue;
+		}
+		json_decref(view);
+		e2b_sbx_free(e->v[i]);
+		e->v[i] = e->v[--e->n];
+	}
+}
+
 struct e2b *e2b_open(const char *domain)
 {
 	struct e2b *e = xzalloc(sizeof(*e));
@@ -299,6 +320,7 @@ static void e2b_create(struct api_req *r)
 	s->started_ms = (int64_t)time(NULL) * 1000;
 	e2b_token(s->token);
 	pthread_mutex_lock(&e->mu);
+	e2b_prune(e, r->api->d);
 	e->v = xrealloc(e->v, (e->n + 1) * sizeof(*e->v));
 	e->v[e->n++] = s;
 	api_reply_json(r, 201, e2b_created(r->api, s));
