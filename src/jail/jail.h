@@ -21,6 +21,36 @@
 
 struct jail_cgroup;
 
+#define JAIL_OCI_MOUNTS_MAX 64 /* mounts of an OCI container's config beyond ours */
+
+/* A mount an OCI container's config asks for, beyond the sandbox's own (rootfs.c). The
+ * source was opened by the caller (src_fd, O_PATH) and vetted there; dst is absolute. */
+struct jail_mount {
+	int src_fd;	     /* bind: the host file or directory; -1 for tmpfs */
+	const char *dst;     /* normal form, absolute, inside the sandbox */
+	bool dir;	     /* the target is a directory (tmpfs always) */
+	bool rdonly;	     /* read-only (every mount is nosuid and nodev) */
+	uint64_t tmpfs_size; /* tmpfs: its size in bytes */
+};
+
+/* What an OCI container (container.c, src/oci/) asks of the jail beyond a one-shot's. */
+struct jail_oci {
+	int gate_fd; /* O_PATH of the start FIFO: PID 1 reports JMSG_READY, then starts the
+		      * workload only once it can open it for writing (at `start`) */
+	int hold_fd; /* -1, or an fd PID 1 keeps for its whole life (its gateway's control
+		      * socket: the gateway ends with the container) and never passes on */
+	int ipc_fd;  /* -1, or an IPC namespace to join instead of a new one */
+	int uts_fd;  /* -1, or a UTS namespace to join (its hostname is left alone) */
+	gid_t gid;   /* the workload's gid (its uid is ctx->uid) and supplementary gids */
+	const gid_t *groups;
+	size_t n_groups;
+	uint64_t caps; /* the capabilities the config grants: the workload keeps only those of
+			* ours (security.c) that are here too */
+	const struct jail_mount *mounts;
+	size_t n_mounts;
+	const void *seccomp; /* a struct sock_fprog installed after ours, or NULL */
+};
+
 /* Everything the child needs, prepared by the parent before clone. */
 /* Where a sandbox's root comes from (child.c, C5). */
 enum jail_root {
@@ -78,6 +108,10 @@ struct jail_ctx {
 	/* The parent (the agent) already runs under the workload's seccomp filter, which
 	 * every child inherits: installing it again would only stack a second copy. */
 	bool seccomp_held;
+	/* An OCI container (NULL otherwise): PID 1 outlives its starter (no death signal, no
+	 * sync socket after JMSG_READY), forwards signals to the workload and exits with its
+	 * status (init.c). */
+	const struct jail_oci *oci;
 };
 
 /* FNV-1a over n bytes, from h (2166136261u to start): names of things made ahead. */
@@ -162,6 +196,9 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
  * writable places to the sandbox user, mount /proc, chdir to /workspace. */
 int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error **err);
 
+/* oci_mounts.c: an OCI container's mounts (ctx->oci), under the new root at root_fd. */
+int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, struct al_error **err);
+
 /* pin.c: keep namespace ns_fd at path (a new empty file, bind-mounted; removed again if the
  * mount fails). */
 int jail_pin(int ns_fd, const char *path, struct al_error **err);
@@ -227,6 +264,8 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err);
 /* Apply a built ruleset (-1: none, a no-op). */
 int jail_landlock_restrict(int ruleset, struct al_error **err);
 int jail_seccomp_install(struct al_error **err);
+/* An OCI container's own filter (a struct sock_fprog), after ours; NULL: nothing. */
+int jail_seccomp_install_extra(const void *prog, struct al_error **err);
 
 /* netns.c */
 int jail_loopback_up(struct al_error **err);
@@ -295,6 +334,7 @@ enum jail_msg_type {
 	JMSG_EXIT,   /* child -> parent: the workload ended (status, exec_errno) */
 	JMSG_LINK,   /* parent -> child: the network link is made; may come before the
 		      * GO that answers IDMAP */
+	JMSG_READY,  /* child -> parent (OCI): set up, waiting at the start gate */
 };
 
 struct jail_msg {

@@ -543,6 +543,8 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	}
 	if (r == 0)
 		r = copy_sources(root_fd, ctx, src_fds, workdir, err);
+	if (r == 0) /* an OCI container's own binds and tmpfs (oci_mounts.c) */
+		r = jail_oci_mounts(root_fd, ctx, err);
 	for (i = 0; i < MAX_FILES; i++)
 		if (src_fds[i] >= 0)
 			close(src_fds[i]);

@@ -1,0 +1,215 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Per-container state under --root (default /run/airlock-oci): ROOT/ID/state.json (what
+ * `state` prints, and what delete needs: PID 1's pid and start time, the cgroup, the uid
+ * slot) and ROOT/ID/exec.fifo (the start gate, gone once started). ROOT/.lock is flocked
+ * by every command for its whole life (exclusive for those that change something), so
+ * concurrent invocations never see a half-made container or take the same uid slot.
+ */
+#include "oci/oci.h"
+#include "jail/sandbox.h"
+#include "common/cleanup.h"
+#include "common/error.h"
+#include "common/xalloc.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+bool oci_id_ok(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n == 0 || n > 128 || id[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)id[i]) && !strchr("_.+-", id[i]))
+			return false;
+	return true;
+}
+
+char *oci_path(const char *root, const char *id, const char *name)
+{
+	return name ? xasprintf("%s/%s/%s", root, id, name) : xasprintf("%s/%s", root, id);
+}
+
+int oci_lock(const char *root, bool exclusive, struct al_error **err)
+{
+	_cleanup_free_ char *path = xasprintf("%s/.lock", root);
+	int fd;
+
+	if (mkdir(root, 0700) < 0 && errno != EEXIST)
+		return al_error_set(err, errno, "mkdir '%s'", root);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return al_error_set(err, errno, "open '%s'", path);
+	while (flock(fd, exclusive ? LOCK_EX : LOCK_SH) < 0)
+		if (errno != EINTR) {
+			int e = errno;
+
+			close(fd);
+			return al_error_set(err, e, "flock '%s'", path);
+		}
+	return fd; /* held until the command exits */
+}
+
+int oci_state_load(const char *root, const char *id, struct oci_state *st, struct al_error **err)
+{
+	_cleanup_free_ char *path = NULL;
+	json_t *j;
+	json_error_t je;
+
+	memset(st, 0, sizeof(*st));
+	if (!oci_id_ok(id))
+		return al_error_msg(err, ENOENT, "container %s does not exist", id);
+	path = oci_path(root, id, "state.json");
+	j = json_load_file(path, 0, &je);
+	if (!j)
+		return al_error_msg(err, ENOENT, "container %s does not exist", id);
+	snprintf(st->id, sizeof(st->id), "%s", id);
+	st->pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+	st->start_time = (uint64_t)json_integer_value(json_object_get(j, "start_time"));
+	st->slot = (unsigned)json_integer_value(json_object_get(j, "slot"));
+	snprintf(st->bundle, sizeof(st->bundle), "%s",
+		 json_string_value(json_object_get(j, "bundle")) ?: "");
+	snprintf(st->created, sizeof(st->created), "%s",
+		 json_string_value(json_object_get(j, "created")) ?: "");
+	snprintf(st->cgroup, sizeof(st->cgroup), "%s",
+		 json_string_value(json_object_get(j, "cgroup")) ?: "");
+	st->annotations = json_incref(json_object_get(j, "annotations"));
+	json_decref(j);
+	return 0;
+}
+
+int oci_state_save(const char *root, const struct oci_state *st, struct al_error **err)
+{
+	_cleanup_free_ char *path = oci_path(root, st->id, "state.json");
+	_cleanup_free_ char *tmp = oci_path(root, st->id, "state.json.tmp");
+	json_t *j =
+	    json_pack("{s:s, s:i, s:I, s:i, s:s, s:s, s:s, s:O}", "id", st->id, "pid", (int)st->pid,
+		      "start_time", (json_int_t)st->start_time, "slot", (int)st->slot, "bundle",
+		      st->bundle, "created", st->created, "cgroup", st->cgroup, "annotations",
+		      st->annotations ? st->annotations : json_object());
+	int r = json_dump_file(j, tmp, JSON_COMPACT);
+
+	json_decref(j);
+	if (r < 0 || rename(tmp, path) < 0)
+		return al_error_set(err, errno ? errno : EIO, "write '%s'", path);
+	return 0;
+}
+
+void oci_state_free(struct oci_state *st)
+{
+	json_decref(st->annotations);
+	st->annotations = NULL;
+}
+
+static bool frozen(const struct oci_state *st)
+{
+	_cleanup_free_ char *p = xasprintf("/sys/fs/cgroup/airlock/%s/cgroup.freeze", st->cgroup);
+	_cleanup_free_ char *v1 =
+	    xasprintf("/sys/fs/cgroup/freezer/airlock/%s/freezer.state", st->cgroup);
+	char buf[16] = {0};
+	_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		fd = open(v1, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) <= 0)
+		return false;
+	return buf[0] == '1' || strncmp(buf, "FROZEN", 6) == 0;
+}
+
+const char *oci_status(const char *root, const struct oci_state *st)
+{
+	_cleanup_free_ char *fifo = oci_path(root, st->id, "exec.fifo");
+	uint64_t t = 0;
+
+	if (st->pid <= 0 || jail_proc_start_time(st->pid, &t) < 0 || t != st->start_time)
+		return "stopped";
+	/* A zombie PID 1 (exited, not yet reaped by the shim) has stopped too. */
+	{
+		_cleanup_free_ char *p = xasprintf("/proc/%d/stat", (int)st->pid);
+		char buf[256] = {0}, *c;
+		_cleanup_close_ int fd = open(p, O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0 && read(fd, buf, sizeof(buf) - 1) > 0 && (c = strrchr(buf, ')')) &&
+		    c[1] == ' ' && (c[2] == 'Z' || c[2] == 'X'))
+			return "stopped";
+	}
+	if (access(fifo, F_OK) == 0)
+		return "created";
+	return frozen(st) ? "paused" : "running";
+}
+
+json_t *oci_state_json(const char *root, const struct oci_state *st)
+{
+	const char *status = oci_status(root, st);
+	bool stopped = strcmp(status, "stopped") == 0;
+	_cleanup_free_ char *rootfs = NULL;
+
+	rootfs = xasprintf("%s/rootfs", st->bundle);
+	return json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:O, s:s}", "ociVersion", OCI_VERSION,
+			 "id", st->id, "status", status, "pid", stopped ? 0 : (int)st->pid,
+			 "bundle", st->bundle, "rootfs", rootfs, "created", st->created,
+			 "annotations", st->annotations ? st->annotations : json_object(), "owner",
+			 "");
+}
+
+int oci_slot_alloc(const char *root, unsigned *slot, struct al_error **err)
+{
+	_cleanup_closedir_ DIR *d = opendir(root);
+	unsigned char used[OCI_SLOTS / 8] = {0};
+	struct dirent *de;
+
+	if (!d)
+		return al_error_set(err, errno, "opendir '%s'", root);
+	while ((de = readdir(d))) {
+		struct oci_state st;
+		struct al_error *e = NULL;
+
+		if (de->d_name[0] == '.' || oci_state_load(root, de->d_name, &st, &e) < 0) {
+			al_error_free(e);
+			continue;
+		}
+		if (st.slot < OCI_SLOTS)
+			used[st.slot / 8] |= (unsigned char)(1u << (st.slot % 8));
+		oci_state_free(&st);
+	}
+	for (unsigned s = 0; s < OCI_SLOTS; s++)
+		if (!(used[s / 8] & (1u << (s % 8)))) {
+			*slot = s;
+			return 0;
+		}
+	return al_error_msg(err, ENOSPC, "no free uid range for another container");
+}
+
+size_t oci_pids(pid_t pid1, pid_t *out, size_t max)
+{
+	_cleanup_free_ char *own = xasprintf("/proc/%d/ns/pid", (int)pid1);
+	_cleanup_closedir_ DIR *d = opendir("/proc");
+	struct stat ns, st;
+	struct dirent *de;
+	size_t n = 0;
+
+	if (stat(own, &ns) < 0 || !d)
+		return 0;
+	out[n++] = pid1;
+	while ((de = readdir(d)) && n < max) {
+		char p[64];
+		int pid = atoi(de->d_name);
+
+		if (pid <= 0 || pid == pid1)
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/ns/pid", pid);
+		if (stat(p, &st) == 0 && st.st_ino == ns.st_ino && st.st_dev == ns.st_dev)
+			out[n++] = pid;
+	}
+	return n;
+}
