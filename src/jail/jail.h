@@ -23,10 +23,11 @@ struct jail_cgroup;
 
 #define JAIL_OCI_MOUNTS_MAX 64 /* mounts of an OCI container's config beyond ours */
 
-/* A mount an OCI container's config asks for, beyond the sandbox's own (rootfs.c). The
- * source was opened by the caller (src_fd, O_PATH) and vetted there; dst is absolute. */
+/* A mount an OCI container's config asks for, beyond the sandbox's own (oci_mounts.c).
+ * The caller vetted the source; the child opens it in its own mount namespace and checks
+ * again what it opened. */
 struct jail_mount {
-	int src_fd;	     /* bind: the host file or directory; -1 for tmpfs */
+	const char *src;     /* bind: the host file or directory; NULL for tmpfs */
 	const char *dst;     /* normal form, absolute, inside the sandbox */
 	bool dir;	     /* the target is a directory (tmpfs always) */
 	bool rdonly;	     /* read-only (every mount is nosuid and nodev) */
@@ -196,8 +197,14 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
  * writable places to the sandbox user, mount /proc, chdir to /workspace. */
 int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error **err);
 
-/* oci_mounts.c: an OCI container's mounts (ctx->oci), under the new root at root_fd. */
-int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, struct al_error **err);
+/* oci_mounts.c: an OCI container's mounts (ctx->oci): open the bind sources (fds[i], -1
+ * for a tmpfs) while the host's tree is still there, then mount them all under the new
+ * root at root_fd. */
+int jail_oci_mounts_open(const struct jail_ctx *ctx, int *fds, struct al_error **err);
+int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, const int *fds, struct al_error **err);
+/* oci_mounts.c: is fd on a kernel filesystem (proc, sysfs, cgroup, ...), whose files are
+ * handles on the host? */
+bool jail_kernel_fs(int fd);
 
 /* pin.c: keep namespace ns_fd at path (a new empty file, bind-mounted; removed again if the
  * mount fails). */

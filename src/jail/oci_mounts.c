@@ -15,10 +15,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -32,6 +34,16 @@
 struct al_mount_attr {
 	uint64_t attr_set, attr_clr, propagation, userns_fd;
 };
+
+#define JAIL_MOUNT_SKIPPED (-2)
+
+/* Name-service files engines bind in (podman, the CRI): an image without them cannot take
+ * them (its /etc is read-only), and the container goes without, as in the image. */
+static bool optional_target(const char *dst)
+{
+	return strcmp(dst, "/etc/hosts") == 0 || strcmp(dst, "/etc/hostname") == 0 ||
+	       strcmp(dst, "/etc/resolv.conf") == 0;
+}
 
 /* The target file of a bind under root_fd: made empty if missing (only where the root is
  * writable: a read-only image must already have it), never through a symlink. */
@@ -56,6 +68,8 @@ static int file_target(int root_fd, const char *dst, struct al_error **err)
 		int made =
 		    openat(dir, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 
+		if (made < 0 && errno == EROFS && optional_target(dst))
+			return JAIL_MOUNT_SKIPPED;
 		if (made < 0)
 			return al_error_set(err, errno, "create the mount target '%s'", dst);
 		close(made);
@@ -72,22 +86,61 @@ static int file_target(int root_fd, const char *dst, struct al_error **err)
 	return fd;
 }
 
-static int bind_one(const struct jail_mount *m, int target, struct al_error **err)
+/* A filesystem no bind may bring in: the kernel's own, whose files are handles on the
+ * host (proc, sysfs, devpts, cgroups, debug, security and BPF interfaces, namespaces). */
+bool jail_kernel_fs(int fd)
+{
+	static const long bad[] = {
+	    0x9fa0 /* proc */,		 0x62656572 /* sysfs */,    0x1cd1 /* devpts */,
+	    0x27e0eb /* cgroup */,	 0x63677270 /* cgroup2 */,  0x64626720 /* debugfs */,
+	    0x73636673 /* securityfs */, 0xcafe4a11 /* bpf */,	    0x74726163 /* tracefs */,
+	    0x6e736673 /* nsfs */,	 0xde5e81e4 /* efivarfs */, 0x42494e4d /* binfmt_misc */};
+	struct statfs sf;
+
+	if (fstatfs(fd, &sf) < 0)
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		if ((long)sf.f_type == bad[i])
+			return true;
+	return false;
+}
+
+int jail_oci_mounts_open(const struct jail_ctx *ctx, int *fds, struct al_error **err)
+{
+	for (size_t i = 0; ctx->oci && i < ctx->oci->n_mounts; i++) {
+		const struct jail_mount *m = &ctx->oci->mounts[i];
+
+		if (!m->src)
+			continue;
+		fds[i] = open(m->src, O_PATH | O_CLOEXEC);
+		if (fds[i] < 0)
+			return al_error_set(err, errno, "bind source '%s' of '%s'", m->src, m->dst);
+		if (jail_kernel_fs(fds[i]))
+			return al_error_msg(
+			    err, EPERM,
+			    "bind of '%s' on '%s' refused: a kernel filesystem would "
+			    "show the host's",
+			    m->src, m->dst);
+	}
+	return 0;
+}
+
+static int bind_one(const struct jail_mount *m, int src_fd, int target, struct al_error **err)
 {
 	struct al_mount_attr attr = {.attr_set = AL_MOUNT_ATTR_NOSUID | AL_MOUNT_ATTR_NODEV |
 						 (m->rdonly ? AL_MOUNT_ATTR_RDONLY : 0)};
 	_cleanup_close_ int tree = -1;
 	struct stat st;
 
-	if (fstat(m->src_fd, &st) < 0)
+	if (fstat(src_fd, &st) < 0)
 		return al_error_set(err, errno, "bind source of '%s'", m->dst);
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 		return al_error_msg(err, EPERM,
 				    "bind mount on '%s': the source is not a file or a directory "
 				    "(no host device, socket or FIFO enters a sandbox)",
 				    m->dst);
-	tree = (int)syscall(SYS_open_tree, m->src_fd, "",
-			    AL_OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH);
+	tree =
+	    (int)syscall(SYS_open_tree, src_fd, "", AL_OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH);
 	if (tree < 0)
 		return al_error_set(err, errno, "open_tree (bind on '%s')", m->dst);
 	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
@@ -110,7 +163,7 @@ static int tmpfs_one(const struct jail_mount *m, int target, struct al_error **e
 	return 0;
 }
 
-int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, struct al_error **err)
+int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, const int *fds, struct al_error **err)
 {
 	for (size_t i = 0; ctx->oci && i < ctx->oci->n_mounts; i++) {
 		const struct jail_mount *m = &ctx->oci->mounts[i];
@@ -118,9 +171,13 @@ int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, struct al_error **e
 
 		target = m->dir ? jail_mkdir_p(root_fd, m->dst, 0, err)
 				: file_target(root_fd, m->dst, err);
+		if (target == JAIL_MOUNT_SKIPPED) {
+			target = -1;
+			continue;
+		}
 		if (target < 0)
 			return al_error_wrap(err, "the container's mount on '%s'", m->dst);
-		if ((m->src_fd < 0 ? tmpfs_one(m, target, err) : bind_one(m, target, err)) < 0)
+		if ((!m->src ? tmpfs_one(m, target, err) : bind_one(m, fds[i], target, err)) < 0)
 			return -1;
 	}
 	return 0;

@@ -29,7 +29,7 @@ static int cmp_int(const void *a, const void *b)
 static void keep_only_our_fds(const struct jail_ctx *ctx)
 {
 	struct al_error *err = NULL;
-	int keep[14 + JAIL_OCI_MOUNTS_MAX], n = 0, null_fd;
+	int keep[14], n = 0, null_fd;
 	unsigned next = 3;
 
 	keep[n++] = ctx->sync_fd;
@@ -44,8 +44,6 @@ static void keep_only_our_fds(const struct jail_ctx *ctx)
 	keep[n++] = ctx->oci ? ctx->oci->hold_fd : -1;
 	keep[n++] = ctx->oci ? ctx->oci->ipc_fd : -1;
 	keep[n++] = ctx->oci ? ctx->oci->uts_fd : -1;
-	for (size_t i = 0; ctx->oci && i < ctx->oci->n_mounts && i < JAIL_OCI_MOUNTS_MAX; i++)
-		keep[n++] = ctx->oci->mounts[i].src_fd;
 	qsort(keep, (size_t)n, sizeof(keep[0]), cmp_int);
 	for (int i = 0; i < n; i++) {
 		if (keep[i] < (int)next)

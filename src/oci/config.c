@@ -14,13 +14,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/magic.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 /* Destinations the jail itself provides: the config's mount there is ours already. */
@@ -90,6 +88,7 @@ int oci_config_process(json_t *proc, struct oci_config *c, struct al_error **err
 	c->envp = string_array(json_object_get(proc, "env"), "process.env", err);
 	if (!c->envp)
 		return -1;
+	c->cfg.argv = (char *const *)c->argv;
 	if (!c->argv[0] || !c->argv[0][0])
 		return al_error_msg(err, EINVAL, "config.json: process.args is empty");
 	c->cwd = json_string_value(json_object_get(proc, "cwd"));
@@ -141,24 +140,6 @@ int oci_config_resources(json_t *res, struct al_config *cfg, struct al_error **e
 	return 0;
 }
 
-/* A filesystem no bind may bring in: the kernel's own, whose files are handles on the
- * host (proc, sysfs, devices, cgroups, debug and security interfaces). */
-static bool kernel_fs(int fd)
-{
-	static const long bad[] = {PROC_SUPER_MAGIC,   SYSFS_MAGIC,	    DEVPTS_SUPER_MAGIC,
-				   CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, DEBUGFS_MAGIC,
-				   SECURITYFS_MAGIC,   BPF_FS_MAGIC,	    TRACEFS_MAGIC,
-				   NSFS_MAGIC,	       EFIVARFS_MAGIC};
-	struct statfs sf;
-
-	if (fstatfs(fd, &sf) < 0)
-		return true;
-	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		if (sf.f_type == bad[i])
-			return true;
-	return false;
-}
-
 static bool has_option(json_t *opts, const char *o)
 {
 	size_t i;
@@ -177,6 +158,7 @@ static int one_mount(json_t *m, size_t i, struct oci_config *c, struct al_error 
 	const char *src = json_string_value(json_object_get(m, "source"));
 	json_t *opts = json_object_get(m, "options");
 	struct jail_mount *jm;
+	_cleanup_close_ int fd = -1;
 	struct stat st;
 	bool bind = has_option(opts, "bind") || has_option(opts, "rbind") ||
 		    (type && strcmp(type, "bind") == 0);
@@ -195,11 +177,8 @@ static int one_mount(json_t *m, size_t i, struct oci_config *c, struct al_error 
 		return al_error_msg(err, E2BIG, "config.json: more than %d mounts",
 				    JAIL_OCI_MOUNTS_MAX);
 	jm = &c->mounts[c->oci.n_mounts];
-	*jm = (struct jail_mount){.src_fd = -1,
-				  .dst = dst,
-				  .dir = true,
-				  .rdonly = has_option(opts, "ro"),
-				  .tmpfs_size = 64u << 20};
+	*jm = (struct jail_mount){
+	    .dst = dst, .dir = true, .rdonly = has_option(opts, "ro"), .tmpfs_size = 64u << 20};
 	if (!bind && type && strcmp(type, "tmpfs") == 0) {
 		c->oci.n_mounts++;
 		return 0;
@@ -209,21 +188,23 @@ static int one_mount(json_t *m, size_t i, struct oci_config *c, struct al_error 
 				    "mount on '%s' of type '%s' refused (only bind and "
 				    "tmpfs are, docs/oci.md)",
 				    dst, type ? type : "(none)");
-	if (!src || (jm->src_fd = open(src, O_PATH | O_CLOEXEC)) < 0 || fstat(jm->src_fd, &st) < 0)
+	fd = src ? open(src, O_PATH | O_CLOEXEC) : -1;
+	if (fd < 0 || fstat(fd, &st) < 0)
 		return al_error_set(err, errno, "bind mount on '%s': source '%s'", dst,
 				    src ? src : "(none)");
-	c->oci.n_mounts++; /* closed by oci_config_free from here on */
 	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
 		return al_error_msg(err, EPERM,
 				    "bind mount of '%s' on '%s' refused: not a file or directory "
 				    "(no host device, socket or FIFO enters a sandbox)",
 				    src, dst);
-	if (kernel_fs(jm->src_fd))
+	if (jail_kernel_fs(fd))
 		return al_error_msg(
 		    err, EPERM,
 		    "bind mount of '%s' on '%s' refused: a kernel filesystem (proc, "
 		    "sysfs, cgroup, ...) would show the host's",
 		    src, dst);
+	jm->src = src;
+	c->oci.n_mounts++;
 	jm->dir = S_ISDIR(st.st_mode);
 	return 0;
 }
@@ -335,8 +316,6 @@ int oci_config_load(const char *bundle, struct oci_config *c, struct al_error **
 
 void oci_config_free(struct oci_config *c)
 {
-	for (size_t i = 0; i < c->oci.n_mounts; i++)
-		al_closep(&c->mounts[i].src_fd);
 	al_closep(&c->netns_fd);
 	al_closep(&c->oci.ipc_fd);
 	al_closep(&c->oci.uts_fd);
