@@ -84,7 +84,7 @@ int oci_cmd_kill(const struct oci_opts *o, int argc, char **argv)
 	size_t n;
 	int sig = SIGTERM, ch;
 
-	optind = 1;
+	optind = 0; /* a fresh scan of a new argv (glibc, musl) */
 	while ((ch = getopt_long_only(argc, argv, "+a", opts, NULL)) != -1)
 		if (ch == 'a')
 			all = true;
@@ -131,7 +131,7 @@ int oci_cmd_delete(const struct oci_opts *o, int argc, char **argv)
 	const char *status;
 	int ch;
 
-	optind = 1;
+	optind = 0; /* a fresh scan of a new argv (glibc, musl) */
 	while ((ch = getopt_long_only(argc, argv, "+f", opts, NULL)) != -1)
 		if (ch == 'f')
 			force = true;

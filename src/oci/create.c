@@ -52,7 +52,7 @@ static int parse_create(int argc, char **argv, struct create_args *a)
 					     {NULL, 0, NULL, 0}};
 	int ch;
 
-	optind = 1;
+	optind = 0; /* a fresh scan of a new argv (glibc, musl) */
 	while ((ch = getopt_long_only(argc, argv, "+b:", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'b':
@@ -274,7 +274,9 @@ static int do_create(const struct oci_opts *o, const struct create_args *a, stru
 	}
 	snprintf(b.st.id, sizeof(b.st.id), "%s", a->id);
 	snprintf(b.st.bundle, sizeof(b.st.bundle), "%s", bundle);
-	snprintf(b.st.cgroup, sizeof(b.st.cgroup), "oci-%.150s", a->id);
+	/* Unique per state root too: podman's and containerd's may both hold an ID. */
+	snprintf(b.st.cgroup, sizeof(b.st.cgroup), "oci-%08x-%.128s",
+		 jail_fnv(2166136261u, o->root, strlen(o->root)), a->id);
 	now_rfc3339(b.st.created, sizeof(b.st.created));
 	b.st.annotations = json_incref(json_object_get(b.c.doc, "annotations"));
 	if (spawn(&b, a, err) < 0 || oci_state_save(o->root, &b.st, err) < 0 ||

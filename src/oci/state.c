@@ -40,13 +40,35 @@ char *oci_path(const char *root, const char *id, const char *name)
 	return name ? xasprintf("%s/%s/%s", root, id, name) : xasprintf("%s/%s", root, id);
 }
 
+/* mkdir -p: the shim names a --root under a directory that may not exist yet. */
+static int mkdir_parents(const char *root, struct al_error **err)
+{
+	char buf[4096];
+
+	if (strlen(root) >= sizeof(buf) || root[0] != '/')
+		return al_error_msg(err, EINVAL, "--root '%s' must be an absolute path", root);
+	strcpy(buf, root);
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return al_error_set(err, errno, "mkdir '%s'", buf);
+		if (!c)
+			return 0;
+		*p = c;
+	}
+}
+
 int oci_lock(const char *root, bool exclusive, struct al_error **err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/.lock", root);
 	int fd;
 
-	if (mkdir(root, 0700) < 0 && errno != EEXIST)
-		return al_error_set(err, errno, "mkdir '%s'", root);
+	if (mkdir_parents(root, err) < 0)
+		return -1;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return al_error_set(err, errno, "open '%s'", path);

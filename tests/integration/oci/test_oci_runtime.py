@@ -1,0 +1,208 @@
+"""airlock-oci driven directly, as containerd's shim drives it (reaper.py plays the shim):
+the lifecycle, the state document, signals, the error strings engines match, what of
+config.json is honoured and what is refused (docs/oci.md)."""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+
+def wait_status(oci, cid, want, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = json.loads(oci(["state", cid]).stdout)
+        if st["status"] == want:
+            return st
+        time.sleep(0.02)
+    raise AssertionError("%s never became %s (last %s)" % (cid, want, st["status"]))
+
+
+def gone(pid, timeout=5):
+    """pid has exited (a zombie left for whoever reaps it counts)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            stat = open("/proc/%d/stat" % pid).read()
+        except FileNotFoundError:
+            return True
+        if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_exit_status_stdout_stderr_are_the_workloads(bundle, lifecycle):
+    r = lifecycle(bundle(["sh", "-c", "echo out; echo err >&2; exit 3"]))
+    assert r.create_rc == 0, r.create_err
+    assert (r.status, r.out, r.err) == (3, "out\n", "err\n")
+
+
+def test_a_signal_death_is_128_plus_the_signal(bundle, lifecycle):
+    r = lifecycle(bundle(["sh", "-c", "kill -9 $$"]))
+    assert r.status == 128 + 9
+
+
+def test_command_not_found_is_127(bundle, lifecycle):
+    assert lifecycle(bundle(["no-such-command"])).status == 127
+
+
+def test_env_cwd_user_groups_and_hostname_come_from_config(bundle, lifecycle):
+    b = bundle(["sh", "-c", "echo $FOO; pwd; id -u; id -g; id -G; hostname"],
+               env=["PATH=/bin", "FOO=bar"], cwd="/tmp", uid=1234, gid=5678)
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["process"]["user"]["additionalGids"] = [42]
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = lifecycle(b)
+    assert r.out.split("\n")[:6] == ["bar", "/tmp", "1234", "5678", "5678 42", "oci-test"]
+
+
+def test_state_goes_created_running_stopped_and_delete_forgets(oci, bundle, tmp_path):
+    b = bundle(["sleep", "1000"])
+    pidf = tmp_path / "pid"
+    p = oci(["create", "--bundle", str(b), "--pid-file", str(pidf), "c1"])
+    assert p.returncode == 0, p.stderr
+    st = json.loads(oci(["state", "c1"]).stdout)
+    assert st["status"] == "created" and st["pid"] == int(pidf.read_text()) > 0
+    assert set(st) >= {"ociVersion", "id", "status", "pid", "bundle", "annotations"}
+    assert st["bundle"] == str(b)
+    assert oci(["start", "c1"]).returncode == 0
+    assert json.loads(oci(["state", "c1"]).stdout)["status"] == "running"
+    assert oci(["start", "c1"]).returncode != 0  # not twice
+    ps = json.loads(oci(["ps", "--format", "json", "c1"]).stdout)
+    assert ps[0] == st["pid"] and len(ps) == 2  # PID 1 and sleep
+    assert oci(["kill", "c1", "TERM"]).returncode == 0  # forwarded to the workload
+    wait_status(oci, "c1", "stopped")
+    assert oci(["delete", "c1"]).returncode == 0
+    r = oci(["state", "c1"])
+    assert r.returncode != 0 and "does not exist" in r.stderr
+
+
+@pytest.mark.parametrize("sig", ["KILL", "SIGKILL", "9"])
+def test_kill_takes_names_and_numbers(oci, bundle, sig):
+    assert oci(["create", "--bundle", str(bundle(["sleep", "1000"])), "k"]).returncode == 0
+    assert oci(["start", "k"]).returncode == 0
+    assert oci(["kill", "k", sig]).returncode == 0
+    wait_status(oci, "k", "stopped")
+    r = oci(["kill", "k", "KILL"])
+    assert r.returncode != 0 and "container not running" in r.stderr
+    assert oci(["delete", "k"]).returncode == 0
+
+
+def test_error_strings_engines_match(oci, bundle, tmp_path):
+    log = tmp_path / "log.json"
+    r = oci(["--log", str(log), "--log-format", "json", "state", "nope"])
+    assert r.returncode == 1 and "does not exist" in r.stderr
+    last = json.loads(log.read_text().splitlines()[-1])
+    assert last["level"] == "error" and "does not exist" in last["msg"]
+    b = str(bundle(["true"]))
+    assert oci(["create", "--bundle", b, "dup"]).returncode == 0
+    r = oci(["create", "--bundle", b, "dup"])
+    assert r.returncode == 1 and "already exists" in r.stderr
+    assert "does not exist" in oci(["delete", "nope"]).stderr
+    assert oci(["delete", "--force", "dup"]).returncode == 0
+
+
+def test_a_created_container_can_be_deleted_before_start(oci, bundle):
+    assert oci(["create", "--bundle", str(bundle(["sleep", "1000"])), "d"]).returncode == 0
+    pid = json.loads(oci(["state", "d"]).stdout)["pid"]
+    assert oci(["delete", "d"]).returncode == 0
+    assert gone(pid)
+
+
+def test_update_sets_the_memory_and_pids_limits(oci, bundle):
+    res = {"memory": {"limit": 96 << 20}, "pids": {"limit": 77}}
+    assert oci(["create", "--bundle", str(bundle(["sleep", "1000"], resources=res)),
+                "u"]).returncode == 0
+    st = json.loads(oci(["state", "u"]).stdout)
+    assert oci(["update", "--resources", "-", "u"],
+               input=json.dumps({"pids": {"limit": 55}})).returncode == 0
+    # Inside: the cgroup namespace is rooted at the container's own cgroup.
+    assert oci(["delete", "--force", "u"]).returncode == 0
+    assert st["status"] == "created"
+
+
+def test_features_lists_what_is_served(oci):
+    f = json.loads(oci(["features"]).stdout)
+    assert {"ociVersionMin", "ociVersionMax", "linux", "mountOptions"} <= set(f)
+    assert "user" in f["linux"]["namespaces"]
+    assert oci(["--version"]).stdout.startswith("airlock-oci version")
+
+
+@pytest.mark.parametrize("mount,words", [
+    ({"destination": "/mnt", "type": "bind", "source": "/dev/null", "options": ["bind"]},
+     "/mnt"),
+    ({"destination": "/mnt", "type": "bind", "source": "/proc/sys", "options": ["rbind"]},
+     "kernel filesystem"),
+    ({"destination": "/mnt", "type": "bind", "source": "/sys/kernel", "options": ["bind"]},
+     "kernel filesystem"),
+    ({"destination": "/proc/sys", "type": "proc", "source": "proc"}, "/proc/sys"),
+    ({"destination": "/mnt", "type": "overlay", "source": "overlay"}, "overlay"),
+])
+def test_mounts_that_would_break_isolation_are_refused_by_name(oci, bundle, mount, words):
+    r = oci(["create", "--bundle", str(bundle(["true"], mounts=[mount])), "m"])
+    assert r.returncode == 1 and "refused" in r.stderr and words in r.stderr, r.stderr
+    assert "does not exist" in oci(["state", "m"]).stderr  # nothing left
+
+
+def test_the_hosts_network_namespace_is_never_joined(oci, bundle):
+    ns = [{"type": "pid"}, {"type": "mount"},
+          {"type": "network", "path": "/proc/%d/ns/net" % os.getpid()}]
+    r = oci(["create", "--bundle", str(bundle(["true"], namespaces=ns)), "h"])
+    assert r.returncode == 1 and "it is the host's" in r.stderr
+
+
+def test_binds_and_tmpfs_are_honoured_and_nosuid_nodev(bundle, lifecycle, tmp_path):
+    src = tmp_path / "data"
+    src.mkdir()
+    (src / "f").write_text("from the host\n")
+    b = bundle(["sh", "-c", "cat /data/f; echo x > /data/f2 || echo ro; echo y > /scratch/y "
+                "&& cat /scratch/y; grep -E ' /(data|scratch) ' /proc/mounts"],
+               mounts=[{"destination": "/data", "type": "bind", "source": str(src),
+                        "options": ["rbind", "ro"]},
+                       {"destination": "/scratch", "type": "tmpfs", "source": "tmpfs"}])
+    r = lifecycle(b)
+    lines = r.out.splitlines()
+    assert lines[:3] == ["from the host", "ro", "y"], r.out + r.err
+    for line in lines[3:5]:
+        assert "nosuid" in line and "nodev" in line
+    assert not (src / "f2").exists()
+
+
+def test_capabilities_are_cut_to_the_configs_never_widened(bundle, lifecycle):
+    # CAP_SYS_ADMIN asked for: not ours to give. CAP_CHOWN not asked for: dropped.
+    r = lifecycle(bundle(["grep", "Cap", "/proc/self/status"],
+                         caps=["CAP_SYS_ADMIN", "CAP_KILL", "CAP_SETUID"]))
+    caps = dict(line.split(":\t") for line in r.out.splitlines())
+    eff = int(caps["CapEff"], 16)
+    assert eff == (1 << 5) | (1 << 7), hex(eff)  # KILL, SETUID
+    assert int(caps["CapBnd"], 16) & ~((1 << 5) | (1 << 7)) == 0
+
+
+def test_seccomp_of_the_config_applies_after_ours(bundle, lifecycle):
+    sc = {"defaultAction": "SCMP_ACT_ALLOW",
+          "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO",
+                        "errnoRet": 13}]}
+    r = lifecycle(bundle(["sh", "-c", "mkdir /tmp/x; echo rc=$?; unshare -U true; "
+                          "echo unshare=$?"], seccomp=sc))
+    assert "Permission denied" in r.err and "rc=1" in r.out
+    # A permissive profile widens nothing: our floor still refuses a user namespace.
+    assert "unshare=0" not in r.out
+
+
+def test_a_pod_pair_shares_the_pause_containers_namespaces(oci, bundle, lifecycle, tmp_path):
+    assert oci(["create", "--bundle", str(bundle(["sleep", "1000"], hostname="pod-1")),
+                "pause"]).returncode == 0
+    assert oci(["start", "pause"]).returncode == 0
+    pid = json.loads(oci(["state", "pause"]).stdout)["pid"]
+    ns = [{"type": "pid"}, {"type": "mount"}] + [
+        {"type": t, "path": "/proc/%d/ns/%s" % (pid, f)}
+        for t, f in (("network", "net"), ("ipc", "ipc"), ("uts", "uts"))]
+    r = lifecycle(bundle(["sh", "-c", "hostname; readlink /proc/self/ns/net; readlink /proc/self/ns/ipc"],
+                         namespaces=ns, hostname="ignored"))
+    lines = r.out.split()
+    assert lines and lines[0] == "pod-1", (r.out, r.err, r.create_err)
+    assert lines[1] == os.readlink("/proc/%d/ns/net" % pid)
+    assert lines[2] == os.readlink("/proc/%d/ns/ipc" % pid)
+    assert oci(["delete", "--force", "pause"]).returncode == 0
