@@ -206,3 +206,11 @@ def test_a_pod_pair_shares_the_pause_containers_namespaces(oci, bundle, lifecycl
     assert lines[1] == os.readlink("/proc/%d/ns/net" % pid)
     assert lines[2] == os.readlink("/proc/%d/ns/ipc" % pid)
     assert oci(["delete", "--force", "pause"]).returncode == 0
+
+
+def test_escape_checks_hold_inside(bundle, lifecycle, tmp_path):
+    from .escape import script, assert_all_ok
+    marker = tmp_path / "host-only-marker"
+    marker.write_text("x")
+    r = lifecycle(bundle(["sh", "-c", script(str(marker))]))
+    assert_all_ok(r.out)
