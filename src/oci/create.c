@@ -7,6 +7,8 @@
  */
 #include "oci/oci.h"
 #include "jail/sandbox.h"
+#include "jail/run.h"
+#include "host/gw_client.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/fdpass.h"
@@ -39,6 +41,9 @@ struct building {
 	int sync[2], pidfd;
 	pid_t pid;
 	char *dir;
+	struct gw_client *gw; /* the egress gateway (a network-policy annotation), or NULL */
+	bool linked;	      /* the gateway made the container's link (JMSG_LINK sent) */
+	int log_fd;	      /* its egress log */
 };
 
 static int parse_create(int argc, char **argv, struct create_args *a)
@@ -111,45 +116,107 @@ static int send_console(const char *path, int master, struct al_error **err)
 	return 0;
 }
 
-/* Answer the child until it waits at the gate: its id maps, its PTY, READY. */
+/* The gateway's answer: once it made the link, the workload may start (JMSG_LINK). */
+static int gateway_step(struct building *b, struct al_error **err)
+{
+	int r = gw_client_step(b->gw, err);
+
+	if (r < 0)
+		return -1;
+	if (r == 1 && !b->linked) {
+		b->linked = true;
+		if (jail_msg_send(b->sync[0], &(struct jail_msg){.type = JMSG_LINK}, -1) < 0)
+			return al_error_msg(err, EPIPE, "container set-up channel");
+	}
+	return 0;
+}
+
+/* One message of the child's: 1 at READY, 0 for more, -1 with err. */
+static int on_msg(struct building *b, const struct create_args *a, const struct jail_msg *m, int fd,
+		  struct al_error **err)
+{
+	switch (m->type) {
+	case JMSG_ERROR:
+		return al_error_from(err, m->code, m->text);
+	case JMSG_IDMAP: {
+		struct jail_msg go = {.type = JMSG_GO};
+
+		if (jail_write_idmaps(b->pid, OCI_SLOT_BASE + (b->st.slot << 16), err) < 0)
+			return -1;
+		if (jail_msg_send(b->sync[0], &go, -1) < 0)
+			return al_error_msg(err, EPIPE, "container set-up channel");
+		return 0;
+	}
+	case JMSG_PTY:
+		if (!a->console)
+			return al_error_msg(err, EINVAL,
+					    "process.terminal is true but no --console-socket");
+		return send_console(a->console, fd, err);
+	case JMSG_READY:
+		return 1;
+	default:
+		return al_error_msg(err, EPROTO, "unexpected message %u", m->type);
+	}
+}
+
+/* Answer the child until it waits at the gate: its id maps, its PTY, its link, READY. */
 static int drive(struct building *b, const struct create_args *a, struct al_error **err)
 {
 	for (;;) {
+		struct pollfd p[2] = {
+		    {.fd = b->sync[0], .events = POLLIN},
+		    {.fd = b->gw && !b->linked ? gw_client_fd(b->gw) : -1, .events = POLLIN}};
 		struct jail_msg m;
 		_cleanup_close_ int fd = -1;
-		int r = jail_msg_recv(b->sync[0], &m, &fd);
+		int r;
 
+		if (poll(p, 2, 30000) <= 0)
+			return al_error_set(err, errno ? errno : ETIMEDOUT, "container set-up");
+		if (p[1].revents && gateway_step(b, err) < 0)
+			return -1;
+		if (!p[0].revents)
+			continue;
+		r = jail_msg_recv(b->sync[0], &m, &fd);
 		if (r == 0)
 			return al_error_msg(err, ECHILD,
 					    "the container's PID 1 died during set-up");
 		if (r < 0)
 			return al_error_set(err, -r, "container set-up channel");
-		switch (m.type) {
-		case JMSG_ERROR:
-			return al_error_from(err, m.code, m.text);
-		case JMSG_IDMAP: {
-			struct jail_msg go = {.type = JMSG_GO};
-
-			if (jail_write_idmaps(b->pid, OCI_SLOT_BASE + (b->st.slot << 16), err) < 0)
-				return -1;
-			if (jail_msg_send(b->sync[0], &go, -1) < 0)
-				return al_error_msg(err, EPIPE, "container set-up channel");
-			break;
-		}
-		case JMSG_PTY:
-			if (!a->console)
-				return al_error_msg(
-				    err, EINVAL,
-				    "process.terminal is true but no --console-socket");
-			if (send_console(a->console, fd, err) < 0)
-				return -1;
-			break;
-		case JMSG_READY:
-			return 0;
-		default:
-			return al_error_msg(err, EPROTO, "unexpected message %u", m.type);
-		}
+		r = on_msg(b, a, &m, fd, err);
+		if (r != 0)
+			return r < 0 ? -1 : 0;
 	}
+}
+
+/*
+ * The network-policy annotation: a gateway of the container's own, with that policy, whose
+ * control channel PID 1 holds (hold_fd), so that it serves exactly as long as the container
+ * lives. Its egress log: the airlock.dev/egress-log annotation's file, else
+ * ROOT/ID/egress.log. Where its upstream sockets live and which resolver it asks are the
+ * operator's (airlock-oci's environment), never the container's.
+ */
+static int start_gateway(struct building *b, struct al_error **err)
+{
+	const char *log = json_string_value(
+	    json_object_get(json_object_get(b->c.doc, "annotations"), OCI_EGRESS_LOG_ANNOTATION));
+	_cleanup_free_ char *own = xasprintf("%s/egress.log", b->dir);
+
+	if (!b->c.policy)
+		return 0;
+	b->log_fd = open(log ? log : own, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+	if (b->log_fd < 0)
+		return al_error_set(err, errno, "egress log '%s'", log ? log : own);
+	b->c.cfg.net_policy_json = b->c.policy;
+	b->c.cfg.upstream_netns = getenv("AIRLOCK_OCI_UPSTREAM_NETNS");
+	b->c.cfg.upstream_dns = getenv("AIRLOCK_OCI_UPSTREAM_DNS");
+	if (gw_client_start(&b->c.cfg, jail_policy_without_rules(b->c.policy), b->st.id, b->log_fd,
+			    NULL, &b->gw, err) < 0 ||
+	    gw_client_ready(b->gw, err) < 0)
+		return al_error_wrap(err, "annotation %s", OCI_POLICY_ANNOTATION);
+	b->c.oci.hold_fd = fcntl(gw_client_fd(b->gw), F_DUPFD_CLOEXEC, 3);
+	if (b->c.oci.hold_fd < 0)
+		return al_error_set(err, errno, "dup the gateway's channel");
+	return 0;
 }
 
 /* The gate: a FIFO PID 1 opens for writing (as its own host uid: it owns it). */
@@ -183,6 +250,10 @@ static int spawn(struct building *b, const struct create_args *a, struct al_erro
 
 	if (b->c.cfg.tty)
 		ctx.stdio[0] = ctx.stdio[1] = ctx.stdio[2] = -1;
+	if (start_gateway(b, err) < 0)
+		return -1;
+	ctx.net_link = b->gw != NULL;
+	ctx.ca_pem = gw_client_ca_pem(b->gw);
 	if (make_gate(b, base, err) < 0 ||
 	    jail_cgroup_create(b->st.cgroup, &b->c.cfg, false, &b->cg, err) < 0)
 		return -1;
@@ -193,6 +264,9 @@ static int spawn(struct building *b, const struct create_args *a, struct al_erro
 		return -1;
 	al_closep(&b->sync[1]);
 	al_closep(&b->c.netns_fd); /* the child holds its own copy */
+	al_closep(&b->c.oci.hold_fd);
+	if (b->gw && gw_client_send_pid(b->gw, b->pid, err) < 0)
+		return -1;
 	if (jail_release_child(b->cg, b->pid, b->sync[0], -1, err) < 0 || drive(b, a, err) < 0)
 		return -1;
 	b->st.pid = b->pid;
@@ -209,7 +283,13 @@ static void undo(struct building *b)
 	}
 	jail_cgroup_destroy(b->cg);
 	b->cg = NULL;
+	al_closep(&b->c.oci.hold_fd);
+	gw_client_stop(b->gw); /* PID 1 and its copy of the channel are gone: it ends */
+	b->gw = NULL;
 	if (b->dir) {
+		_cleanup_free_ char *l = xasprintf("%s/egress.log", b->dir);
+
+		unlink(l);
 		_cleanup_free_ char *f = xasprintf("%s/exec.fifo", b->dir);
 		_cleanup_free_ char *s = xasprintf("%s/state.json", b->dir);
 
@@ -225,6 +305,9 @@ static void building_free(struct building *b)
 	al_closep(&b->sync[1]);
 	al_closep(&b->pidfd);
 	al_closep(&b->c.oci.gate_fd);
+	al_closep(&b->c.oci.hold_fd);
+	al_closep(&b->log_fd);
+	gw_client_release(b->gw); /* it serves on, as long as PID 1 holds its channel */
 	oci_config_free(&b->c);
 	oci_state_free(&b->st);
 	free(b->dir);
@@ -243,7 +326,7 @@ static void now_rfc3339(char *buf, size_t len)
 
 static int do_create(const struct oci_opts *o, const struct create_args *a, struct al_error **err)
 {
-	struct building b = {.sync = {-1, -1}, .pidfd = -1};
+	struct building b = {.sync = {-1, -1}, .pidfd = -1, .log_fd = -1};
 	_cleanup_close_ int lock = oci_lock(o->root, true, err);
 	char bundle[4096];
 	int r = -1;
@@ -261,11 +344,6 @@ static int do_create(const struct oci_opts *o, const struct create_args *a, stru
 	}
 	if (oci_config_load(bundle, &b.c, err) < 0 || oci_slot_alloc(o->root, &b.st.slot, err) < 0)
 		goto out;
-	if (b.c.policy) {
-		al_error_msg(err, ENOTSUP, "annotation %s: not in this build",
-			     OCI_POLICY_ANNOTATION);
-		goto out;
-	}
 	if (mkdir(b.dir, 0700) < 0) {
 		al_error_set(err, errno, "mkdir '%s'", b.dir);
 		free(b.dir);

@@ -17,6 +17,7 @@
 #define OCI_VERSION "1.0.2"
 #define OCI_ROOT_DEFAULT "/run/airlock-oci"
 #define OCI_POLICY_ANNOTATION "airlock.dev/network-policy"
+#define OCI_EGRESS_LOG_ANNOTATION "airlock.dev/egress-log"
 /* Host uid ranges of OCI containers: 0x20000000 + slot * 65536 (airlock run and airlockd
  * use 0x40000000 and up). */
 #define OCI_SLOT_BASE 0x20000000u
