@@ -54,6 +54,20 @@ static int open_pty(const struct winsize *ws, int *slave, struct al_error **err)
 	return TAKE_FD(master);
 }
 
+/* An OCI container's rlimit, as far as it lowers ours: never above the hard limit the
+ * sandbox already has (userns.c), which a sandbox could not raise anyway. */
+static void lower_rlimit(const struct jail_rlimit *l)
+{
+	struct rlimit cur;
+
+	if (getrlimit(l->resource, &cur) < 0)
+		return;
+	if (l->hard < cur.rlim_max)
+		cur.rlim_max = l->hard;
+	cur.rlim_cur = l->soft < cur.rlim_max ? l->soft : cur.rlim_max;
+	setrlimit(l->resource, &cur);
+}
+
 void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe)
 {
 	struct al_error *err = NULL;
@@ -88,6 +102,8 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	ll_fd = ll_fd >= 0 ? 4 : -1;
 	sys_close_range(ll_fd >= 0 ? 5 : 4, ~0U, 0);
 	setrlimit(RLIMIT_CORE, &core);
+	for (size_t k = 0; ctx->oci && k < ctx->oci->n_rlimits; k++)
+		lower_rlimit(&ctx->oci->rlimits[k]);
 	umask(022);
 	if (ctx->cwd && chdir(ctx->cwd) < 0) {
 		struct jail_exec_report rep = {.err = errno};

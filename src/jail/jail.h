@@ -34,6 +34,12 @@ struct jail_mount {
 	uint64_t tmpfs_size; /* tmpfs: its size in bytes */
 };
 
+/* An rlimit an OCI container's config asks for. */
+struct jail_rlimit {
+	int resource;
+	uint64_t soft, hard;
+};
+
 /* What an OCI container (container.c, src/oci/) asks of the jail beyond a one-shot's. */
 struct jail_oci {
 	int gate_fd; /* O_PATH of the start FIFO: PID 1 reports JMSG_READY, then starts the
@@ -50,6 +56,9 @@ struct jail_oci {
 	const struct jail_mount *mounts;
 	size_t n_mounts;
 	const void *seccomp; /* a struct sock_fprog installed after ours, or NULL */
+	/* process.rlimits: each only ever lowers what the sandbox has (init.c) */
+	const struct jail_rlimit *rlimits;
+	size_t n_rlimits;
 };
 
 /* Everything the child needs, prepared by the parent before clone. */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -72,6 +73,50 @@ static uint64_t caps_of(json_t *caps)
 	return m;
 }
 
+/* process.rlimits, by name; each only lowers what the sandbox has (src/jail/init.c). */
+static int rlimits(json_t *a, struct oci_config *c, struct al_error **err)
+{
+	static const struct {
+		const char *name;
+		int resource;
+	} names[] = {{"RLIMIT_AS", RLIMIT_AS},
+		     {"RLIMIT_CORE", RLIMIT_CORE},
+		     {"RLIMIT_CPU", RLIMIT_CPU},
+		     {"RLIMIT_DATA", RLIMIT_DATA},
+		     {"RLIMIT_FSIZE", RLIMIT_FSIZE},
+		     {"RLIMIT_LOCKS", RLIMIT_LOCKS},
+		     {"RLIMIT_MEMLOCK", RLIMIT_MEMLOCK},
+		     {"RLIMIT_MSGQUEUE", RLIMIT_MSGQUEUE},
+		     {"RLIMIT_NICE", RLIMIT_NICE},
+		     {"RLIMIT_NOFILE", RLIMIT_NOFILE},
+		     {"RLIMIT_NPROC", RLIMIT_NPROC},
+		     {"RLIMIT_RSS", RLIMIT_RSS},
+		     {"RLIMIT_RTPRIO", RLIMIT_RTPRIO},
+		     {"RLIMIT_RTTIME", RLIMIT_RTTIME},
+		     {"RLIMIT_SIGPENDING", RLIMIT_SIGPENDING},
+		     {"RLIMIT_STACK", RLIMIT_STACK}};
+	size_t i, k;
+	json_t *r;
+
+	c->oci.n_rlimits = 0;
+	json_array_foreach(a, i, r)
+	{
+		const char *t = json_string_value(json_object_get(r, "type"));
+
+		for (k = 0; t && k < ARRAY_SIZE(names); k++)
+			if (strcmp(t, names[k].name) == 0)
+				break;
+		if (!t || k == ARRAY_SIZE(names) || c->oci.n_rlimits >= ARRAY_SIZE(c->rlimits))
+			return al_error_msg(err, EINVAL, "config.json: process.rlimits[%zu]", i);
+		c->rlimits[c->oci.n_rlimits++] = (struct jail_rlimit){
+		    .resource = names[k].resource,
+		    .soft = (uint64_t)json_integer_value(json_object_get(r, "soft")),
+		    .hard = (uint64_t)json_integer_value(json_object_get(r, "hard"))};
+	}
+	c->oci.rlimits = c->rlimits;
+	return 0;
+}
+
 int oci_config_process(json_t *proc, struct oci_config *c, struct al_error **err)
 {
 	json_t *user = json_object_get(proc, "user"), *gids;
@@ -114,6 +159,8 @@ int oci_config_process(json_t *proc, struct oci_config *c, struct al_error **err
 		c->groups[c->oci.n_groups++] = (gid_t)json_integer_value(v);
 	}
 	c->oci.groups = c->groups;
+	if (rlimits(json_object_get(proc, "rlimits"), c, err) < 0)
+		return -1;
 	c->cfg.tty = json_is_true(json_object_get(proc, "terminal"));
 	c->oci.caps = caps_of(json_object_get(proc, "capabilities"));
 	c->cfg.root = c->uid == 0;

@@ -34,6 +34,7 @@ struct oci_config {
 	uid_t uid;
 	gid_t groups[32];
 	struct jail_mount mounts[JAIL_OCI_MOUNTS_MAX];
+	struct jail_rlimit rlimits[16];
 	int netns_fd;	    /* -1, or a network namespace to join (a pod's) */
 	const char *policy; /* the network-policy annotation, or NULL */
 	void *seccomp;	    /* struct sock_fprog (seccomp.c), or NULL */

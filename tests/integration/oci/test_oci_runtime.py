@@ -214,3 +214,19 @@ def test_escape_checks_hold_inside(bundle, lifecycle, tmp_path):
     marker.write_text("x")
     r = lifecycle(bundle(["sh", "-c", script(str(marker))]))
     assert_all_ok(r.out)
+
+
+def test_rlimits_lower_ours_and_never_raise_them(bundle, lifecycle):
+    b = bundle(["sh", "-c", "ulimit -n; ulimit -Hn; ulimit -s"])
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["process"]["rlimits"] = [
+        {"type": "RLIMIT_NOFILE", "soft": 100, "hard": 200},
+        {"type": "RLIMIT_STACK", "soft": 1 << 40, "hard": 1 << 40}]
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = lifecycle(b)
+    soft, hard, stack = r.out.split()
+    assert (soft, hard) == ("100", "200")
+    assert stack == "unlimited" or int(stack) * 1024 <= (1 << 40)
+    cfg["process"]["rlimits"] = [{"type": "RLIMIT_NOFILE", "soft": 1 << 20, "hard": 1 << 20}]
+    (b / "config.json").write_text(json.dumps(cfg))
+    assert int(lifecycle(b).out.split()[1]) <= 65536  # ours (src/jail/jail.h) stands
