@@ -87,7 +87,7 @@ static int parse_create(int argc, char **argv, struct create_args *a)
 }
 
 /* Write the pid file whole or not at all (the shim reads it as soon as we exit). */
-static int write_pid_file(const char *path, pid_t pid, struct al_error **err)
+int oci_write_pid_file(const char *path, pid_t pid, struct al_error **err)
 {
 	_cleanup_free_ char *tmp = xasprintf("%s.tmp", path);
 	char buf[32];
@@ -358,7 +358,7 @@ static int do_create(const struct oci_opts *o, const struct create_args *a, stru
 	now_rfc3339(b.st.created, sizeof(b.st.created));
 	b.st.annotations = json_incref(json_object_get(b.c.doc, "annotations"));
 	if (spawn(&b, a, err) < 0 || oci_state_save(o->root, &b.st, err) < 0 ||
-	    (a->pid_file && write_pid_file(a->pid_file, b.pid, err) < 0))
+	    (a->pid_file && oci_write_pid_file(a->pid_file, b.pid, err) < 0))
 		goto out;
 	jail_cgroup_forget(b.cg); /* the container's now; delete removes it */
 	b.cg = NULL;

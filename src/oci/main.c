@@ -70,6 +70,8 @@ static void usage(FILE *f)
 	      "[--systemd-cgroup] [--debug] COMMAND ...\n"
 	      "commands (runc's dialect, docs/oci.md):\n"
 	      "  create [--bundle DIR] [--pid-file F] [--console-socket PATH] ID\n"
+	      "  exec [--process P.json] [--detach] [--pid-file F] [--console-socket S] [--tty] "
+	      "ID [CMD...]\n"
 	      "  start ID | state ID | kill [--all] ID [SIGNAL] | delete [--force] ID\n"
 	      "  list [--format json] | ps [--format json] ID | pause ID | resume ID\n"
 	      "  update --resources - ID | features | --version\n",
@@ -140,6 +142,8 @@ int main(int argc, char **argv)
 		return oci_create(&o, n, av);
 	if (strcmp(cmd, "start") == 0)
 		return oci_start(&o, n, av);
+	if (strcmp(cmd, "exec") == 0)
+		return oci_exec(&o, n, av);
 	if (strcmp(cmd, "state") == 0)
 		return oci_cmd_state(&o, n, av);
 	if (strcmp(cmd, "kill") == 0)
@@ -161,7 +165,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	return oci_fail(&o,
-			"unknown command '%s' (exec, checkpoint, restore and events are not "
+			"unknown command '%s' (checkpoint, restore and events are not "
 			"served: docs/oci.md)",
 			cmd);
 }

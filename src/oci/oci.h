@@ -89,6 +89,10 @@ size_t oci_pids(pid_t pid1, pid_t *out, size_t max);
 /* create.c */
 int oci_create(const struct oci_opts *o, int argc, char **argv);
 int oci_start(const struct oci_opts *o, int argc, char **argv);
+/* Write a pid file whole or not at all (a shim reads it as soon as we exit). */
+int oci_write_pid_file(const char *path, pid_t pid, struct al_error **err);
+/* exec.c */
+int oci_exec(const struct oci_opts *o, int argc, char **argv);
 /* cmds.c */
 int oci_cmd_state(const struct oci_opts *o, int argc, char **argv);
 int oci_cmd_kill(const struct oci_opts *o, int argc, char **argv);

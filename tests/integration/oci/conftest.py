@@ -27,7 +27,7 @@ BUSYBOX = "/bin/busybox"
 APPLETS = ["sh", "ls", "cat", "echo", "id", "hostname", "sleep", "true", "false", "ps",
            "mount", "grep", "wc", "env", "pwd", "mkdir", "head", "tail", "readlink", "mknod",
            "unshare", "nc", "touch", "dd", "seq", "kill", "stat", "umount", "chroot", "test",
-           "cut"]
+           "cut", "tty"]
 
 
 def spec(args, rootfs, cwd="/", env=None, uid=0, gid=0, terminal=False, mounts=None,

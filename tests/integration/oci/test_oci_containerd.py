@@ -121,3 +121,18 @@ def test_escape_checks_hold_under_containerd(ctr, tmp_path):
     marker.write_text("x")
     r = ctr_run(ctr, ["sh", "-c", script(str(marker))])
     assert_all_ok(r.stdout)
+
+
+def test_ctr_task_exec(ctr):
+    cid = "x-" + uuid.uuid4().hex[:10]
+    r = ctr(["run", "-d", "--rootfs", "--runc-binary", ctr.oci, ctr.rootfs, cid,
+             "sleep", "1000"])
+    assert r.returncode == 0, r.stderr
+    try:
+        r = ctr(["task", "exec", "--exec-id", "e1", cid, "sh", "-c", "echo ctr-exec; exit 3"])
+        assert (r.returncode, r.stdout) == (3, "ctr-exec\n"), r.stderr
+    finally:
+        ctr(["tasks", "kill", "-s", "KILL", cid])
+        time.sleep(0.2)
+        ctr(["tasks", "delete", "--force", cid])
+        ctr(["containers", "delete", cid])

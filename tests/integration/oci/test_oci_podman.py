@@ -79,3 +79,16 @@ def test_escape_checks_hold_under_podman(podman, tmp_path):
     marker.write_text("x")
     r = prun(podman, [], script(str(marker)))
     assert_all_ok(r.stdout)
+
+
+def test_podman_exec_with_and_without_a_terminal(podman):
+    r = podman(["run", "-d", "--network", "none", IMAGE, "sleep", "1000"])
+    assert r.returncode == 0, r.stderr
+    cid = r.stdout.strip()
+    try:
+        r = podman(["exec", cid, "sh", "-c", "echo podman-exec; exit 6"])
+        assert (r.returncode, r.stdout) == (6, "podman-exec\n"), r.stderr
+        r = podman(["exec", "-t", cid, "tty"])
+        assert r.returncode == 0 and "/dev/pts/" in r.stdout, r.stderr
+    finally:
+        podman(["rm", "-f", cid])

@@ -230,3 +230,28 @@ def test_rlimits_lower_ours_and_never_raise_them(bundle, lifecycle):
     cfg["process"]["rlimits"] = [{"type": "RLIMIT_NOFILE", "soft": 1 << 20, "hard": 1 << 20}]
     (b / "config.json").write_text(json.dumps(cfg))
     assert int(lifecycle(b).out.split()[1]) <= 65536  # ours (src/jail/jail.h) stands
+
+
+def test_exec_joins_the_container_with_the_same_protections(oci, bundle, tmp_path):
+    from .escape import script, assert_all_ok
+    assert oci(["create", "--bundle", str(bundle(["sleep", "1000"])), "x"]).returncode == 0
+    assert oci(["start", "x"]).returncode == 0
+    r = oci(["exec", "x", "sh", "-c", "ps -o pid,args; grep -E '^(CapEff|NoNewPrivs)' "
+             "/proc/self/status; exit 4"])
+    assert r.returncode == 4, r.stderr
+    assert "sleep 1000" in r.stdout and "airlock-init" in r.stdout  # its pid namespace
+    assert "NoNewPrivs:\t1" in r.stdout
+    caps = int(r.stdout.split("CapEff:\t")[1].split()[0], 16)
+    assert caps & (1 << 21) == 0  # no CAP_SYS_ADMIN although the config lists it
+    marker = tmp_path / "host-marker"
+    marker.write_text("x")
+    assert_all_ok(oci(["exec", "x", "sh", "-c", script(str(marker))]).stdout)
+    proc = tmp_path / "process.json"
+    proc.write_text(json.dumps({"args": ["sh", "-c", "id -u; exit 9"], "cwd": "/tmp",
+                                "env": ["PATH=/bin"], "user": {"uid": 4321, "gid": 4321}}))
+    r = oci(["exec", "--process", str(proc), "x"])
+    assert (r.returncode, r.stdout) == (9, "4321\n"), r.stderr
+    assert oci(["exec", "x", "no-such-command"]).returncode == 127
+    assert oci(["delete", "--force", "x"]).returncode == 0
+    r = oci(["exec", "x", "true"])
+    assert r.returncode == 1 and "does not exist" in r.stderr
