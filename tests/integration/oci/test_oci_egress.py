@@ -78,3 +78,13 @@ def test_an_invalid_policy_is_refused_at_create(bundle, lifecycle):
     b = bundle(["true"], annotations={"airlock.dev/network-policy": '{"allow": 5}'})
     r = lifecycle(b)
     assert r.create_rc == 1 and "network-policy" in r.create_err, r.create_err
+
+
+def test_the_gateways_channel_never_reaches_the_workload(bundle, lifecycle, upstream,
+                                                         monkeypatch):
+    monkeypatch.setenv("AIRLOCK_OCI_UPSTREAM_NETNS", upstream["netns"])
+    b = bundle(["sh", "-c", "ls /proc/self/fd; ls /proc/1/fd 2>&1 | head -3"],
+               annotations={"airlock.dev/network-policy": json.dumps({"allow": ["x.test"]})})
+    r = lifecycle(b)
+    fds = r.out.split()
+    assert fds[:4] == ["0", "1", "2", "3"] and (len(fds) == 4 or not fds[4].isdigit()), r.out

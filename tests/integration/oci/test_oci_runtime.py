@@ -3,6 +3,7 @@ the lifecycle, the state document, signals, the error strings engines match, wha
 config.json is honoured and what is refused (docs/oci.md)."""
 import json
 import os
+import shutil
 import subprocess
 import time
 
@@ -255,3 +256,69 @@ def test_exec_joins_the_container_with_the_same_protections(oci, bundle, tmp_pat
     assert oci(["delete", "--force", "x"]).returncode == 0
     r = oci(["exec", "x", "true"])
     assert r.returncode == 1 and "does not exist" in r.stderr
+
+
+def test_nothing_of_the_workload_runs_before_start(oci, bundle, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    b = bundle(["sh", "-c", "echo ran > /out/f"],
+               mounts=[{"destination": "/out", "type": "bind", "source": str(out),
+                        "options": ["bind"]}])
+    os.chmod(out, 0o777)
+    assert oci(["create", "--bundle", str(b), "g"]).returncode == 0
+    time.sleep(0.3)
+    assert not (out / "f").exists()  # PID 1 waits at the gate
+    assert oci(["start", "g"]).returncode == 0
+    deadline = time.monotonic() + 5
+    while not (out / "f").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (out / "f").read_text() == "ran\n"
+
+
+def test_a_symlink_in_the_image_cannot_aim_a_mount_elsewhere(bundle, lifecycle, tmp_path,
+                                                             rootfs):
+    img = tmp_path / "img"
+    shutil.copytree(rootfs, img, symlinks=True)
+    (img / "etc" / "hosts").unlink()
+    os.symlink("/etc/shadow", img / "etc" / "hosts")  # resolved on the host, it would be
+    src = tmp_path / "hosts"
+    src.write_text("203.0.113.1 x.test\n")
+    b = bundle(["cat", "/etc/hosts"],
+               mounts=[{"destination": "/etc/hosts", "type": "bind", "source": str(src),
+                        "options": ["rbind", "ro"]}])
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["root"]["path"] = str(img)
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = lifecycle(b)
+    assert r.create_rc == 1 and "symlink" in r.create_err, r.create_err
+
+
+def test_concurrent_creates_get_one_id_and_distinct_uid_ranges(oci_bin, bundle, state_root):
+    b = str(bundle(["sleep", "1000"]))
+    null = subprocess.DEVNULL
+    ps = [subprocess.Popen([oci_bin, "--root", state_root, "create", "--bundle", b, "same"],
+                           stdin=null, stdout=null, stderr=null) for _ in range(4)]
+    ps += [subprocess.Popen([oci_bin, "--root", state_root, "create", "--bundle", b,
+                             "c%d" % i], stdin=null, stdout=null, stderr=null)
+           for i in range(3)]
+    rcs = [p.wait(30) for p in ps]
+    assert rcs[:4].count(0) == 1 and rcs[4:] == [0, 0, 0], rcs
+    maps = set()
+    for cid in ("same", "c0", "c1", "c2"):
+        st = json.load(open(os.path.join(state_root, cid, "state.json")))
+        maps.add(open("/proc/%d/uid_map" % st["pid"]).read().split()[1])
+    assert len(maps) == 4
+
+
+def test_kill_all_reaches_every_process(oci, bundle):
+    assert oci(["create", "--bundle", str(bundle(
+        ["sh", "-c", "trap '' TERM; sleep 1000 & sleep 1000 & wait"])), "a"]).returncode == 0
+    assert oci(["start", "a"]).returncode == 0
+    deadline = time.monotonic() + 5
+    while len(json.loads(oci(["ps", "--format", "json", "a"]).stdout)) < 4 and \
+            time.monotonic() < deadline:
+        time.sleep(0.02)
+    pids = json.loads(oci(["ps", "--format", "json", "a"]).stdout)
+    assert len(pids) == 4, pids  # PID 1, sh, two sleeps
+    assert oci(["kill", "--all", "a", "KILL"]).returncode == 0
+    assert all(gone(p) for p in pids)
