@@ -352,6 +352,7 @@ static int do_create(const struct oci_opts *o, const struct create_args *a, stru
 	}
 	snprintf(b.st.id, sizeof(b.st.id), "%s", a->id);
 	snprintf(b.st.bundle, sizeof(b.st.bundle), "%s", bundle);
+	snprintf(b.st.rootfs, sizeof(b.st.rootfs), "%s", b.c.rootfs);
 	/* Unique per state root too: podman's and containerd's may both hold an ID. */
 	snprintf(b.st.cgroup, sizeof(b.st.cgroup), "oci-%08x-%.128s",
 		 jail_fnv(2166136261u, o->root, strlen(o->root)), a->id);

@@ -66,6 +66,7 @@ struct oci_state {
 	pid_t pid;
 	uint64_t start_time;
 	char bundle[4096];
+	char rootfs[4096];
 	char created[40];
 	char cgroup[160];
 	unsigned slot;

@@ -101,6 +101,8 @@ int oci_state_load(const char *root, const char *id, struct oci_state *st, struc
 	st->slot = (unsigned)json_integer_value(json_object_get(j, "slot"));
 	snprintf(st->bundle, sizeof(st->bundle), "%s",
 		 json_string_value(json_object_get(j, "bundle")) ?: "");
+	snprintf(st->rootfs, sizeof(st->rootfs), "%s",
+		 json_string_value(json_object_get(j, "rootfs")) ?: "");
 	snprintf(st->created, sizeof(st->created), "%s",
 		 json_string_value(json_object_get(j, "created")) ?: "");
 	snprintf(st->cgroup, sizeof(st->cgroup), "%s",
@@ -114,11 +116,11 @@ int oci_state_save(const char *root, const struct oci_state *st, struct al_error
 {
 	_cleanup_free_ char *path = oci_path(root, st->id, "state.json");
 	_cleanup_free_ char *tmp = oci_path(root, st->id, "state.json.tmp");
-	json_t *j =
-	    json_pack("{s:s, s:i, s:I, s:i, s:s, s:s, s:s, s:O}", "id", st->id, "pid", (int)st->pid,
-		      "start_time", (json_int_t)st->start_time, "slot", (int)st->slot, "bundle",
-		      st->bundle, "created", st->created, "cgroup", st->cgroup, "annotations",
-		      st->annotations ? st->annotations : json_object());
+	json_t *j = json_pack("{s:s, s:i, s:I, s:i, s:s, s:s, s:s, s:s, s:o}", "id", st->id, "pid",
+			      (int)st->pid, "start_time", (json_int_t)st->start_time, "slot",
+			      (int)st->slot, "bundle", st->bundle, "rootfs", st->rootfs, "created",
+			      st->created, "cgroup", st->cgroup, "annotations",
+			      st->annotations ? json_incref(st->annotations) : json_object());
 	int r = json_dump_file(j, tmp, JSON_COMPACT);
 
 	json_decref(j);
@@ -174,14 +176,11 @@ json_t *oci_state_json(const char *root, const struct oci_state *st)
 {
 	const char *status = oci_status(root, st);
 	bool stopped = strcmp(status, "stopped") == 0;
-	_cleanup_free_ char *rootfs = NULL;
-
-	rootfs = xasprintf("%s/rootfs", st->bundle);
-	return json_pack("{s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:O, s:s}", "ociVersion", OCI_VERSION,
-			 "id", st->id, "status", status, "pid", stopped ? 0 : (int)st->pid,
-			 "bundle", st->bundle, "rootfs", rootfs, "created", st->created,
-			 "annotations", st->annotations ? st->annotations : json_object(), "owner",
-			 "");
+	return json_pack(
+	    "{s:s, s:s, s:s, s:i, s:s, s:s, s:s, s:o, s:s}", "ociVersion", OCI_VERSION, "id",
+	    st->id, "status", status, "pid", stopped ? 0 : (int)st->pid, "bundle", st->bundle,
+	    "rootfs", st->rootfs, "created", st->created, "annotations",
+	    st->annotations ? json_incref(st->annotations) : json_object(), "owner", "");
 }
 
 int oci_slot_alloc(const char *root, unsigned *slot, struct al_error **err)
