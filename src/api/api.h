@@ -23,12 +23,19 @@ struct api_opts {
 	/* Optional (0: default). */
 	unsigned timeout_s;	  /* idle timeout of a connection; default 60 */
 	unsigned max_connections; /* per listening socket; default 8192 */
+	/* GET /metrics (docs/metrics.md): served on the API's listeners to a bearer token of
+	 * this file (one token a line; API tokens never grant it), and/or on a listener of
+	 * its own, "ADDR:PORT" as listen, without a token. NULL: not there. */
+	const char *metrics_tokens_path;
+	const char *metrics_listen;
 };
 
 /* Starts serving at once; at least one of listen and socket_path must be set. */
 int api_start(struct daemon *d, const struct api_opts *o, struct api **out, struct al_error **err);
 /* The bound TCP port (useful with port 0), or 0 without a TCP listener. */
 int api_tcp_port(const struct api *a);
+/* The bound port of the metrics listener, or 0 without one. */
+int api_metrics_port(const struct api *a);
 /* Stops the server (waits for the connection threads) and removes the Unix socket. */
 void api_stop(struct api *a);
 

@@ -21,6 +21,11 @@ int api_auth_load(const char *path, struct api_auth **out, struct al_error **err
 const char *api_auth_team(const struct api_auth *a, const char *token, size_t len);
 /* The team for an "Authorization" header value ("Bearer TOKEN"), or NULL. */
 const char *api_auth_header(const struct api_auth *a, const char *value);
+/* A file of bare tokens (one a line, '#' comments), each standing for `who`; at least one. */
+int api_auth_load_plain(const char *path, const char *who, struct api_auth **out,
+			struct al_error **err);
+/* True if a token of a is also one of b. */
+bool api_auth_shared(const struct api_auth *a, const struct api_auth *b);
 void api_auth_free(struct api_auth *a);
 
 /* --- listening sockets (listen.c) -------------------------------------- */
@@ -37,6 +42,7 @@ enum {
 	API_ROUTE_NO_AUTH = 1 << 0, /* served without a token (health) */
 	API_ROUTE_UPLOAD = 1 << 1,  /* body limited by max_upload instead of max_body */
 	API_ROUTE_RAW = 1 << 2,	    /* body is raw bytes, not JSON */
+	API_ROUTE_METRICS = 1 << 3, /* the metrics token, not an API token (metrics.c) */
 };
 
 struct api_route {
@@ -74,8 +80,18 @@ void api_params_clear(struct api_params *p);
 /* Route tables. */
 extern const struct api_route api_native_routes[];
 extern const size_t api_native_routes_n;
+extern const struct api_route api_metrics_routes[];
+extern const size_t api_metrics_routes_n;
 
 /* --- server state (server.c) --------------------------------------------- */
+
+/* What one libmicrohttpd daemon serves: the API (every route, tokens checked), or the
+ * metrics listener (its own routes, open). */
+struct api_listener {
+	struct api *api;
+	const struct api_router *router;
+	bool open; /* no token asked */
+};
 
 struct api {
 	struct daemon *d;
@@ -89,6 +105,11 @@ struct api {
 	size_t max_upload;
 	unsigned timeout_s;
 	bool stopping; /* read and written with __atomic builtins */
+	struct api_listener main_l, metrics_l;
+	struct api_auth *metrics_auth; /* --metrics-token-file, or NULL */
+	struct api_router metrics_router;
+	struct MHD_Daemon *mhd_metrics;
+	int metrics_port;
 };
 
 static inline bool api_stopping(const struct api *a)
@@ -99,6 +120,7 @@ static inline bool api_stopping(const struct api *a)
 /* One request: created at the first call of the access handler, freed when MHD is done. */
 struct api_req {
 	struct api *api;
+	const struct api_listener *listener;
 	struct MHD_Connection *conn;
 	const char *method;
 	const char *url;
@@ -113,6 +135,15 @@ struct api_req {
 	struct MHD_Response *resp;
 	unsigned status;
 };
+
+/* --- metrics (metrics.c) -------------------------------------------------- */
+
+/* The metrics tokens and listener of o (api_start, before the API's listeners). */
+int api_metrics_start(struct api *a, const struct api_opts *o, struct al_error **err);
+/* Who may read a metrics route here: true if r was refused (401, 403, or 404 where
+ * metrics are not served), false to go on. */
+bool api_metrics_refused(struct api_req *r);
+struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_conn);
 
 /* --- responses (respond.c) ----------------------------------------------- */
 

@@ -90,6 +90,55 @@ int api_auth_load(const char *path, struct api_auth **out, struct al_error **err
 	return 0;
 }
 
+int api_auth_load_plain(const char *path, const char *who, struct api_auth **out,
+			struct al_error **err)
+{
+	_cleanup_fclose_ FILE *f = NULL;
+	_cleanup_free_ char *line = NULL;
+	struct api_auth *a;
+	size_t cap = 0;
+	unsigned lineno = 0;
+
+	f = fopen(path, "re");
+	if (!f)
+		return al_error_set(err, errno, "open token file '%s'", path);
+	a = xzalloc(sizeof(*a));
+	while (getline(&line, &cap, f) >= 0) {
+		char *save = NULL, *tok, *extra;
+
+		lineno++;
+		line[strcspn(line, "\r\n")] = '\0';
+		tok = strtok_r(line, " \t", &save);
+		if (!tok || tok[0] == '#')
+			continue;
+		extra = strtok_r(NULL, " \t", &save);
+		if ((extra && extra[0] != '#') || !api_auth_word_ok(tok)) {
+			api_auth_free(a);
+			return al_error_msg(err, EINVAL, "token file %s:%u: expected one token",
+					    path, lineno);
+		}
+		a->v = xrealloc(a->v, (a->n + 1) * sizeof(*a->v));
+		a->v[a->n].token = xstrdup(tok);
+		a->v[a->n].len = strlen(tok);
+		a->v[a->n].team = xstrdup(who);
+		a->n++;
+	}
+	if (!a->n) {
+		api_auth_free(a);
+		return al_error_msg(err, EINVAL, "token file '%s' holds no token", path);
+	}
+	*out = a;
+	return 0;
+}
+
+bool api_auth_shared(const struct api_auth *a, const struct api_auth *b)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (api_auth_team(b, a->v[i].token, a->v[i].len))
+			return true;
+	return false;
+}
+
 /* 0 when equal; looks at every byte of the stored token whatever the input. */
 static unsigned api_auth_cmp(const struct api_token *t, const char *s, size_t len)
 {

@@ -14,6 +14,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,10 +41,13 @@ static int api_split_hostport(const char *spec, char **host, char **port, struct
 	if (!*host)
 		al_oom();
 	*port = xstrdup(colon + 1);
-	if (!**port || strspn(*port, "0123456789") != strlen(*port)) {
+	/* glibc takes a numeric service past 65535 modulo 2^16: 99999 would be port 34463. */
+	if (!**port || strspn(*port, "0123456789") != strlen(*port) || strlen(*port) > 5 ||
+	    atoi(*port) > 65535) {
 		free(*host);
 		free(*port);
-		return api_bad(err, "listen address '%s': bad port", spec);
+		*host = *port = NULL; /* the caller frees them too */
+		return api_bad(err, "listen address '%s': bad port (0 to 65535)", spec);
 	}
 	return 0;
 }

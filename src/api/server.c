@@ -196,8 +196,12 @@ static void api_req_begin(struct api_req *r, const char *version)
 					    "a NUL byte (%00) in the URL's path or query");
 	}
 
-	m = api_router_match(&a->router, r->method, r->url, &r->route, &r->params, &allow);
-	if (!(m == API_MATCH_OK && (r->route->flags & API_ROUTE_NO_AUTH))) {
+	m = api_router_match(r->listener->router, r->method, r->url, &r->route, &r->params, &allow);
+	if (m == API_MATCH_OK && (r->route->flags & API_ROUTE_METRICS)) {
+		if (api_metrics_refused(r))
+			return;
+	} else if (!r->listener->open &&
+		   !(m == API_MATCH_OK && (r->route->flags & API_ROUTE_NO_AUTH))) {
 		const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
 							    MHD_HTTP_HEADER_AUTHORIZATION);
 
@@ -245,8 +249,11 @@ static enum MHD_Result api_access(void *cls, struct MHD_Connection *conn, const 
 	struct api_req *r = *con_cls;
 
 	if (!r) {
+		const struct api_listener *l = cls;
+
 		r = xzalloc(sizeof(*r));
-		r->api = cls;
+		r->api = l->api;
+		r->listener = l;
 		r->conn = conn;
 		r->method = method;
 		r->url = url;
@@ -289,11 +296,13 @@ static void api_mhd_log(void *cls, const char *fmt, va_list ap)
 	/* Library code does not print; libmicrohttpd's messages are dropped. */
 }
 
-static struct MHD_Daemon *api_mhd_start(struct api *a, int fd, unsigned max_conn)
+struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_conn)
 {
+	struct api *a = l->api;
+
 	return MHD_start_daemon(
 	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL,
-	    NULL, api_access, a, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+	    NULL, api_access, l, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 	    MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT, a->timeout_s,
 	    /* One thread per connection: small stacks keep thousands of idle
@@ -312,7 +321,7 @@ static int api_start_listeners(struct api *a, const struct api_opts *o, struct a
 	if (o->listen) {
 		if (api_listen_tcp(o->listen, &fd, &a->tcp_port, err) < 0)
 			return -EINVAL;
-		a->mhd_tcp = api_mhd_start(a, fd, max_conn);
+		a->mhd_tcp = api_mhd_start(&a->main_l, fd, max_conn);
 		if (!a->mhd_tcp) {
 			close(fd);
 			return al_error_msg(err, EIO, "start the HTTP server on '%s'", o->listen);
@@ -322,7 +331,7 @@ static int api_start_listeners(struct api *a, const struct api_opts *o, struct a
 		if (api_listen_unix(o->socket_path, &fd, err) < 0)
 			return -EINVAL;
 		a->socket_path = xstrdup(o->socket_path);
-		a->mhd_unix = api_mhd_start(a, fd, max_conn);
+		a->mhd_unix = api_mhd_start(&a->main_l, fd, max_conn);
 		if (!a->mhd_unix) {
 			close(fd);
 			return al_error_msg(err, EIO, "start the HTTP server on '%s'",
@@ -345,7 +354,9 @@ int api_start(struct daemon *d, const struct api_opts *o, struct api **out, stru
 	a->timeout_s = o->timeout_s ? o->timeout_s : 60;
 	api_router_add(&a->router, api_native_routes, api_native_routes_n);
 	api_router_add(&a->router, api_vercel_routes, api_vercel_routes_n);
-	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 ||
+	api_router_add(&a->router, api_metrics_routes, api_metrics_routes_n);
+	a->main_l = (struct api_listener){a, &a->router, false};
+	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 || api_metrics_start(a, o, err) < 0 ||
 	    api_start_listeners(a, o, err) < 0) {
 		api_stop(a);
 		return al_error_wrap(err, "api");
@@ -368,6 +379,9 @@ void api_stop(struct api *a)
 		MHD_stop_daemon(a->mhd_tcp);
 	if (a->mhd_unix)
 		MHD_stop_daemon(a->mhd_unix);
+	if (a->mhd_metrics)
+		MHD_stop_daemon(a->mhd_metrics);
+	api_auth_free(a->metrics_auth);
 	if (a->socket_path)
 		unlink(a->socket_path);
 	free(a->socket_path);

@@ -25,6 +25,9 @@ static void usage(FILE *out)
 	    "API\n"
 	    "  pool fill [N] | status | drain sandbox parts made ahead for `run` (opt-in)\n"
 	    "  template status | drop         the read-only root templates `run` keeps\n"
+	    "  mcp [flags]                    an MCP server on stdio for agent hosts: tools that "
+	    "run\n"
+	    "                                 code in sandboxes (`airlock mcp --help`)\n"
 	    "\n"
 	    "talking to airlockd (--url URL | --socket PATH, --token TOKEN, --json; or "
 	    "AIRLOCK_URL,\n"
@@ -101,14 +104,17 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "template") == 0)
 		return cli_template(argc - 1, argv + 1);
 	/*
-	 * The daemon and the client subcommands live in their own binaries (airlockd,
-	 * airlock-remote) next to this one: they link libmicrohttpd, SQLite, libarchive and
-	 * libcurl, whose loading would cost `airlock run` ~10 ms on every sandbox.
+	 * The daemon, the client subcommands and the MCP server live in their own binaries
+	 * (airlockd, airlock-remote, airlock-mcp) next to this one: they link libmicrohttpd,
+	 * SQLite, libarchive and libcurl, whose loading would cost `airlock run` ~10 ms on every
+	 * sandbox.
 	 */
 	static const char *const remote[] = {"create", "exec", "cp",	"ls",
 					     "logs",   "stop", "policy"};
 	if (strcmp(argv[1], "serve") == 0)
 		return exec_sibling("airlockd", argv + 1);
+	if (strcmp(argv[1], "mcp") == 0)
+		return exec_sibling("airlock-mcp", argv + 1);
 	if (strcmp(argv[1], "oci") == 0) /* the OCI runtime (docs/oci.md) */
 		return exec_sibling("airlock-oci", argv + 1);
 	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)

@@ -62,6 +62,12 @@ void cli_serve_usage(FILE *out)
 	      "                      beyond it its oldest finished commands are forgotten, and a\n"
 	      "                      command that does not fit beside the running ones is\n"
 	      "                      refused with 429 (default 16M)\n"
+	      "  --metrics-listen ADDR:PORT\n"
+	      "                      serve GET /metrics (Prometheus) there, without a token;\n"
+	      "                      bind it where only the scraper reaches (e.g. 127.0.0.1:9470)\n"
+	      "  --metrics-token-file FILE\n"
+	      "                      serve GET /metrics on the API's listeners too, to a bearer\n"
+	      "                      token of FILE (one a line); API tokens never grant it\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -147,6 +153,8 @@ static const struct option serve_opts[] = {{"listen", required_argument, NULL, '
 					   {"keep-commands", required_argument, NULL, 'K'},
 					   {"keep-ended-output", required_argument, NULL, 'O'},
 					   {"team-max-sandboxes", required_argument, NULL, 'T'},
+					   {"metrics-listen", required_argument, NULL, 'M'},
+					   {"metrics-token-file", required_argument, NULL, 'm'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 
@@ -223,6 +231,12 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 		if (count_arg("keep-ended", optarg, 1, 1000000, &dopt->max_ended) < 0)
 			return AL_EXIT_USAGE;
 		break;
+	case 'M':
+		aopt->metrics_listen = optarg;
+		break;
+	case 'm':
+		aopt->metrics_tokens_path = optarg;
+		break;
 	case 'h':
 		cli_serve_usage(stdout);
 		return 0;
@@ -298,6 +312,9 @@ int cli_serve(int argc, char **argv)
 	fprintf(stderr, "airlock: serving on %s%s%s (state in %s)\n",
 		aopt.listen ? aopt.listen : "", aopt.listen && aopt.socket_path ? " and " : "",
 		aopt.socket_path ? aopt.socket_path : "", dopt.state_dir);
+	if (aopt.metrics_listen)
+		fprintf(stderr, "airlock: metrics on %s (GET /metrics, no token)\n",
+			aopt.metrics_listen);
 	while (sigwait(&mask, &sig) == 0 && sig == SIGHUP)
 		;
 	fprintf(stderr, "airlock: stopping (sandboxes keep running)\n");

@@ -148,6 +148,7 @@ static void finish_cmd(struct daemon *d, struct dm_cmd *c, const struct proto_ms
 	c->finished = true;
 	c->reason = reason;
 	c->finished_ms = dm_now_ms();
+	dm_metrics_cmd_end(d, c);
 	if (!c->row_stored)
 		return; /* the start path writes the end right after the row */
 	if (fb->n == DM_FINISH_BATCH)

@@ -348,6 +348,7 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 			c->finished = true;
 			c->reason = AL_REASON_SETUP_FAILED;
 			c->finished_ms = dm_now_ms();
+			dm_metrics_cmd_end(d, c);
 			/* The caller gets the agent's error; the store's is logged. */
 			if (store_command_finish(d->store, c->id, c->finished_ms, -1, 0,
 						 al_reason_name(c->reason), &late) < 0)

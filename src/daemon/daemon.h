@@ -172,4 +172,10 @@ int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const ch
 int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,
 	       json_t **out_array, struct al_error **err);
 
+/* --- metrics ---------------------------------------------------------------- */
+
+/* The daemon's metrics in the Prometheus text format 0.0.4 (docs/metrics.md): a heap
+ * string of *len bytes. It names every team's sandboxes: only the operator may read it. */
+char *dm_metrics_text(struct daemon *d, size_t *len);
+
 #endif

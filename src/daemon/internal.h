@@ -11,6 +11,7 @@
 #define AL_DAEMON_INTERNAL_H
 
 #include "daemon/daemon.h"
+#include "daemon/metrics.h"
 #include "proto/proto.h"
 #include "store/store.h"
 
@@ -135,6 +136,10 @@ struct dm_sbx {
 	bool warm;	    /* taken from the warm pool (started before its create) */
 	unsigned refs;	    /* callers using it outside d->mu (dm_hold_sbx): an ended
 			     * sandbox is forgotten (freed) only when none is */
+
+	/* Bytes of its egress log the metrics have counted (d->mu; a scrape moves it, under
+	 * m.scrape_mu: metrics_read.c). */
+	uint64_t egress_off;
 };
 
 struct daemon {
@@ -160,6 +165,9 @@ struct daemon {
 	pid_t spawner_pid;
 	char *spawner_exe; /* the static airlock binary next to airlockd, or NULL */
 	int lock_fd;	   /* holds the state directory's flock (statelock.c), or -1 */
+
+	/* GET /metrics: its counters (metrics.c). */
+	struct dm_metrics m;
 };
 
 /* d->mu held for a scope: `_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);` (as
@@ -304,6 +312,32 @@ static inline bool dm_sbx_pooled(const struct dm_sbx *s)
 bool dm_pool_fits(const struct dm_create *c);
 /* The pooled sandboxes ready now (under d->mu). */
 size_t dm_pool_ready(struct daemon *d, const char *workdir);
+
+/* metrics.c: the counters of GET /metrics, bumped with relaxed atomics (no lock needed) */
+void dm_metrics_init(struct daemon *d);
+uint64_t dm_mono_us(void);
+/* A create or a stop that began at t0_us (dm_mono_us) returned r, with *err on failure. */
+void dm_metrics_create(struct daemon *d, int r, const struct al_error *err, uint64_t t0_us);
+void dm_metrics_stop(struct daemon *d, int r, const struct al_error *err, uint64_t t0_us);
+/* c has just finished (its reason, started_ms and finished_ms are set). */
+void dm_metrics_cmd_end(struct daemon *d, const struct dm_cmd *c);
+void dm_metrics_gw_restart(struct daemon *d, bool ok);
+
+/* metrics_read.c: what a scrape reads besides the counters (m.scrape_mu held, d->mu not) */
+/* The size of a sandbox's egress log (0 if none): where the metrics of a sandbox loaded
+ * at start begin, so that a restart does not count its decisions twice. */
+uint64_t dm_egress_log_size(struct daemon *d, const char *id);
+/* Counts the decisions and bytes of id's egress log from byte off, reading at most max
+ * bytes of it; returns the offset after the last whole line counted. */
+uint64_t dm_metrics_egress_tail(struct daemon *d, const char *id, uint64_t off, uint64_t max);
+/* The ids of the sandboxes that have an egress log now, sorted. */
+struct dm_egress_logs {
+	char (*id)[DM_ID_LEN + 1];
+	size_t n;
+};
+void dm_egress_logs_list(struct daemon *d, struct dm_egress_logs *out);
+bool dm_egress_logs_has(const struct dm_egress_logs *l, const char *id);
+void dm_egress_logs_free(struct dm_egress_logs *l);
 
 /* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);

@@ -155,8 +155,10 @@ void *dm_netwatch_main(void *arg)
 			if (!dm_gateway_running(d, todo[i].id)) {
 				struct al_error *err = NULL;
 
-				dm_apply_policy(d, todo[i].id, todo[i].pid, todo[i].policy,
-						todo[i].gen, todo[i].conns, &err);
+				int r = dm_apply_policy(d, todo[i].id, todo[i].pid, todo[i].policy,
+							todo[i].gen, todo[i].conns, &err);
+
+				dm_metrics_gw_restart(d, r == 0);
 				al_error_free(err); /* tried again next second */
 			}
 			free(todo[i].policy);

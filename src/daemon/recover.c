@@ -98,6 +98,8 @@ static int recover_one(void *ctx, const struct store_sandbox *r)
 	json_decref(cfg);
 	s->agent_fd = -1;
 	s->root_held = -1;
+	/* Its decisions so far were counted by the daemon before us (metrics_read.c). */
+	s->egress_off = dm_egress_log_size(d, s->id);
 	pthread_mutex_init(&s->send_mu, NULL);
 	/* Either failure leaves the sandbox less to show (commands, or their output counts),
 	 * not a reason to leave it unmanaged. */
@@ -200,6 +202,7 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	d->sock_dir = xasprintf("%s/sockets", d->state_dir);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
+	dm_metrics_init(d);
 	/* Every sandbox's agent socket is SOCK_DIR/<id>.sock: refuse to start rather than fail
 	 * every create later (a client's request would look at fault). */
 	if (strlen(d->sock_dir) + 1 + DM_ID_LEN + strlen(".sock") > sock_max) {

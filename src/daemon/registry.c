@@ -308,6 +308,7 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 		c->reason = c->timed_out ? AL_REASON_TIMEOUT : AL_REASON_SIGNALED;
 		c->signal = SIGKILL;
 		c->finished_ms = now;
+		dm_metrics_cmd_end(d, c);
 		/* It ended all the same; a restart finds the sandbox dead and ends it again. */
 		if (store_command_finish(d->store, c->id, now, -1, SIGKILL,
 					 al_reason_name(c->reason), &err) < 0)
@@ -564,8 +565,23 @@ static size_t team_load(const struct daemon *d, const char *team)
 static int create(struct daemon *d, const char *team, const struct dm_create *asked, char **out_id,
 		  struct al_error **err);
 
+static int create_limited(struct daemon *d, const char *team, const struct dm_create *asked,
+			  char **out_id, struct al_error **err);
+
 int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *asked,
 		      char **out_id, struct al_error **err)
+{
+	uint64_t t0 = dm_mono_us();
+	int r = create_limited(d, team, asked, out_id, err);
+
+	if (team[0]) /* not the warm pool's refills (DM_POOL_TEAM): clients' creates */
+		dm_metrics_create(d, r, err ? *err : NULL, t0);
+	return r;
+}
+
+/* A create within the team's share (--team-max-sandboxes). */
+static int create_limited(struct daemon *d, const char *team, const struct dm_create *asked,
+			  char **out_id, struct al_error **err)
 {
 	size_t n, limit = d->opts.team_max_sbxs;
 	int r;
@@ -759,6 +775,7 @@ int dm_sbx_stop_locked(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state fin
 
 int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct al_error **err)
 {
+	uint64_t t0 = dm_mono_us();
 	struct dm_sbx *s;
 
 	pthread_mutex_lock(&d->mu);
@@ -766,6 +783,7 @@ int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct a
 	if (s)
 		dm_sbx_stop_locked(d, s, DM_SBX_STOPPED);
 	pthread_mutex_unlock(&d->mu);
+	dm_metrics_stop(d, s ? 0 : -ENOENT, err ? *err : NULL, t0);
 	return s ? 0 : -ENOENT;
 }
 

@@ -502,6 +502,129 @@ void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *o
 	}
 }
 
+struct jail_cgroup_reader {
+	bool v2;
+	int dir[2]; /* v2: airlock/; v1: memory/airlock/ and pids/airlock/ */
+	int proc;   /* /proc */
+};
+
+struct jail_cgroup_reader *jail_cgroup_reader_open(void)
+{
+	const char *root = cgroup_root();
+	struct jail_cgroup_reader *r = xzalloc(sizeof(*r));
+	char path[PATH_MAX];
+
+	r->v2 = is_v2(root);
+	for (int i = 0; i < (r->v2 ? 1 : 2); i++) {
+		snprintf(path, sizeof(path), "%s/%s%sairlock", root,
+			 r->v2 ? "" : v1_controllers[i ? V1_PIDS : V1_MEMORY], r->v2 ? "" : "/");
+		r->dir[i] = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (r->v2)
+		r->dir[1] = -1;
+	r->proc = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return r;
+}
+
+void jail_cgroup_reader_close(struct jail_cgroup_reader *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < 2; i++)
+		if (r->dir[i] >= 0)
+			close(r->dir[i]);
+	if (r->proc >= 0)
+		close(r->proc);
+	free(r);
+}
+
+/* The file dir/name/file into buf (NUL-terminated): its length, or -1 (gone). */
+static ssize_t read_at(int dir, const char *name, const char *file, char *buf, size_t cap)
+{
+	char path[PATH_MAX];
+	_cleanup_close_ int fd = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s%s%s", name, name[0] ? "/" : "", file);
+	fd = dir < 0 ? -1 : openat(dir, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, buf, cap - 1)) < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/* utime + stime + cutime + cstime of a process, in clock ticks (0 if gone). The command
+ * name (field 2) is the sandbox's to choose: fields are counted after its last ')'. */
+static uint64_t proc_cpu_ticks(int proc, const char *pid)
+{
+	char buf[1024];
+	unsigned long long v[4];
+	char *p;
+
+	if (read_at(proc, pid, "stat", buf, sizeof(buf)) <= 0 || !(p = strrchr(buf, ')')))
+		return 0;
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt, then ours */
+	if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu", &v[0],
+		   &v[1], &v[2], &v[3]) != 4)
+		return 0;
+	return v[0] + v[1] + v[2] + v[3];
+}
+
+/* v1: the CPU time of the processes of pids/airlock/<name> (a process's cumulative times
+ * hold its reaped children's, and every process of a sandbox is reaped inside it). */
+static uint64_t v1_cpu_ns(const struct jail_cgroup_reader *r, const char *name)
+{
+	char path[PATH_MAX], pid[32];
+	_cleanup_fclose_ FILE *f = NULL;
+	uint64_t ticks = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/cgroup.procs", name);
+	fd = r->dir[1] < 0 ? -1 : openat(r->dir[1], path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	f = fdopen(fd, "re");
+	if (!f) {
+		close(fd);
+		return 0;
+	}
+	while (fscanf(f, "%31s", pid) == 1)
+		ticks += proc_cpu_ticks(r->proc, pid);
+	return hz > 0 ? ticks * (1000000000ull / (uint64_t)hz) : 0;
+}
+
+/* The value of "key N" in a flat-keyed file's text, or 0. */
+static uint64_t keyed_u64(const char *text, const char *key)
+{
+	size_t kl = strlen(key);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (strncmp(p, key, kl) == 0 && p[kl] == ' ')
+			return strtoull(p + kl + 1, NULL, 10);
+	return 0;
+}
+
+int jail_cgroup_usage(const struct jail_cgroup_reader *r, const char *name, uint64_t *memory_bytes,
+		      uint64_t *cpu_ns)
+{
+	char buf[4096];
+
+	if (!name[0] || strchr(name, '/') ||
+	    read_at(r->dir[0], name, r->v2 ? "memory.current" : "memory.usage_in_bytes", buf,
+		    sizeof(buf)) < 0)
+		return -ENOENT;
+	*memory_bytes = strtoull(buf, NULL, 10);
+	if (!r->v2) {
+		*cpu_ns = v1_cpu_ns(r, name);
+		return 0;
+	}
+	*cpu_ns = read_at(r->dir[0], name, "cpu.stat", buf, sizeof(buf)) < 0
+		      ? 0
+		      : keyed_u64(buf, "usage_usec") * 1000;
+	return 0;
+}
+
 void jail_cgroup_kill(struct jail_cgroup *cg)
 {
 	/*

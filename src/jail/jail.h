@@ -322,6 +322,16 @@ void jail_cgroup_remove(const char *dir);
 int jail_cgroup_clone_fd(const struct jail_cgroup *cg);
 int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err);
 void jail_cgroup_stats(struct jail_cgroup *cg, uint64_t *peak_bytes, uint64_t *oom_kills);
+/* What sandboxes' cgroups use now, read through directory fds opened once (a scrape of
+ * airlockd's metrics reads every sandbox's): jail_cgroup_usage gives the memory of the
+ * cgroup `name` (v2 memory.current, v1 memory.usage_in_bytes) and its CPU time so far (v2
+ * cpu.stat usage_usec; v1, where airlock keeps no cpuacct cgroup, the user+system time of
+ * its live processes and of those they reaped, from /proc); -ENOENT when it is gone. */
+struct jail_cgroup_reader;
+struct jail_cgroup_reader *jail_cgroup_reader_open(void);
+int jail_cgroup_usage(const struct jail_cgroup_reader *r, const char *name, uint64_t *memory_bytes,
+		      uint64_t *cpu_ns);
+void jail_cgroup_reader_close(struct jail_cgroup_reader *r);
 void jail_cgroup_kill(struct jail_cgroup *cg);
 /* A cgroup made ahead of need by a long-lived process (airlockd's spawner), with cfg's
  * limits, named ahead-<pid>-<n>; v1 only (v2 cannot rename: -1, ENOTSUP). */

@@ -167,6 +167,7 @@ struct store {
 	pthread_mutex_t lock;
 	sqlite3 *db;
 	char *path;
+	uint64_t errors; /* SQLite failures so far (db_fail; atomic: read without the lock) */
 	sqlite3_stmt *stmt[S__MAX];
 };
 
@@ -230,6 +231,8 @@ static int db_fail(struct store *st, int rc, const char *what, const char *subje
 		   struct al_error **err)
 {
 	const char *msg = st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
+
+	__atomic_fetch_add(&st->errors, 1, __ATOMIC_RELAXED);
 
 	if (subject)
 		return al_error_set(err, sqlite_errno(st->db, rc), "store: %s '%s': %s", what,
@@ -968,4 +971,9 @@ int store_command_delete(struct store *st, const char *id, struct al_error **err
 	_cleanup_unlock_ struct store *locked = store_lock(st);
 
 	return update_by_id(st, S_CMD_DELETE, id, SQLITE_OK, err);
+}
+
+uint64_t store_errors(const struct store *st)
+{
+	return st ? __atomic_load_n(&st->errors, __ATOMIC_RELAXED) : 0;
 }

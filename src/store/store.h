@@ -19,6 +19,8 @@ struct store;
  * busy timeout 5 s; creates or migrates the schema (a `schema_version` in PRAGMA user_version). */
 int store_open(const char *path, struct store **out, struct al_error **err);
 void store_close(struct store *st);
+/* How many SQLite operations failed since store_open (any thread, no lock). */
+uint64_t store_errors(const struct store *st);
 
 struct store_sandbox {
 	char *id; /* "sbx_" + 24 [a-z0-9] */

@@ -132,6 +132,13 @@ def test_health_without_auth(server):
     assert st == 200 and body["ok"] is True and isinstance(body["version"], str)
 
 
+def test_metrics_are_off_without_their_flags(server):
+    for token in (None, TOK_A):
+        st, body = jreq(server, "GET", "/metrics", token=token)
+        assert st == 404 and body["error"]["code"] == "not_found", body
+        assert "--metrics-token-file" in body["error"]["message"], body
+
+
 @pytest.mark.parametrize("token", [None, "wrong", TOK_A + "x", TOK_A[:-1], ""])
 def test_auth_required(server, token):
     st, body = jreq(server, "GET", "/v1/sandboxes", token=token)
@@ -635,6 +642,9 @@ def test_openapi_matches_the_served_routes():
     src = src.replace('SBX "', '"/v1/sandboxes/{id}').replace("SBX,", '"/v1/sandboxes/{id}",')
     routes = re.findall(r'\{\s*"([A-Z]+)",\s*"(/v1[^"]*)"', src)
     assert len(routes) == 19
+    metrics = open(os.path.join(ROOT, "src/api/metrics.c")).read()
+    routes += re.findall(r'\{\s*"([A-Z]+)",\s*"(/metrics)"', metrics)
+    assert len(routes) == 20
     for method, path in routes:
         assert path in doc["paths"], path
         assert method.lower() in doc["paths"][path], (method, path)

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const ctrls[] = {"memory", "pids", "cpu"};
@@ -354,6 +355,44 @@ static void test_destroy_keeps_pids_while_another_is_left(void)
 	}
 }
 
+/* jail_cgroup_usage on v1: memory.usage_in_bytes, the CPU of the processes listed in
+ * pids/ (here: this test, after some work), a name that is not there, a path in a name. */
+static void test_usage_reads_memory_and_the_processes_cpu(void)
+{
+	struct jail_cgroup_reader *r;
+	uint64_t mem = 0, cpu = 0;
+	volatile unsigned long spin = 0;
+	struct timespec t;
+	long start = -1, ns;
+	char p[1024];
+	FILE *f;
+
+	mkdirs("memory", "sbx_use");
+	mkdirs("pids", "sbx_use");
+	snprintf(p, sizeof(p), "%s/memory/airlock/sbx_use/memory.usage_in_bytes", root);
+	f = fopen(p, "w");
+	fprintf(f, "52428800\n");
+	fclose(f);
+	snprintf(p, sizeof(p), "%s/pids/airlock/sbx_use/cgroup.procs", root);
+	f = fopen(p, "w");
+	fprintf(f, "%d\n999999999\n", (int)getpid()); /* and one gone: counts 0 */
+	fclose(f);
+	do { /* 50 ms of CPU: a few clock ticks at least */
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+		ns = t.tv_sec * 1000000000L + t.tv_nsec;
+		start = start < 0 ? ns : start;
+		spin++;
+	} while (ns - start < 50000000L);
+	r = jail_cgroup_reader_open();
+	CHECK(jail_cgroup_usage(r, "sbx_use", &mem, &cpu) == 0, "usage read");
+	CHECK(mem == 52428800, "memory from memory.usage_in_bytes (%llu)", (unsigned long long)mem);
+	CHECK(cpu >= 20000000, "CPU of the listed processes (%llu ns)", (unsigned long long)cpu);
+	CHECK(jail_cgroup_usage(r, "sbx_gone", &mem, &cpu) == -ENOENT, "a cgroup not there");
+	CHECK(jail_cgroup_usage(r, "../airlock/sbx_use", &mem, &cpu) == -ENOENT,
+	      "a name with a slash is no cgroup name");
+	jail_cgroup_reader_close(r);
+}
+
 int main(void)
 {
 	char tmpl[] = "/tmp/airlock-test-cgroup-XXXXXX";
@@ -379,6 +418,7 @@ int main(void)
 	test_one_shot_without_cpu_limit_has_no_cpu_cgroup();
 	test_one_shot_sweep_reads_pids_and_keeps_it_last();
 	test_destroy_keeps_pids_while_another_is_left();
+	test_usage_reads_memory_and_the_processes_cpu();
 	rm_rf(root);
 	return tap_done();
 }
