@@ -147,11 +147,15 @@ int oci_cmd_delete(const struct oci_opts *o, int argc, char **argv)
 		return oci_fail(o, "cannot delete container %s that is not stopped: %s", st.id,
 				status);
 	}
-	/* PID 1 (if still ours) and with it the pid namespace, then the cgroup. */
+	/* PID 1 (if still ours) and with it the pid namespace, then the cgroups. A paused one
+	 * is thawed first: a frozen task does not die until it thaws. */
+	if (strcmp(status, "paused") == 0)
+		oci_freeze(st.cgroup, false, NULL);
 	if (strcmp(status, "stopped") != 0)
 		jail_sandbox_kill(st.pid, st.start_time, st.cgroup);
 	else
 		jail_sandbox_reclaim(st.cgroup);
+	oci_freezer_remove(st.cgroup);
 	remove_dir(o->root, st.id);
 	oci_state_free(&st);
 	return 0;
@@ -252,28 +256,28 @@ int oci_cmd_update(const struct oci_opts *o, int argc, char **argv)
 	return r < 0 ? oci_fail(o, "%s", err->msg) : 0;
 }
 
-/* The freezer: cgroup v2's cgroup.freeze of the container's cgroup. */
+/* The freezer: cgroup v2's cgroup.freeze of the container's cgroup, or v1's freezer. */
 int oci_cmd_pause(const struct oci_opts *o, int argc, char **argv, bool pause)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_close_ int lock = -1;
-	_cleanup_free_ char *path = NULL;
-	_cleanup_close_ int fd = -1;
 	struct oci_state st;
+	const char *status;
+	int r;
 
 	if (argc != 2)
 		return oci_fail(o, "usage: %s ID", pause ? "pause" : "resume");
 	if (load(o, argv[1], true, &lock, &st, &err) < 0)
 		return oci_fail(o, "%s", err->msg);
-	path = xasprintf("/sys/fs/cgroup/airlock/%s/cgroup.freeze", st.cgroup);
+	status = oci_status(o->root, &st);
+	if (strcmp(status, pause ? "running" : "paused") != 0) {
+		oci_state_free(&st);
+		return oci_fail(o, "container %s is %s, not %s", argv[1], status,
+				pause ? "running" : "paused");
+	}
+	r = oci_freeze(st.cgroup, pause, &err);
 	oci_state_free(&st);
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return oci_fail(o, "%s: the freezer needs cgroup v2 (%s)",
-				pause ? "pause" : "resume", strerror(errno));
-	if (write(fd, pause ? "1" : "0", 1) != 1)
-		return oci_fail(o, "write %s: %s", path, strerror(errno));
-	return 0;
+	return r < 0 ? oci_fail(o, "%s", err->msg) : 0;
 }
 
 int oci_cmd_features(const struct oci_opts *o, int argc, char **argv)

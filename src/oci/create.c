@@ -267,6 +267,9 @@ static int spawn(struct building *b, const struct create_args *a, struct al_erro
 	al_closep(&b->c.oci.hold_fd);
 	if (b->gw && gw_client_send_pid(b->gw, b->pid, err) < 0)
 		return -1;
+	/* v1: the freezer too, before anything of the container's runs (the child waits). */
+	if (oci_freezer_join(b->st.cgroup, b->pid, err) < 0)
+		return -1;
 	if (jail_release_child(b->cg, b->pid, b->sync[0], -1, err) < 0 || drive(b, a, err) < 0)
 		return -1;
 	b->st.pid = b->pid;
@@ -283,6 +286,7 @@ static void undo(struct building *b)
 	}
 	jail_cgroup_destroy(b->cg);
 	b->cg = NULL;
+	oci_freezer_remove(b->st.cgroup);
 	al_closep(&b->c.oci.hold_fd);
 	gw_client_stop(b->gw); /* PID 1 and its copy of the channel are gone: it ends */
 	b->gw = NULL;

@@ -84,6 +84,13 @@ json_t *oci_state_json(const char *root, const struct oci_state *st);
 /* The lowest uid slot no container under root holds. */
 int oci_slot_alloc(const char *root, unsigned *slot, struct al_error **err);
 char *oci_path(const char *root, const char *id, const char *name);
+/* cgroup v1's freezer for pause/resume (v2 has cgroup.freeze in the container's own
+ * cgroup): a directory freezer/airlock/CGROUP that PID 1 joins at create. */
+#define OCI_V1_FREEZER "/sys/fs/cgroup/freezer"
+int oci_freezer_join(const char *cgroup, pid_t pid, struct al_error **err);
+void oci_freezer_remove(const char *cgroup);
+/* Write "1"/"0" (v2) or FROZEN/THAWED (v1). */
+int oci_freeze(const char *cgroup, bool freeze, struct al_error **err);
 /* Every host pid in the container's pid namespace (PID 1 first); n returned. */
 size_t oci_pids(pid_t pid1, pid_t *out, size_t max);
 

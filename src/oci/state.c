@@ -135,6 +135,47 @@ void oci_state_free(struct oci_state *st)
 	st->annotations = NULL;
 }
 
+int oci_freezer_join(const char *cgroup, pid_t pid, struct al_error **err)
+{
+	_cleanup_free_ char *dir = xasprintf(OCI_V1_FREEZER "/airlock/%s", cgroup);
+	_cleanup_free_ char *procs = xasprintf("%s/cgroup.procs", dir);
+	_cleanup_close_ int fd = -1;
+	char buf[16];
+	int n;
+
+	if (access(OCI_V1_FREEZER "/cgroup.procs", F_OK) < 0)
+		return 0; /* no v1 freezer: v2 freezes the container's own cgroup */
+	if ((mkdir(OCI_V1_FREEZER "/airlock", 0755) < 0 && errno != EEXIST) ||
+	    (mkdir(dir, 0755) < 0 && errno != EEXIST))
+		return al_error_set(err, errno, "mkdir '%s'", dir);
+	fd = open(procs, O_WRONLY | O_CLOEXEC);
+	n = snprintf(buf, sizeof(buf), "%d", (int)pid);
+	if (fd < 0 || write(fd, buf, (size_t)n) != n)
+		return al_error_set(err, errno, "join '%s'", dir);
+	return 0;
+}
+
+void oci_freezer_remove(const char *cgroup)
+{
+	_cleanup_free_ char *dir = xasprintf(OCI_V1_FREEZER "/airlock/%s", cgroup);
+
+	for (int i = 0; i < 100 && rmdir(dir) < 0 && errno == EBUSY; i++)
+		usleep(10000); /* its last task is still on its way out */
+}
+
+int oci_freeze(const char *cgroup, bool freeze, struct al_error **err)
+{
+	_cleanup_free_ char *v1 = xasprintf(OCI_V1_FREEZER "/airlock/%s/freezer.state", cgroup);
+	_cleanup_free_ char *v2 = xasprintf("/sys/fs/cgroup/airlock/%s/cgroup.freeze", cgroup);
+	bool is_v1 = access(v1, F_OK) == 0;
+	const char *val = is_v1 ? (freeze ? "FROZEN" : "THAWED") : (freeze ? "1" : "0");
+	_cleanup_close_ int fd = open(is_v1 ? v1 : v2, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, val, strlen(val)) != (ssize_t)strlen(val))
+		return al_error_set(err, errno, "write '%s'", is_v1 ? v1 : v2);
+	return 0;
+}
+
 static bool frozen(const struct oci_state *st)
 {
 	_cleanup_free_ char *p = xasprintf("/sys/fs/cgroup/airlock/%s/cgroup.freeze", st->cgroup);

@@ -322,3 +322,29 @@ def test_kill_all_reaches_every_process(oci, bundle):
     assert len(pids) == 4, pids  # PID 1, sh, two sleeps
     assert oci(["kill", "--all", "a", "KILL"]).returncode == 0
     assert all(gone(p) for p in pids)
+
+
+def test_pause_freezes_and_resume_thaws(oci, bundle, tmp_path):
+    out = tmp_path / "ticks"
+    out.mkdir()
+    os.chmod(out, 0o777)
+    b = bundle(["sh", "-c", "while true; do echo x >> /out/t; sleep 0.05; done"],
+               mounts=[{"destination": "/out", "type": "bind", "source": str(out),
+                        "options": ["bind"]}])
+    assert oci(["create", "--bundle", str(b), "p"]).returncode == 0
+    assert oci(["start", "p"]).returncode == 0
+    time.sleep(0.3)
+    r = oci(["pause", "p"])
+    assert r.returncode == 0, r.stderr
+    assert json.loads(oci(["state", "p"]).stdout)["status"] == "paused"
+    time.sleep(0.1)
+    n = len((out / "t").read_text())
+    time.sleep(0.4)
+    assert len((out / "t").read_text()) == n  # nothing ran while frozen
+    assert oci(["pause", "p"]).returncode == 1  # not twice
+    assert oci(["resume", "p"]).returncode == 0
+    assert json.loads(oci(["state", "p"]).stdout)["status"] == "running"
+    time.sleep(0.3)
+    assert len((out / "t").read_text()) > n
+    assert oci(["pause", "p"]).returncode == 0
+    assert oci(["delete", "--force", "p"]).returncode == 0  # a paused one too
