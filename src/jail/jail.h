@@ -59,6 +59,12 @@ struct jail_oci {
 	/* process.rlimits: each only ever lowers what the sandbox has (init.c) */
 	const struct jail_rlimit *rlimits;
 	size_t n_rlimits;
+	/* linux.maskedPaths and readonlyPaths in /proc (normal form; others are ignored: there
+	 * is no /sys), in addition to airlock's own masking (rootfs.c) */
+	const char *const *masked;
+	size_t n_masked;
+	const char *const *readonly;
+	size_t n_readonly;
 };
 
 /* Everything the child needs, prepared by the parent before clone. */
@@ -214,6 +220,8 @@ int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, const int *fds, str
 /* oci_mounts.c: is fd on a kernel filesystem (proc, sysfs, cgroup, ...), whose files are
  * handles on the host? */
 bool jail_kernel_fs(int fd);
+/* oci_mounts.c: ctx->oci's masked and read-only /proc paths, /proc being at top/proc. */
+int jail_oci_proc_paths(const char *top, const struct jail_ctx *ctx, struct al_error **err);
 
 /* pin.c: keep namespace ns_fd at path (a new empty file, bind-mounted; removed again if the
  * mount fails). */

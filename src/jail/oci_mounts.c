@@ -182,3 +182,71 @@ int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, const int *fds, str
 	}
 	return 0;
 }
+
+/* An fd on top + path, not following a last symlink; -1 with errno ENOENT if it is not there
+ * (this kernel has no such file: nothing to hide). */
+static int open_proc_path(const char *top, const char *path)
+{
+	char p[PATH_MAX];
+
+	if (strncmp(path, "/proc/", 6) != 0 || strstr(path, "/.") || strstr(path, "//") ||
+	    snprintf(p, sizeof(p), "%s%s", top, path) >= (int)sizeof(p)) {
+		errno = ENOENT;
+		return -1;
+	}
+	return open(p, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+}
+
+/* Hide one /proc path: an empty read-only tmpfs on a directory, /dev/null on a file. */
+static int mask_one(const char *top, const char *path, struct al_error **err)
+{
+	_cleanup_close_ int fd = open_proc_path(top, path);
+	char at[64], null[PATH_MAX];
+	struct stat st;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : al_error_set(err, errno, "maskedPaths '%s'", path);
+	snprintf(at, sizeof(at), "/proc/self/fd/%d", fd);
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		if (mount("tmpfs", at, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  "size=0,mode=0555") < 0)
+			return al_error_set(err, errno, "maskedPaths '%s'", path);
+		return 0;
+	}
+	/* Our own /dev/null node (rootfs.c made it, as it masks /proc's own entries). */
+	snprintf(null, sizeof(null), "%s/dev/null", top);
+	if (mount(null, at, NULL, MS_BIND, NULL) < 0)
+		return al_error_set(err, errno, "maskedPaths '%s'", path);
+	return 0;
+}
+
+/* Make one /proc path read-only (with what is mounted below it). */
+static int readonly_one(const char *top, const char *path, struct al_error **err)
+{
+	struct al_mount_attr attr = {.attr_set = AL_MOUNT_ATTR_RDONLY | AL_MOUNT_ATTR_NOSUID |
+						 AL_MOUNT_ATTR_NODEV};
+	_cleanup_close_ int fd = open_proc_path(top, path), tree = -1;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : al_error_set(err, errno, "readonlyPaths '%s'", path);
+	tree = (int)syscall(SYS_open_tree, fd, "",
+			    AL_OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+	if (tree < 0 ||
+	    syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr,
+		    sizeof(attr)) < 0 ||
+	    syscall(SYS_move_mount, tree, "", fd, "",
+		    AL_MOVE_MOUNT_F_EMPTY_PATH | AL_MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return al_error_set(err, errno, "readonlyPaths '%s'", path);
+	return 0;
+}
+
+int jail_oci_proc_paths(const char *top, const struct jail_ctx *ctx, struct al_error **err)
+{
+	for (size_t i = 0; ctx->oci && i < ctx->oci->n_masked; i++)
+		if (mask_one(top, ctx->oci->masked[i], err) < 0)
+			return -1;
+	for (size_t i = 0; ctx->oci && i < ctx->oci->n_readonly; i++)
+		if (readonly_one(top, ctx->oci->readonly[i], err) < 0)
+			return -1;
+	return 0;
+}

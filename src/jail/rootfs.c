@@ -556,6 +556,8 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 		al_closep(&oci_fds[i]);
 	if (r == 0)
 		r = build_proc(STAGE, err);
+	if (r == 0) /* an OCI container's maskedPaths and readonlyPaths in /proc, beyond ours */
+		r = jail_oci_proc_paths(STAGE, ctx, err);
 	if (r == 0)
 		r = enter_root(workdir, err);
 	umask(022);

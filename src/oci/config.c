@@ -351,6 +351,15 @@ int oci_config_load(const char *bundle, struct oci_config *c, struct al_error **
 	if (oci_seccomp_compile(json_object_get(linux_, "seccomp"), &c->seccomp, err) < 0)
 		return al_error_wrap(err, "config.json: linux.seccomp");
 	c->oci.seccomp = c->seccomp;
+	c->masked = string_array(json_object_get(linux_, "maskedPaths"), "linux.maskedPaths", err);
+	c->readonly =
+	    string_array(json_object_get(linux_, "readonlyPaths"), "linux.readonlyPaths", err);
+	if (!c->masked || !c->readonly)
+		return -1;
+	c->oci.masked = c->masked;
+	c->oci.n_masked = json_array_size(json_object_get(linux_, "maskedPaths"));
+	c->oci.readonly = c->readonly;
+	c->oci.n_readonly = json_array_size(json_object_get(linux_, "readonlyPaths"));
 	ann = json_object_get(c->doc, "annotations");
 	c->policy = json_string_value(json_object_get(ann, OCI_POLICY_ANNOTATION));
 	if (c->policy && c->netns_fd >= 0)
@@ -368,6 +377,8 @@ void oci_config_free(struct oci_config *c)
 	al_closep(&c->oci.uts_fd);
 	free(c->argv);
 	free(c->envp);
+	free(c->masked);
+	free(c->readonly);
 	oci_seccomp_free(c->seccomp);
 	json_decref(c->doc);
 	memset(c, 0, sizeof(*c));

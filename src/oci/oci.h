@@ -30,6 +30,7 @@ struct oci_config {
 	struct jail_oci oci;
 	char rootfs[4096];
 	const char **argv, **envp; /* NULL-terminated */
+	const char **masked, **readonly;
 	const char *cwd;
 	uid_t uid;
 	gid_t groups[32];

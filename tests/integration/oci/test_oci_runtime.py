@@ -348,3 +348,19 @@ def test_pause_freezes_and_resume_thaws(oci, bundle, tmp_path):
     assert len((out / "t").read_text()) > n
     assert oci(["pause", "p"]).returncode == 0
     assert oci(["delete", "--force", "p"]).returncode == 0  # a paused one too
+
+
+def test_masked_and_readonly_proc_paths_of_the_config(bundle, lifecycle):
+    b = bundle(["sh", "-c", "wc -c < /proc/cpuinfo; ls /proc/driver | wc -l; "
+                "grep -E ' /proc/(fs|cpuinfo|driver) ' /proc/mounts"])
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["linux"]["maskedPaths"] += ["/proc/cpuinfo", "/proc/driver", "/sys/firmware",
+                                    "/proc/no-such-file"]
+    cfg["linux"]["readonlyPaths"] += ["/proc/fs"]
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = lifecycle(b)
+    lines = r.out.splitlines()
+    assert lines[:2] == ["0", "0"], (r.out, r.err, r.create_err)
+    mounts = {line.split()[1]: line.split()[3] for line in lines[2:]}
+    assert mounts["/proc/fs"].startswith("ro,"), mounts
+    assert mounts["/proc/driver"].startswith("ro,"), mounts
