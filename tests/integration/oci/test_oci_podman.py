@@ -92,3 +92,24 @@ def test_podman_exec_with_and_without_a_terminal(podman):
         assert r.returncode == 0 and "/dev/pts/" in r.stdout, r.stderr
     finally:
         podman(["rm", "-f", cid])
+
+
+def test_the_policy_annotation_through_podman_gives_a_gateway_link(podman):
+    # podman reads --annotation as CSV: the JSON's quotes are doubled inside a quoted field.
+    r = podman(["run", "--rm", "--network", "none", "--annotation",
+                '"airlock.dev/network-policy={""allow"": [""x.test""]}"', IMAGE, "sh", "-c",
+                "cut -d: -f1 /proc/net/dev | tail -n +3"])
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["lo", "eth0"], r.stdout  # eth0: the link to its gateway
+
+
+def test_podmans_own_network_is_joined_not_filtered(podman):
+    # The engine made the namespace (netavark/CNI): airlock joins it, as docs/oci.md says.
+    r = podman(["run", "--rm", IMAGE, "sh", "-c", "cut -d: -f1 /proc/net/dev | tail -n +3"])
+    if r.returncode != 0 and "network" in r.stderr.lower():
+        pytest.skip("podman's default network does not work here: %s" % r.stderr[-200:])
+    assert r.returncode == 0, r.stderr
+    assert "eth0" in r.stdout.split()
+    r = podman(["run", "--rm", "--annotation",
+                '"airlock.dev/network-policy={""allow"": [""x.test""]}"', IMAGE, "true"])
+    assert r.returncode != 0 and "airlock gateway" in r.stderr, r.stderr
