@@ -302,6 +302,19 @@ static int namespaces(json_t *nss, struct oci_config *c, struct al_error **err)
 	return 0;
 }
 
+/* "deny-all", as a bare word, a JSON string or {"mode": "deny-all"}: no gateway needed. */
+static bool deny_all(const char *doc)
+{
+	json_t *j = json_loads(doc, JSON_DECODE_ANY, NULL);
+	const char *s = json_is_object(j) && json_object_size(j) == 1
+			    ? json_string_value(json_object_get(j, "mode"))
+			    : json_string_value(j);
+	bool r = s ? strcmp(s, "deny-all") == 0 : strcmp(doc, "deny-all") == 0;
+
+	json_decref(j);
+	return r;
+}
+
 static int load_doc(const char *bundle, struct oci_config *c, struct al_error **err)
 {
 	_cleanup_free_ char *path = xasprintf("%s/config.json", bundle);
@@ -367,6 +380,8 @@ int oci_config_load(const char *bundle, struct oci_config *c, struct al_error **
 				    "annotation %s and a network namespace to join: a joined "
 				    "namespace has no airlock gateway (docs/oci.md)",
 				    OCI_POLICY_ANNOTATION);
+	if (c->policy && deny_all(c->policy))
+		c->policy = NULL; /* loopback only, as without one: no gateway */
 	return 0;
 }
 

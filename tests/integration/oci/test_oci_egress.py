@@ -88,3 +88,10 @@ def test_the_gateways_channel_never_reaches_the_workload(bundle, lifecycle, upst
     r = lifecycle(b)
     fds = r.out.split()
     assert fds[:4] == ["0", "1", "2", "3"] and (len(fds) == 4 or not fds[4].isdigit()), r.out
+
+
+@pytest.mark.parametrize("policy", ["deny-all", '"deny-all"', '{"mode": "deny-all"}'])
+def test_a_deny_all_annotation_is_loopback_only_without_a_gateway(bundle, lifecycle, policy):
+    r = lifecycle(bundle(["sh", "-c", "cut -d: -f1 /proc/net/dev | tail -n +3"],
+                         annotations={"airlock.dev/network-policy": policy}))
+    assert r.out.split() == ["lo"], (r.out, r.create_err)
