@@ -151,10 +151,9 @@ int oci_cmd_delete(const struct oci_opts *o, int argc, char **argv)
 	 * is thawed first: a frozen task does not die until it thaws. */
 	if (strcmp(status, "paused") == 0)
 		oci_freeze(st.cgroup, false, NULL);
-	if (strcmp(status, "stopped") != 0)
-		jail_sandbox_kill(st.pid, st.start_time, st.cgroup);
-	else
-		jail_sandbox_reclaim(st.cgroup);
+	/* Safe for one already stopped: PID 1 is signalled only if it is still the same process;
+	 * the cgroup is waited for (up to 1 s) while its last tasks leave. */
+	jail_sandbox_kill(st.pid, st.start_time, st.cgroup);
 	oci_freezer_remove(st.cgroup);
 	remove_dir(o->root, st.id);
 	oci_state_free(&st);
