@@ -110,17 +110,6 @@ int oci_cmd_kill(const struct oci_opts *o, int argc, char **argv)
 	return 0;
 }
 
-static void remove_dir(const char *root, const char *id)
-{
-	_cleanup_free_ char *f = oci_path(root, id, "exec.fifo");
-	_cleanup_free_ char *s = oci_path(root, id, "state.json");
-	_cleanup_free_ char *d = oci_path(root, id, NULL);
-
-	unlink(f);
-	unlink(s);
-	rmdir(d);
-}
-
 int oci_cmd_delete(const struct oci_opts *o, int argc, char **argv)
 {
 	static const struct option opts[] = {{"force", no_argument, NULL, 'f'}, {NULL, 0, NULL, 0}};
@@ -155,7 +144,7 @@ int oci_cmd_delete(const struct oci_opts *o, int argc, char **argv)
 	 * the cgroup is waited for (up to 1 s) while its last tasks leave. */
 	jail_sandbox_kill(st.pid, st.start_time, st.cgroup);
 	oci_freezer_remove(st.cgroup);
-	remove_dir(o->root, st.id);
+	oci_remove_dir(o->root, st.id);
 	oci_state_free(&st);
 	return 0;
 }

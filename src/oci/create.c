@@ -41,6 +41,7 @@ struct building {
 	int sync[2], pidfd;
 	pid_t pid;
 	char *dir;
+	const char *root;     /* --root */
 	struct gw_client *gw; /* the egress gateway (a network-policy annotation), or NULL */
 	bool linked;	      /* the gateway made the container's link (JMSG_LINK sent) */
 	int log_fd;	      /* its egress log */
@@ -290,17 +291,8 @@ static void undo(struct building *b)
 	al_closep(&b->c.oci.hold_fd);
 	gw_client_stop(b->gw); /* PID 1 and its copy of the channel are gone: it ends */
 	b->gw = NULL;
-	if (b->dir) {
-		_cleanup_free_ char *l = xasprintf("%s/egress.log", b->dir);
-
-		unlink(l);
-		_cleanup_free_ char *f = xasprintf("%s/exec.fifo", b->dir);
-		_cleanup_free_ char *s = xasprintf("%s/state.json", b->dir);
-
-		unlink(f);
-		unlink(s);
-		rmdir(b->dir);
-	}
+	if (b->dir)
+		oci_remove_dir(b->root, b->st.id);
 }
 
 static void building_free(struct building *b)
@@ -342,10 +334,18 @@ static int do_create(const struct oci_opts *o, const struct create_args *a, stru
 	if (!realpath(a->bundle ? a->bundle : ".", bundle))
 		return al_error_set(err, errno, "bundle '%s'", a->bundle ? a->bundle : ".");
 	b.dir = oci_path(o->root, a->id, NULL);
-	if (access(b.dir, F_OK) == 0) {
-		free(b.dir);
-		return al_error_msg(err, EEXIST, "container with id %s already exists", a->id);
+	b.root = o->root;
+	snprintf(b.st.id, sizeof(b.st.id), "%s", a->id);
+	{
+		_cleanup_free_ char *state = oci_path(o->root, a->id, "state.json");
+
+		if (access(state, F_OK) == 0) {
+			free(b.dir);
+			return al_error_msg(err, EEXIST, "container with id %s already exists",
+					    a->id);
+		}
 	}
+	oci_remove_dir(o->root, a->id); /* what a create killed half-way may have left */
 	if (oci_config_load(bundle, &b.c, err) < 0 || oci_slot_alloc(o->root, &b.st.slot, err) < 0)
 		goto out;
 	if (mkdir(b.dir, 0700) < 0) {
@@ -354,7 +354,6 @@ static int do_create(const struct oci_opts *o, const struct create_args *a, stru
 		b.dir = NULL;
 		goto out;
 	}
-	snprintf(b.st.id, sizeof(b.st.id), "%s", a->id);
 	snprintf(b.st.bundle, sizeof(b.st.bundle), "%s", bundle);
 	snprintf(b.st.rootfs, sizeof(b.st.rootfs), "%s", b.c.rootfs);
 	/* Unique per state root too: podman's and containerd's may both hold an ID. */

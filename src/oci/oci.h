@@ -92,6 +92,8 @@ int oci_freezer_join(const char *cgroup, pid_t pid, struct al_error **err);
 void oci_freezer_remove(const char *cgroup);
 /* Write "1"/"0" (v2) or FROZEN/THAWED (v1). */
 int oci_freeze(const char *cgroup, bool freeze, struct al_error **err);
+/* Remove ROOT/ID and what airlock-oci puts there (the egress log included). */
+void oci_remove_dir(const char *root, const char *id);
 /* Every host pid in the container's pid namespace (PID 1 first); n returned. */
 size_t oci_pids(pid_t pid1, pid_t *out, size_t max);
 

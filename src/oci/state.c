@@ -252,6 +252,20 @@ int oci_slot_alloc(const char *root, unsigned *slot, struct al_error **err)
 	return al_error_msg(err, ENOSPC, "no free uid range for another container");
 }
 
+void oci_remove_dir(const char *root, const char *id)
+{
+	static const char *const files[] = {"exec.fifo", "state.json", "state.json.tmp",
+					    "egress.log"};
+	_cleanup_free_ char *d = oci_path(root, id, NULL);
+
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *f = oci_path(root, id, files[i]);
+
+		unlink(f);
+	}
+	rmdir(d);
+}
+
 size_t oci_pids(pid_t pid1, pid_t *out, size_t max)
 {
 	_cleanup_free_ char *own = xasprintf("/proc/%d/ns/pid", (int)pid1);

@@ -95,3 +95,14 @@ def test_a_deny_all_annotation_is_loopback_only_without_a_gateway(bundle, lifecy
     r = lifecycle(bundle(["sh", "-c", "cut -d: -f1 /proc/net/dev | tail -n +3"],
                          annotations={"airlock.dev/network-policy": policy}))
     assert r.out.split() == ["lo"], (r.out, r.create_err)
+
+
+def test_delete_leaves_nothing_in_the_state_directory(oci, bundle, upstream, monkeypatch):
+    monkeypatch.setenv("AIRLOCK_OCI_UPSTREAM_NETNS", upstream["netns"])
+    b = bundle(["true"], annotations={"airlock.dev/network-policy": '{"allow": ["x.test"]}'})
+    assert oci(["create", "--bundle", str(b), "e"]).returncode == 0
+    assert os.path.exists(os.path.join(oci.root, "e", "egress.log"))
+    assert oci(["delete", "--force", "e"]).returncode == 0
+    assert sorted(os.listdir(oci.root)) == [".lock"]
+    assert oci(["create", "--bundle", str(b), "e"]).returncode == 0  # the ID is free again
+    assert oci(["delete", "--force", "e"]).returncode == 0

@@ -20,7 +20,7 @@ def podman(tmp_path_factory, oci_bin, rootfs):
     base = ["podman", "--root", str(d / "store"), "--runroot", str(d / "run"),
             "--tmpdir", str(d / "tmp"), "--storage-driver", "vfs",
             "--cgroup-manager", "cgroupfs", "--events-backend", "file",
-            "--runtime", oci_bin]
+            "--runtime", oci_bin, "--runtime-flag", "root=%s" % (d / "oci")]
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
     imp = subprocess.run(base + ["import", "-", IMAGE], stdin=tar.stdout, capture_output=True,
                          timeout=60)
