@@ -33,6 +33,7 @@ struct api_opts {
 	uint64_t pty_ticket_ms;
 	/* Preview URLs <port>-<sandbox>.DOMAIN (docs/ports.md); NULL: only the path form. */
 	const char *preview_domain;
+	const char *e2b_domain; /* E2B's <port>-<id>.<domain> hosts are envd's (NULL: none) */
 };
 
 /* Starts serving at once; at least one of listen and socket_path must be set. */
