@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -312,6 +313,13 @@ int cli_serve(int argc, char **argv)
 		code = parse_serve_opt(c, argv[optind - 1], &dopt, &aopt, &agent);
 		if (code >= 0)
 			return code;
+	}
+	if (aopt.preview_domain && aopt.e2b_domain &&
+	    strcasecmp(aopt.preview_domain, aopt.e2b_domain) == 0) {
+		fprintf(stderr,
+			"airlock: serve: --preview-domain and --e2b-domain must differ (both "
+			"name hosts <port>-<id>.DOMAIN)\n");
+		return AL_EXIT_USAGE;
 	}
 	if (dopt.images_dir && access(dopt.images_dir, R_OK | X_OK) < 0) {
 		fprintf(stderr, "airlock: serve: --images '%s': %s\n", dopt.images_dir,
