@@ -160,6 +160,12 @@ static void handle_frame(struct agent *a, const uint8_t *frame, size_t len)
 	case PROTO_REPLAY:
 		agent_replay(a, c, m.stream, m.offset);
 		break;
+	case PROTO_RESIZE:
+		if (agent_cmd_resize(c, m.rows, m.cols) < 0) {
+			agent_send_error(a, m.id, errno, "TIOCSWINSZ");
+			return;
+		}
+		break;
 	default:
 		agent_send_error(a, m.id, EPROTO, "unexpected message type");
 		return;

@@ -61,6 +61,7 @@ struct agent_cmd {
 	uint8_t *job;	   /* the EXEC frame handed to an idle shim, until its "done": if the */
 	size_t job_len;	   /* shim dies before it took it (no ack), it runs on a new shim */
 	int fd[3];	   /* stdin (write end), stdout, stderr (read ends); -1 when closed */
+	int pty;	   /* a TTY command's PTY master (fd[0] and fd[1] are its dups), or -1 */
 	int report_fd;	   /* report pipe (read end): the exec error, then the shim's "done" */
 	struct watch w_out, w_err, w_in, w_report;
 	char *in_buf; /* stdin bytes accepted from the daemon, not yet in the pipe */
@@ -122,6 +123,8 @@ void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream);
 int agent_cmd_stdin(struct agent *a, struct agent_cmd *c, const void *data, size_t len,
 		    bool close_after);
 void agent_cmd_stdin_ready(struct agent *a, struct agent_cmd *c);
+/* A TTY command's window size; -1 with errno (ENOTTY: it has no PTY, ESRCH: it ended). */
+int agent_cmd_resize(struct agent_cmd *c, uint32_t rows, uint32_t cols);
 void agent_cmd_reaped(struct agent *a, struct agent_cmd *c, int status);
 /* The report pipe is readable: an exec error, or the shim's word that the command ended. */
 void agent_cmd_report(struct agent *a, struct agent_cmd *c);

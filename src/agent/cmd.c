@@ -11,8 +11,10 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <termios.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@ struct agent_cmd *agent_cmd_find(struct agent *a, const char *id, size_t len)
 static void cmd_free(struct agent_cmd *c)
 {
 	free(c->in_buf);
+	al_closep(&c->pty);
 	for (int i = 0; i < 3; i++)
 		al_closep(&c->fd[i]);
 	al_closep(&c->report_fd);
@@ -229,6 +232,54 @@ static void make_spare(struct agent *a)
 		a->have_spare = make_pipes(a->spare) == 0;
 }
 
+/*
+ * A TTY command's PTY, in the sandbox's own devpts, laid out as make_pipes' pipes: the slave
+ * is the command's stdin, stdout and stderr (p[0], p[3], p[5]), the master the agent's stdin
+ * and stdout ends (p[1], p[2]); stderr has no agent end (p[4] -1: a PTY is one stream). Only
+ * the report pipe is a pipe. *master: one more dup, kept for RESIZE. 0, or -errno.
+ */
+static int make_pty(const struct proto_msg *m, int p[8], int *master)
+{
+	struct winsize ws = {.ws_row = (unsigned short)(m->rows ? m->rows : 24),
+			     .ws_col = (unsigned short)(m->cols ? m->cols : 80)};
+	_cleanup_close_ int mfd = open("/dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+	_cleanup_close_ int sfd = -1;
+	int e;
+
+	if (mfd < 0 || unlockpt(mfd) < 0 || ioctl(mfd, TIOCSWINSZ, &ws) < 0)
+		return -errno;
+	sfd = ioctl(mfd, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (sfd < 0 || pipe2(&p[6], O_CLOEXEC) < 0)
+		return -errno;
+	fcntl(p[6], F_SETFL, O_NONBLOCK);
+	p[0] = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
+	p[3] = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
+	p[5] = TAKE_FD(sfd);
+	p[1] = fcntl(mfd, F_DUPFD_CLOEXEC, 0);
+	p[2] = fcntl(mfd, F_DUPFD_CLOEXEC, 0);
+	p[4] = -1;
+	*master = TAKE_FD(mfd);
+	if (p[0] >= 0 && p[3] >= 0 && p[1] >= 0 && p[2] >= 0)
+		return 0;
+	e = errno;
+	for (int i = 0; i < 8; i++)
+		if (p[i] >= 0)
+			close(p[i]);
+	al_closep(master);
+	return -e;
+}
+
+int agent_cmd_resize(struct agent_cmd *c, uint32_t rows, uint32_t cols)
+{
+	struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+
+	if (c->pty < 0)
+		return errno = ENOTTY, -1;
+	if (c->finished)
+		return errno = ESRCH, -1;
+	return ioctl(c->pty, TIOCSWINSZ, &ws); /* the kernel sends SIGWINCH to its foreground */
+}
+
 static int take_pipes(struct agent *a, int p[8])
 {
 	if (!a->have_spare)
@@ -309,7 +360,7 @@ static void cmd_attach(struct agent *a, struct agent_cmd *c, const struct proto_
 int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *frame, size_t len)
 {
 	/* in[0], in[1], out[0], out[1], err[0], err[1], rep[0], rep[1] */
-	int p[8], ctl = -1, r, e;
+	int p[8], ctl = -1, r, e, pty = -1;
 	struct proto_buf *b;
 	struct agent_cmd *c;
 	uint32_t job = 1;
@@ -327,9 +378,9 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 		agent_send_error(a, m->id, EAGAIN, "too many running commands");
 		return -1;
 	}
-	r = take_pipes(a, p);
+	r = m->tty ? make_pty(m, p, &pty) : take_pipes(a, p);
 	if (r < 0) {
-		agent_send_error(a, m->id, -r, "pipe2");
+		agent_send_error(a, m->id, -r, m->tty ? "opening a PTY" : "pipe2");
 		return -1;
 	}
 	pid = shim_reuse(a, frame, len, (int[]){p[0], p[3], p[5], p[7]}, &ctl, &job);
@@ -339,10 +390,12 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 	close_shim_ends(p);
 	if (pid < 0) {
 		close_agent_ends(p);
+		al_closep(&pty);
 		agent_send_error(a, m->id, e, "fork");
 		return -1;
 	}
 	c = xzalloc(sizeof(*c));
+	c->pty = pty;
 	memcpy(c->id, m->cmd_id, m->cmd_id_len);
 	c->start_ms = agent_now_ms();
 	if (job > 1) { /* an idle shim's: kept until it says it took it (AGENT_SHIM_ACK) */
@@ -578,15 +631,17 @@ static bool shim_took_job(struct agent_cmd *c)
 static int restart(struct agent *a, struct agent_cmd *c)
 {
 	struct proto_msg m;
-	int p[8], ctl = -1;
+	int p[8], ctl = -1, pty = -1;
 	pid_t pid;
 
-	if (proto_decode(c->job, c->job_len, &m) < 0 || m.type != PROTO_EXEC || make_pipes(p) < 0)
+	if (proto_decode(c->job, c->job_len, &m) < 0 || m.type != PROTO_EXEC ||
+	    (m.tty ? make_pty(&m, p, &pty) : make_pipes(p)) < 0)
 		return -1;
 	pid = fork_shim(a, &m, p, &ctl);
 	close_shim_ends(p);
 	if (pid < 0) {
 		close_agent_ends(p);
+		al_closep(&pty);
 		return -1;
 	}
 	stdin_close(a, c);
@@ -594,6 +649,8 @@ static int restart(struct agent *a, struct agent_cmd *c)
 	al_closep(&c->fd[2]);
 	report_close(a, c);
 	al_closep(&c->shim_ctl);
+	al_closep(&c->pty);
+	c->pty = pty;
 	cmd_attach(a, c, &m, pid, ctl, 1, p);
 	free(c->job); /* m pointed into it: used up above */
 	c->job = NULL;

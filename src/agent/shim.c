@@ -70,12 +70,14 @@ struct command {
 	struct al_config cfg;
 	struct jail_ctx ctx;
 	char *cwd;
+	bool tty; /* stdio (0..2) is the slave of a PTY: it becomes the controlling terminal */
 };
 
 static void command_build(struct command *c, struct agent *a, const struct proto_msg *m)
 {
 	memset(c, 0, sizeof(*c));
 	c->cwd = m->cwd ? dup_field(m->cwd, m->cwd_len) : NULL;
+	c->tty = m->tty;
 	c->ctx.argv = collect(m, false);
 	c->cfg.workdir = a->workdir;
 	c->ctx.cfg = &c->cfg;
@@ -107,7 +109,8 @@ static int child_entry(void *arg)
 {
 	struct command *c = arg;
 
-	jail_exec_workload(&c->ctx, -1, SHIM_FD_REPORT); /* unblocks its signals itself */
+	/* unblocks its signals itself; a PTY's slave is stdin */
+	jail_exec_workload(&c->ctx, c->tty ? 0 : -1, SHIM_FD_REPORT);
 }
 
 /* Keep only these open, renumbered to their SHIM_FD_* slots (the shim must not hold the

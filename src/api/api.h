@@ -9,6 +9,7 @@
 #define AL_API_API_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct daemon;
 struct al_error;
@@ -28,6 +29,10 @@ struct api_opts {
 	 * its own, "ADDR:PORT" as listen, without a token. NULL: not there. */
 	const char *metrics_tokens_path;
 	const char *metrics_listen;
+	/* How long a PTY ticket opens its WebSocket (docs/pty.md); 0: 60 s. */
+	uint64_t pty_ticket_ms;
+	/* Preview URLs <port>-<sandbox>.DOMAIN (docs/ports.md); NULL: only the path form. */
+	const char *preview_domain;
 	const char *e2b_domain; /* E2B's <port>-<id>.<domain> hosts are envd's (NULL: none) */
 };
 

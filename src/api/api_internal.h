@@ -112,7 +112,9 @@ struct api {
 	struct api_router metrics_router;
 	struct MHD_Daemon *mhd_metrics;
 	int metrics_port;
-	struct e2b *e2b; /* the E2B front end's state (src/api/e2b/) */
+	struct api_pty *pty;  /* PTY tickets (pty_tickets.c) */
+	char *preview_domain; /* proxy.c: <port>-<sandbox>.preview_domain, or NULL */
+	struct e2b *e2b;      /* the E2B front end's state (src/api/e2b/) */
 };
 
 static inline bool api_stopping(const struct api *a)
@@ -134,11 +136,44 @@ struct api_req {
 	size_t body_len, body_cap, body_max;
 	bool body_too_large;
 	bool answered;
+	char *raw_uri;			/* the request-target as sent (MHD's URI log) */
+	struct api_proxy_target *proxy; /* a preview URL's sandbox and port (proxy.c) */
 	/* What the handler produced; queued by the server. */
 	struct MHD_Response *resp;
 	unsigned status;
 	void *e2b; /* an E2B envd request's target (src/api/e2b/envd.c), or NULL */
 };
+
+/* --- interactive PTY sessions (pty_tickets.c, ws_session.c; docs/pty.md) -------------- */
+
+#define API_PTY_TOKEN_LEN 48	 /* hex of 24 random bytes */
+#define API_PTY_TICKET_MS 60000	 /* a ticket opens its WebSocket within this */
+#define API_PTY_TICKETS_MAX 1024 /* tickets waiting, all teams together */
+#define API_PTY_ID_MAX 63	 /* a sandbox id */
+struct api_pty;
+struct api_pty *api_pty_new(uint64_t ttl_ms); /* 0: API_PTY_TICKET_MS */
+void api_pty_free(struct api_pty *p);
+uint64_t api_pty_ttl(const struct api_pty *p);
+uint64_t api_pty_now_ms(void);
+/* A fresh token for one WebSocket to sbx of team: 0, -EAGAIN (too many waiting). */
+int api_pty_ticket_new(struct api_pty *p, const char *team, const char *sbx,
+		       char token[API_PTY_TOKEN_LEN + 1]);
+/* Spends the ticket of token: 0 with its team, -ENOENT (unknown or spent), -ETIMEDOUT
+ * (expired), -EXDEV (for another sandbox). */
+int api_pty_ticket_take(struct api_pty *p, const char *token, const char *sbx, const char **team);
+/* POST: a ticket for sandbox {id}: {url (ws://Host prefix id suffix), token, expiresInMs}.
+ * GET (the WebSocket, token in ?token=): the session. */
+void api_pty_offer(struct api_req *r, const char *prefix, const char *suffix);
+void api_pty_ws(struct api_req *r);
+
+/* --- preview URLs (proxy.c; docs/ports.md) ----------------------------------------------- */
+
+/* Is r for a preview URL (its Host under the preview domain, or /preview/<sandbox>/<port>/)?
+ * Then r->route and r->proxy are set: the request is proxied to that port of the sandbox. */
+bool api_proxy_claim(struct api_req *r);
+/* The path form's prefix and the Vercel routes' entries: [{port, subdomain, url}]. */
+#define API_PREVIEW_PREFIX "/preview/"
+json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports);
 
 /* --- metrics (metrics.c) -------------------------------------------------- */
 

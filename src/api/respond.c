@@ -127,7 +127,8 @@ unsigned api_status_of_errno(int code, const char **name)
 		return 403;
 	case EEXIST:
 	case EBUSY:
-	case EPIPE: /* a command's stdin is closed */
+	case EPIPE:  /* a command's stdin is closed */
+	case ENOTTY: /* a resize of a command without a PTY */
 		*name = "conflict";
 		return 409;
 	case EAGAIN: /* a command's stdin buffer is full, or the sandbox runs its most commands */

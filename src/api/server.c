@@ -190,6 +190,11 @@ static void api_req_begin(struct api_req *r, const char *version)
 
 	if (api_req_bad_framing(r, version))
 		return;
+	if (api_proxy_claim(r)) { /* a preview URL (proxy.c): public, as Vercel's */
+		r->body_max = a->max_upload;
+		api_req_check_length(r);
+		return;
+	}
 	if (ac && ac->saw_nul) {
 		ac->saw_nul = false;
 		return api_reply_error_code(r, 400, "bad_request",
@@ -269,10 +274,11 @@ static enum MHD_Result api_access(void *cls, struct MHD_Connection *conn, const 
 {
 	struct api_req *r = *con_cls;
 
-	if (!r) {
+	if (!r || !r->conn) { /* r: made by api_uri_log with the raw URI, or not at all */
 		const struct api_listener *l = cls;
 
-		r = xzalloc(sizeof(*r));
+		if (!r)
+			r = xzalloc(sizeof(*r));
 		r->api = l->api;
 		r->listener = l;
 		r->conn = conn;
@@ -309,8 +315,19 @@ static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls
 	api_params_clear(&r->params);
 	e2b_req_free(r->e2b);
 	free(r->body);
+	free(r->raw_uri);
+	free(r->proxy);
 	free(r);
 	*con_cls = NULL;
+}
+
+/* The request-target as the client sent it (the preview proxy forwards it as it is). */
+static void *api_uri_log(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct api_req *r = xzalloc(sizeof(*r));
+
+	r->raw_uri = xstrdup(uri);
+	return r;
 }
 
 static void api_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -323,8 +340,9 @@ struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_co
 	struct api *a = l->api;
 
 	return MHD_start_daemon(
-	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, 0, NULL,
-	    NULL, api_access, l, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+		MHD_ALLOW_UPGRADE, /* the PTY's WebSocket (ws_session.c) */
+	    0, NULL, NULL, api_access, l, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 	    MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT, a->timeout_s,
 	    /* One thread per connection: small stacks keep thousands of idle
@@ -332,7 +350,8 @@ struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_co
 	    MHD_OPTION_THREAD_STACK_SIZE, (size_t)(256 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
 	    api_completed, a, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
 	    MHD_OPTION_NOTIFY_CONNECTION, api_conn_notify, NULL, MHD_OPTION_UNESCAPE_CALLBACK,
-	    api_unescape, NULL, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
+	    api_unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, api_uri_log, NULL,
+	    MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
 }
 
 static int api_start_listeners(struct api *a, const struct api_opts *o, struct al_error **err)
@@ -380,6 +399,8 @@ int api_start(struct daemon *d, const struct api_opts *o, struct api **out, stru
 	api_router_add(&a->e2b_router, api_e2b_routes, api_e2b_routes_n);
 	a->e2b = e2b_open(o->e2b_domain);
 	a->main_l = (struct api_listener){a, &a->router, false};
+	a->pty = api_pty_new(o->pty_ticket_ms);
+	a->preview_domain = o->preview_domain ? xstrdup(o->preview_domain) : NULL;
 	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 || api_metrics_start(a, o, err) < 0 ||
 	    api_start_listeners(a, o, err) < 0) {
 		api_stop(a);
@@ -410,6 +431,8 @@ void api_stop(struct api *a)
 		unlink(a->socket_path);
 	free(a->socket_path);
 	api_auth_free(a->auth);
+	api_pty_free(a->pty);
+	free(a->preview_domain);
 	e2b_close(a->e2b);
 	free(a);
 }

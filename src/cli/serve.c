@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -70,6 +71,13 @@ void cli_serve_usage(FILE *out)
 	      "  --metrics-token-file FILE\n"
 	      "                      serve GET /metrics on the API's listeners too, to a bearer\n"
 	      "                      token of FILE (one a line); API tokens never grant it\n"
+	      "  --preview-domain DOMAIN\n"
+	      "                      preview URLs <port>-<sandbox>.DOMAIN for the ports a sandbox\n"
+	      "                      declares (wildcard DNS to airlockd); the path form\n"
+	      "                      /preview/<sandbox>/<port>/ works without it (docs/ports.md)\n"
+	      "  --pty-ticket-ttl DURATION\n"
+	      "                      how long a PTY ticket (POST .../interactive, .../pty) may\n"
+	      "                      wait for its WebSocket (default 60s; 1s to 1h; docs/pty.md)\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -158,6 +166,8 @@ static const struct option serve_opts[] = {{"listen", required_argument, NULL, '
 					   {"team-max-sandboxes", required_argument, NULL, 'T'},
 					   {"metrics-listen", required_argument, NULL, 'M'},
 					   {"metrics-token-file", required_argument, NULL, 'm'},
+					   {"pty-ticket-ttl", required_argument, NULL, 'P'},
+					   {"preview-domain", required_argument, NULL, 'D'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 
@@ -243,6 +253,27 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 	case 'm':
 		aopt->metrics_tokens_path = optarg;
 		break;
+	case 'D':
+		if (!optarg[0] || strlen(optarg) > 200 || optarg[0] == '.' ||
+		    optarg[strspn(optarg, "abcdefghijklmnopqrstuvwxyz0123456789-.")] != '\0') {
+			fprintf(stderr,
+				"airlock: serve: --preview-domain '%s': a lower-case DNS "
+				"name (e.g. preview.localhost)\n",
+				optarg);
+			return AL_EXIT_USAGE;
+		}
+		aopt->preview_domain = optarg;
+		break;
+	case 'P':
+		if (al_parse_duration_ms(optarg, &aopt->pty_ticket_ms) < 0 ||
+		    aopt->pty_ticket_ms < 1000 || aopt->pty_ticket_ms > 3600 * 1000) {
+			fprintf(stderr,
+				"airlock: serve: --pty-ticket-ttl '%s': a duration from 1s "
+				"to 1h\n",
+				optarg);
+			return AL_EXIT_USAGE;
+		}
+		break;
 	case 'h':
 		cli_serve_usage(stdout);
 		return 0;
@@ -282,6 +313,13 @@ int cli_serve(int argc, char **argv)
 		code = parse_serve_opt(c, argv[optind - 1], &dopt, &aopt, &agent);
 		if (code >= 0)
 			return code;
+	}
+	if (aopt.preview_domain && aopt.e2b_domain &&
+	    strcasecmp(aopt.preview_domain, aopt.e2b_domain) == 0) {
+		fprintf(stderr,
+			"airlock: serve: --preview-domain and --e2b-domain must differ (both "
+			"name hosts <port>-<id>.DOMAIN)\n");
+		return AL_EXIT_USAGE;
 	}
 	if (dopt.images_dir && access(dopt.images_dir, R_OK | X_OK) < 0) {
 		fprintf(stderr, "airlock: serve: --images '%s': %s\n", dopt.images_dir,

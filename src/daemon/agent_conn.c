@@ -312,6 +312,7 @@ static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m
 
 	switch (m->type) {
 	case PROTO_HELLO:
+		s->agent_version = m->version;
 		replay_missing(d, s);
 		break;
 	case PROTO_OK:

@@ -27,6 +27,17 @@ static struct dm_sbx *running_sbx(struct daemon *d, const char *team, const char
 	return s;
 }
 
+/* A sandbox whose agent predates protocol version 2 (made by an older airlockd that this
+ * one found running): no PTY there. NULL with err. */
+static struct dm_sbx *old_agent(struct dm_sbx *s, struct al_error **err)
+{
+	al_error_msg(err, ENOTTY,
+		     "sandbox '%s' runs an agent of protocol version 1, without terminals "
+		     "(a sandbox made by this airlockd has them)",
+		     s->id);
+	return NULL;
+}
+
 static int too_long(const char *s)
 {
 	return strlen(s) > PROTO_MAX_STR;
@@ -59,6 +70,8 @@ static int validate_exec(const struct dm_exec *e, struct al_error **err)
 				    PROTO_MAX_FRAME / 2);
 	if (e->cwd && e->cwd[0] != '/')
 		return al_error_msg(err, EINVAL, "cwd must be an absolute path");
+	if (e->tty && (e->rows > PROTO_MAX_WINSIZE || e->cols > PROTO_MAX_WINSIZE))
+		return al_error_msg(err, EINVAL, "rows and cols must be 1..%u", PROTO_MAX_WINSIZE);
 	if (e->n_args > 4000 || e->n_env > 4000)
 		return al_error_msg(err, E2BIG, "too many args or env entries");
 	for (size_t i = 0; i < e->n_env; i++) {
@@ -142,6 +155,11 @@ static bool build_exec(struct proto_buf *b, uint32_t req, const struct dm_cmd *c
 	proto_put_str(b, PT_CWD, c->cwd, strlen(c->cwd));
 	proto_put_u32(b, PT_UID, uid);
 	free(all);
+	if (e->tty) {
+		proto_put_u8(b, PT_TTY, 1);
+		proto_put_u32(b, PT_ROWS, e->rows ? e->rows : 24);
+		proto_put_u32(b, PT_COLS, e->cols ? e->cols : 80);
+	}
 	/* Only while the frame stays well inside its limit (a huge argv comes first). */
 	if (e->stdin_len > DM_EXEC_STDIN_MAX || b->len + e->stdin_len + 64 > PROTO_MAX_FRAME / 2)
 		return false;
@@ -300,6 +318,8 @@ static int start(struct daemon *d, const char *team, const char *sbx, const stru
 	c->argv_json = argv_json(e);
 	pthread_mutex_lock(&d->mu);
 	s = running_sbx(d, team, sbx, err);
+	if (s && e->tty && s->agent_version == 1)
+		s = old_agent(s, err);
 	if (s) {
 		c->cwd = cwd ? TAKE_PTR(cwd) : xstrdup(s->workdir);
 		s = fit_record(d, s, c, &gone, err);
@@ -516,6 +536,40 @@ int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char 
 	proto_begin(&b, PROTO_KILL, dm_agent_next_id(s));
 	proto_put_str(&b, PT_CMD_ID, id, strlen(id));
 	proto_put_u32(&b, PT_SIGNAL, sg);
+	r = dm_agent_request(d, s, &b, NULL, err);
+	dm_sbx_put(s);
+	return r;
+}
+
+int dm_cmd_resize(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		  unsigned rows, unsigned cols, struct al_error **err)
+{
+	struct proto_buf b = {0};
+	struct dm_sbx *s;
+	struct dm_cmd *c;
+	char id[DM_ID_LEN + 1];
+	int r;
+
+	if (rows < 1 || rows > PROTO_MAX_WINSIZE || cols < 1 || cols > PROTO_MAX_WINSIZE)
+		return al_error_msg(err, EINVAL, "rows and cols must be 1..%u", PROTO_MAX_WINSIZE);
+	pthread_mutex_lock(&d->mu);
+	c = find(d, team, sbx, cmd, err);
+	if (c && c->finished)
+		al_error_msg(err, ESRCH, "command '%s' has finished", c->id), c = NULL;
+	else if (c && c->sbx->agent_version == 1)
+		c = old_agent(c->sbx, err) ? c : NULL;
+	if (!c) {
+		pthread_mutex_unlock(&d->mu);
+		return -1;
+	}
+	s = c->sbx;
+	strcpy(id, c->id);
+	dm_sbx_hold(s);
+	pthread_mutex_unlock(&d->mu);
+	proto_begin(&b, PROTO_RESIZE, dm_agent_next_id(s));
+	proto_put_str(&b, PT_CMD_ID, id, strlen(id));
+	proto_put_u32(&b, PT_ROWS, rows);
+	proto_put_u32(&b, PT_COLS, cols);
 	r = dm_agent_request(d, s, &b, NULL, err);
 	dm_sbx_put(s);
 	return r;

@@ -71,7 +71,10 @@ struct dm_create {
 	const char *const *env; /* KEY=VALUE for every command */
 	size_t n_env;
 	json_t *network_policy; /* NULL: "deny-all"; stored, enforced by the network gateway */
+	const uint16_t *ports;	/* served through airlockd's preview URLs (docs/ports.md) */
+	size_t n_ports;		/* at most DM_PORTS_MAX, each 1..65535, no repeats */
 };
+#define DM_PORTS_MAX 15
 
 /* Creates and starts a sandbox; *out_id is a heap string "sbx_...". */
 int dm_sandbox_create(struct daemon *d, const char *team, const struct dm_create *c, char **out_id,
@@ -98,6 +101,40 @@ int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id, 
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
 			  struct al_error **err);
 
+/* --- ports (ports.c, docs/ports.md) ----------------------------------------------------- */
+
+/* The ports a sandbox declares: replaced (0..DM_PORTS_MAX, each 1..65535, no repeats). */
+int dm_sandbox_set_ports(struct daemon *d, const char *team, const char *id, const uint16_t *ports,
+			 size_t n, struct al_error **err);
+/*
+ * A TCP connection to 127.0.0.1:port inside the sandbox's network namespace (a short-lived
+ * thread enters it with setns on a pidfd of the sandbox's PID 1; the socket keeps the
+ * namespace). Only a declared port: EACCES otherwise; ECONNREFUSED when nothing listens
+ * there, ETIMEDOUT when the connect does not finish in 5 s, ESRCH for a stopped sandbox.
+ * Any front end may use it (the Vercel preview URLs, E2B's getHost). team NULL: a sandbox
+ * of any team (the preview URLs are public, as Vercel's).
+ */
+int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, unsigned port,
+			    int *fd, struct al_error **err);
+/* One inbound line in the sandbox's egress log: {"direction":"in", "port", "what",
+ * "status", "bytes_in" (into the sandbox), "bytes_out"}. Best effort, never over 64 MiB. */
+void dm_sandbox_inbound_log(struct daemon *d, const char *id, unsigned port, const char *what,
+			    int status, uint64_t bytes_in, uint64_t bytes_out);
+
+/* --- a create's source (source.c, docs/sources.md) -------------------------------------- */
+
+struct dm_source {
+	const char *type;     /* "tarball" or "git" */
+	const char *url;      /* http:// or https:// */
+	unsigned depth;	      /* git: a shallow clone of this many commits (0: all) */
+	const char *revision; /* git: a ref or commit to check out (NULL: the default branch) */
+};
+/* Fetches src into the sandbox's workdir from inside the sandbox (curl or git, as its user,
+ * through its gateway: its network policy decides). EHOSTUNREACH with the tool's message
+ * when the fetch failed, E2BIG over 256 MiB, ETIMEDOUT after 5 min, EINVAL for a bad src. */
+int dm_sandbox_fetch_source(struct daemon *d, const char *team, const char *id,
+			    const struct dm_source *src, struct al_error **err);
+
 /* Up to max bytes of the sandbox's egress decisions (JSON lines) from byte off of their
  * log into buf (*got: 0 at its end, or when none yet): a reader keeps its offset and reads
  * only what is new. */
@@ -123,6 +160,10 @@ struct dm_exec {
 	const void *stdin_data; /* written to stdin, then closed unless keep_stdin */
 	size_t stdin_len;
 	bool keep_stdin; /* leave stdin open for dm_cmd_write_stdin */
+	/* A pseudo-terminal in the sandbox instead of pipes: stdout and stderr are one stream
+	 * (stdout), stdin is typed input; rows and cols its first size (0: 24 x 80). */
+	bool tty;
+	unsigned rows, cols;
 };
 
 int dm_cmd_start(struct daemon *d, const char *team, const char *sbx, const struct dm_exec *e,
@@ -143,6 +184,10 @@ int dm_cmd_list(struct daemon *d, const char *team, const char *sbx, uint64_t cu
 		json_t **out_array, uint64_t *next, struct al_error **err);
 int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, const char *cmd,
 		       const void *data, size_t len, bool close_after, struct al_error **err);
+/* A TTY command's window size (1..65535 each): its foreground process group gets SIGWINCH.
+ * EINVAL out of range, ENOTTY for a command without a PTY, ESRCH once it has finished. */
+int dm_cmd_resize(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		  unsigned rows, unsigned cols, struct al_error **err);
 int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char *cmd, int sig,
 		struct al_error **err);
 

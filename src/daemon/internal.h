@@ -109,7 +109,8 @@ struct dm_sbx {
 	char **env; /* KEY=VALUE for every command */
 	uint64_t timeout_ms;
 
-	int agent_fd; /* -1 when not connected */
+	int agent_fd;		/* -1 when not connected */
+	uint32_t agent_version; /* its HELLO's VERSION (0: none yet); 1 has no PTY */
 	pthread_mutex_t send_mu;
 	pthread_t reader;
 	bool reader_running;
@@ -232,6 +233,13 @@ void *dm_reaper_main(void *arg);
 /* d->mu held (dropped around the attempts): one try at the cgroups and held roots of
  * ended sandboxes not removed yet; how many are still left. */
 size_t dm_reclaim_cgroups(struct daemon *d);
+/* ports.c: a create's or an update's ports (EINVAL naming the offence), and their JSON */
+int dm_ports_check(const uint16_t *ports, size_t n, struct al_error **err);
+json_t *dm_ports_json(const uint16_t *ports, size_t n);
+/* Appends o (taken; NULL: nothing) as one line of sandbox id's egress log, as long as the log
+ * is under 64 MiB. Lines of airlockd's own carry a "direction" (the metrics skip them). */
+void dm_sandbox_log_line(struct daemon *d, const char *id, json_t *o);
+
 /* Remove STATE/egress/<id>.jsonl of sandboxes the store no longer has (at start). */
 void dm_prune_egress_logs(struct daemon *d);
 /* The bytes of a command's record that count against its sandbox's records budget. */

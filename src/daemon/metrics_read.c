@@ -79,6 +79,10 @@ static void count_line(struct dm_metrics *m, const char *line, size_t len)
 		json_decref(o);
 		return;
 	}
+	if (json_object_get(o, "direction")) { /* airlockd's inbound lines (ports.c): not egress */
+		json_decref(o);
+		return;
+	}
 	m->egress_in += json_u64(o, "bytes_in");
 	m->egress_out += json_u64(o, "bytes_out");
 	event = json_string_value(json_object_get(o, "event"));

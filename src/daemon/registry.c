@@ -173,6 +173,9 @@ static json_t *sbx_json(const struct dm_sbx *s)
 	json_decref(pol);
 	json_object_set_new(o, "policy_generation", json_integer(s->policy_gen));
 	json_object_set_new(o, "warm", json_boolean(s->warm));
+	json_object_set(o, "ports",
+			json_is_array(json_object_get(c, "ports")) ? json_object_get(c, "ports")
+								   : json_array());
 	json_decref(c);
 	return o;
 }
@@ -366,6 +369,7 @@ static char *make_config(const struct dm_create *c, uint64_t timeout_ms)
 		json_array_append_new(env, json_string(c->env[i]));
 	json_object_set_new(o, "timeout_ms", json_integer((json_int_t)timeout_ms));
 	json_object_set_new(o, "env", env);
+	json_object_set_new(o, "ports", dm_ports_json(c->ports, c->n_ports));
 	s = json_dumps(o, JSON_COMPACT);
 	json_decref(o);
 	return s;
@@ -377,7 +381,7 @@ static int validate_create(const struct dm_create *c, struct al_error **err)
 {
 	size_t total = 0;
 
-	if (jail_spec_validate(&c->spec, err) < 0)
+	if (jail_spec_validate(&c->spec, err) < 0 || dm_ports_check(c->ports, c->n_ports, err) < 0)
 		return -EINVAL;
 
 	for (size_t i = 0; i < c->n_env; i++) {
@@ -868,6 +872,33 @@ static int check_policy(json_t *policy, char **canon, struct al_error **err)
 	json_decref(c);
 	net_policy_free(p);
 	return 0;
+}
+
+int dm_sandbox_set_ports(struct daemon *d, const char *team, const char *id, const uint16_t *ports,
+			 size_t n, struct al_error **err)
+{
+	struct store_sandbox row;
+	struct dm_sbx *s;
+	json_t *c;
+	int r = -1;
+
+	if (dm_ports_check(ports, n, err) < 0)
+		return -1;
+	pthread_mutex_lock(&d->mu);
+	s = dm_find_sbx(d, team, id, err);
+	if (s && s->state != DM_SBX_RUNNING) {
+		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, dm_sbx_state_name(s->state));
+	} else if (s) {
+		c = config_of(s);
+		json_object_set_new(c, "ports", dm_ports_json(ports, n));
+		free(s->config_json);
+		s->config_json = json_dumps(c, JSON_COMPACT);
+		json_decref(c);
+		to_store(s, &row);
+		r = store_sandbox_put(d->store, &row, err);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return r;
 }
 
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,

@@ -45,12 +45,14 @@ static const struct schema *schema_for(uint16_t type)
 {
 	static const struct schema exec = {
 	    .allowed = TAG(PT_ENV) | TAG(PT_CWD) | TAG(PT_UID) | TAG(PT_TTY) | TAG(PT_DATA) |
-		       TAG(PT_STDIN_EOF),
+		       TAG(PT_STDIN_EOF) | TAG(PT_ROWS) | TAG(PT_COLS),
 	    .required = TAG(PT_CMD_ID) | TAG(PT_ARG),
 	};
 	static const struct schema stdin_ = {.required = TAG(PT_CMD_ID) | TAG(PT_DATA)};
 	static const struct schema cmd_only = {.required = TAG(PT_CMD_ID)};
 	static const struct schema kill_ = {.required = TAG(PT_CMD_ID) | TAG(PT_SIGNAL)};
+	static const struct schema resize = {.required =
+						 TAG(PT_CMD_ID) | TAG(PT_ROWS) | TAG(PT_COLS)};
 	static const struct schema replay = {
 	    .allowed = TAG(PT_OFFSET) | TAG(PT_STREAM),
 	    .required = TAG(PT_CMD_ID),
@@ -82,6 +84,8 @@ static const struct schema *schema_for(uint16_t type)
 		return &kill_;
 	case PROTO_REPLAY:
 		return &replay;
+	case PROTO_RESIZE:
+		return &resize;
 	case PROTO_PING:
 	case PROTO_PONG:
 		return &empty;
@@ -225,7 +229,7 @@ static int get_int(const struct field *f, size_t size, uint64_t *v)
 }
 
 /* The integer tags with a range: u8 STREAM 1..2, u8 TTY and STDIN_EOF 0..1, u32 UID, SIGNAL 1..64,
- * PID. */
+ * PID, ROWS and COLS 1..PROTO_MAX_WINSIZE. */
 static int decode_ranged_int(struct proto_msg *m, const struct field *f)
 {
 	uint64_t v;
@@ -267,6 +271,14 @@ static int decode_ranged_int(struct proto_msg *m, const struct field *f)
 		if (v < 1 || v > INT32_MAX)
 			return -EBADMSG;
 		m->pid = (uint32_t)v;
+		return 0;
+	case PT_ROWS:
+	case PT_COLS:
+		if ((r = get_int(f, 4, &v)) < 0)
+			return r;
+		if (v < 1 || v > PROTO_MAX_WINSIZE)
+			return -EBADMSG;
+		*(f->tag == PT_ROWS ? &m->rows : &m->cols) = (uint32_t)v;
 		return 0;
 	default:
 		break;

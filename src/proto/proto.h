@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2		   /* 2: RESIZE, and EXEC's ROWS/COLS */
 #define PROTO_HEADER 12		   /* u32 len + u16 type + u16 flags + u32 id */
 #define PROTO_MAX_FRAME (1u << 20) /* 1 MiB including the header */
 #define PROTO_MAX_ARGS 4096	   /* argv / env entries */
@@ -43,6 +43,7 @@
 #define PROTO_ID_MAX 64		   /* command ids */
 #define PROTO_MAX_MESSAGE 4096	   /* PT_MESSAGE */
 #define PROTO_MAX_ERRNO 4095	   /* PT_ERRNO is 1..PROTO_MAX_ERRNO */
+#define PROTO_MAX_WINSIZE 65535	   /* PT_ROWS, PT_COLS are 1..PROTO_MAX_WINSIZE */
 
 enum proto_type {
 	/* daemon -> agent */
@@ -52,6 +53,7 @@ enum proto_type {
 	PROTO_KILL = 4,	  /* signal a command's process group */
 	PROTO_REPLAY = 5, /* resend a command's output from an offset, then its EXIT if ended */
 	PROTO_PING = 6,
+	PROTO_RESIZE = 7, /* a TTY command's window size (TIOCSWINSZ on its PTY) */
 	/* agent -> daemon */
 	PROTO_HELLO = 64,  /* first frame on every connection: version and every known command */
 	PROTO_OK = 65,	   /* a request succeeded */
@@ -83,6 +85,8 @@ enum proto_tag {
 	PT_ERR_BYTES = 18, /* u64 */
 	PT_TTY = 19,	   /* u8 0/1 */
 	PT_STDIN_EOF = 20, /* u8 0/1: EXEC's stdin ends after its DATA (saves a STDIN_CLOSE) */
+	PT_ROWS = 21,	   /* u32, 1..PROTO_MAX_WINSIZE: a PTY's rows */
+	PT_COLS = 22,	   /* u32, 1..PROTO_MAX_WINSIZE: a PTY's columns */
 };
 
 /* A decoded message. Only the fields of its type are meaningful. */
@@ -114,7 +118,8 @@ struct proto_msg {
 	uint64_t err_bytes;
 	uint8_t tty;
 	uint8_t stdin_eof;
-	uint32_t present; /* bit (1 << tag) for every single-valued tag seen */
+	uint32_t rows, cols; /* EXEC (with TTY), RESIZE */
+	uint32_t present;    /* bit (1 << tag) for every single-valued tag seen */
 	/* HELLO: command entries, decoded lazily with proto_hello_next() */
 	const uint8_t *payload;
 	size_t payload_len;

@@ -319,6 +319,30 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	return r;
 }
 
+/* Ports: the fake has no sandbox network to reach (tests/sdk/test_ports.py covers them). */
+int dm_sandbox_fetch_source(struct daemon *d, const char *team, const char *id,
+			    const struct dm_source *src, struct al_error **err)
+{
+	return al_error_msg(err, EHOSTUNREACH, "the fake daemon fetches nothing");
+}
+
+int dm_sandbox_set_ports(struct daemon *d, const char *team, const char *id, const uint16_t *ports,
+			 size_t n, struct al_error **err)
+{
+	return al_error_msg(err, ENOSYS, "the fake daemon has no ports");
+}
+
+int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, unsigned port,
+			    int *fd, struct al_error **err)
+{
+	return al_error_msg(err, ENOENT, "no sandbox '%.64s'", id);
+}
+
+void dm_sandbox_inbound_log(struct daemon *d, const char *id, unsigned port, const char *what,
+			    int status, uint64_t bytes_in, uint64_t bytes_out)
+{
+}
+
 int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id, int64_t expires_ms,
 			    struct al_error **err)
 {

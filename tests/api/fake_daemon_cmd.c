@@ -239,6 +239,19 @@ int dm_cmd_write_stdin(struct daemon *d, const char *team, const char *sbx, cons
 	return r;
 }
 
+int dm_cmd_resize(struct daemon *d, const char *team, const char *sbx, const char *cmd,
+		  unsigned rows, unsigned cols, struct al_error **err)
+{
+	struct fk_cmd *c;
+
+	if (rows < 1 || rows > 65535 || cols < 1 || cols > 65535)
+		return al_error_msg(err, EINVAL, "rows and cols must be 1..65535");
+	pthread_mutex_lock(&d->mu);
+	c = fk_cmd_find(d, team, sbx, cmd, err);
+	pthread_mutex_unlock(&d->mu);
+	return c ? 0 : -ENOENT;
+}
+
 int dm_cmd_kill(struct daemon *d, const char *team, const char *sbx, const char *cmd, int sig,
 		struct al_error **err)
 {

@@ -37,7 +37,7 @@ def build(tmp):
     srcs += [os.path.join(ROOT, p) for p in (
         "tests/api/fake_daemon.c", "tests/api/api_test_main.c", "src/common/error.c",
         "src/common/xalloc.c", "src/common/utf8.c", "src/common/parse.c", "src/common/path.c",
-        "src/jail/spec.c")]
+        "src/jail/spec.c", "src/net/http_req.c")]
     pc = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd", "jansson", "libarchive",
                          "libcrypto", "zlib"],
                         check=True, capture_output=True, text=True).stdout.split()
@@ -642,10 +642,10 @@ def test_openapi_matches_the_served_routes():
     src = open(os.path.join(ROOT, "src/api/native/routes_native.c")).read()
     src = src.replace('SBX "', '"/v1/sandboxes/{id}').replace("SBX,", '"/v1/sandboxes/{id}",')
     routes = re.findall(r'\{\s*"([A-Z]+)",\s*"(/v1[^"]*)"', src)
-    assert len(routes) == 19
+    assert len(routes) == 23
     metrics = open(os.path.join(ROOT, "src/api/metrics.c")).read()
     routes += re.findall(r'\{\s*"([A-Z]+)",\s*"(/metrics)"', metrics)
-    assert len(routes) == 20
+    assert len(routes) == 24
     # The E2B front end: its control plane and envd's routes (docs/e2b.md).
     e2b = open(os.path.join(ROOT, "src/api/e2b/routes_e2b.c")).read()
     e2b = e2b.replace('"/v2" SBX "', '"/v2/sandboxes/{id}').replace('SBX "', '"/sandboxes/{id}')

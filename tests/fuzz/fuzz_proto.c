@@ -85,6 +85,12 @@ static void put_singles(struct proto_buf *b, const struct proto_msg *m)
 		case PT_PID:
 			proto_put_u32(b, t, m->pid);
 			break;
+		case PT_ROWS:
+			proto_put_u32(b, t, m->rows);
+			break;
+		case PT_COLS:
+			proto_put_u32(b, t, m->cols);
+			break;
 		case PT_STATUS:
 			proto_put_i32(b, t, m->status);
 			break;
@@ -142,7 +148,8 @@ static int same_singles(const struct proto_msg *a, const struct proto_msg *b)
 	       a->status == b->status && a->err == b->err && a->version == b->version &&
 	       a->pid == b->pid && a->time_ms == b->time_ms && a->out_bytes == b->out_bytes &&
 	       a->err_bytes == b->err_bytes && a->tty == b->tty && a->stdin_eof == b->stdin_eof &&
-	       a->n_args == b->n_args && a->n_env == b->n_env && a->n_commands == b->n_commands;
+	       a->rows == b->rows && a->cols == b->cols && a->n_args == b->n_args &&
+	       a->n_env == b->n_env && a->n_commands == b->n_commands;
 }
 
 static void compare(const struct proto_msg *a, const struct proto_msg *b)

@@ -102,6 +102,20 @@ static int daemon_seeds(const char *dir, struct proto_buf *b)
 
 	proto_begin(b, PROTO_PING, 8);
 	r |= write_seed(dir, "ping", b);
+
+	proto_begin(b, PROTO_EXEC, 9);
+	proto_put_str(b, PT_CMD_ID, S("cmd_3"));
+	proto_put_str(b, PT_ARG, S("bash"));
+	proto_put_u8(b, PT_TTY, 1);
+	proto_put_u32(b, PT_ROWS, 24);
+	proto_put_u32(b, PT_COLS, 80);
+	r |= write_seed(dir, "exec-tty", b);
+
+	proto_begin(b, PROTO_RESIZE, 10);
+	proto_put_str(b, PT_CMD_ID, S("cmd_3"));
+	proto_put_u32(b, PT_ROWS, 50);
+	proto_put_u32(b, PT_COLS, 132);
+	r |= write_seed(dir, "resize", b);
 	return r;
 }
 

@@ -106,8 +106,8 @@ def ndjson_output(lines, stream):
     return "".join(ln["data"] for ln in lines if ln.get("stream") == stream)
 
 
-@pytest.fixture(scope="module")
-def daemon():
+def daemon_proc(*extra):
+    """A daemon on a free port for a module (extra: more `airlock serve` flags)."""
     if not os.access(AIRLOCK_BIN, os.X_OK):
         pytest.fail(f"{AIRLOCK_BIN} is missing: build it first (ninja -C build)")
     tmp = tempfile.mkdtemp(prefix="airlock-sdk-")
@@ -118,7 +118,7 @@ def daemon():
     port = free_port()
     log = open(os.path.join(tmp, "daemon.log"), "wb")
     proc = subprocess.Popen([AIRLOCK_BIN, "serve", "--state-dir", os.path.join(tmp, "state"),
-                             "--listen", f"127.0.0.1:{port}", "--tokens", tokens],
+                             "--listen", f"127.0.0.1:{port}", "--tokens", tokens, *extra],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 15
     while True:
@@ -149,6 +149,11 @@ def daemon():
         proc.wait()
     log.close()
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    yield from daemon_proc()
 
 
 @pytest.fixture
@@ -420,9 +425,13 @@ def test_bad_bodies_are_400(api, sid):
         ("POST", api.ses(sid, "/extend-timeout"), {}),
         ("POST", "/v3/sandboxes", {"timeout": "long"}),
         ("POST", "/v3/sandboxes", {"resources": {"vcpus": "many"}}),
-        ("POST", "/v3/sandboxes", {"ports": [3000]}),
+        ("POST", "/v3/sandboxes", {"ports": [0]}),
+        ("POST", "/v3/sandboxes", {"ports": list(range(3000, 3016))}),  # 16: over 15
+        ("POST", "/v3/sandboxes", {"ports": [3000, 3000]}),
         ("POST", "/v3/sandboxes", {"networkPolicy": {"mode": "nope"}}),
-        ("POST", "/v3/sandboxes", {"source": {"type": "git", "url": "https://x"}}),
+        ("POST", "/v3/sandboxes", {"source": {"type": "snapshot", "snapshotId": "snap_x"}}),
+        ("POST", "/v3/sandboxes", {"source": {"type": "git", "url": "ssh://x/r.git"}}),
+        ("POST", "/v3/sandboxes", {"runtime": "../x"}),
         ("POST", "/v3/sandboxes", {"persistent": True}),
     ]
     for method, path, body in cases:

@@ -146,6 +146,45 @@ static void rt_stdin_kill_replay(struct proto_buf *b)
 	CHECK(roundtrip(b, &m) == 0 && m.offset == 1ull << 40 && m.stream == 2,
 	      "REPLAY with offset and stream");
 
+	proto_begin(b, PROTO_RESIZE, 14);
+	proto_put_str(b, PT_CMD_ID, S("c"));
+	proto_put_u32(b, PT_ROWS, 50);
+	proto_put_u32(b, PT_COLS, 132);
+	CHECK(roundtrip(b, &m) == 0 && m.type == PROTO_RESIZE && m.rows == 50 && m.cols == 132,
+	      "RESIZE decodes");
+	proto_begin(b, PROTO_RESIZE, 14);
+	proto_put_str(b, PT_CMD_ID, S("c"));
+	proto_put_u32(b, PT_ROWS, 50);
+	CHECK(roundtrip(b, &m) == -EPROTO, "RESIZE without COLS is refused");
+	proto_begin(b, PROTO_RESIZE, 14);
+	proto_put_str(b, PT_CMD_ID, S("c"));
+	proto_put_u32(b, PT_ROWS, 0);
+	proto_put_u32(b, PT_COLS, 80);
+	CHECK(roundtrip(b, &m) == -EBADMSG, "RESIZE with 0 rows is refused");
+	proto_begin(b, PROTO_RESIZE, 14);
+	proto_put_str(b, PT_CMD_ID, S("c"));
+	proto_put_u32(b, PT_ROWS, 24);
+	proto_put_u32(b, PT_COLS, PROTO_MAX_WINSIZE + 1);
+	CHECK(roundtrip(b, &m) == -EBADMSG, "RESIZE over 65535 columns is refused");
+	proto_begin(b, PROTO_RESIZE, 14);
+	proto_put_str(b, PT_CMD_ID, S("c"));
+	proto_put_u8(b, PT_ROWS, 24);
+	proto_put_u32(b, PT_COLS, 80);
+	CHECK(roundtrip(b, &m) == -EBADMSG, "RESIZE with a 1-byte ROWS is refused");
+	proto_begin(b, PROTO_KILL, 14);
+	proto_put_str(b, PT_CMD_ID, S("c"));
+	proto_put_u32(b, PT_SIGNAL, 9);
+	proto_put_u32(b, PT_ROWS, 24);
+	CHECK(roundtrip(b, &m) == -EPROTO, "ROWS on a KILL is refused");
+	proto_begin(b, PROTO_EXEC, 14);
+	proto_put_str(b, PT_CMD_ID, S("c"));
+	proto_put_str(b, PT_ARG, S("bash"));
+	proto_put_u8(b, PT_TTY, 1);
+	proto_put_u32(b, PT_ROWS, 24);
+	proto_put_u32(b, PT_COLS, 80);
+	CHECK(roundtrip(b, &m) == 0 && m.tty == 1 && m.rows == 24 && m.cols == 80,
+	      "EXEC with a TTY and its size decodes");
+
 	proto_begin(b, PROTO_PING, 13);
 	CHECK(roundtrip(b, &m) == 0 && m.type == PROTO_PING && m.id == 13 && b->len == PROTO_HEADER,
 	      "PING decodes");

@@ -77,10 +77,32 @@ static int api_parse_resources(json_t *body, struct dm_create *c, struct al_erro
 	return 0;
 }
 
+/* "ports": [1..65535, ...], at most DM_PORTS_MAX (the daemon refuses repeats). */
+static int api_parse_ports(json_t *body, uint16_t *ports, size_t *n, struct al_error **err)
+{
+	json_t *v = json_object_get(body, "ports"), *p;
+	size_t i;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) > DM_PORTS_MAX)
+		return api_bad(err, "field 'ports' must be an array of at most %d ports",
+			       DM_PORTS_MAX);
+	json_array_foreach(v, i, p)
+	{
+		if (!json_is_integer(p) || json_integer_value(p) < 1 ||
+		    json_integer_value(p) > 65535)
+			return api_bad(err, "field 'ports' must hold port numbers 1..65535");
+		ports[(*n)++] = (uint16_t)json_integer_value(p);
+	}
+	return 0;
+}
+
 static int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
 {
-	static const char *const fields[] = {"image",	"resources",	  "timeout",  "env",
-					     "workdir", "network_policy", "hostname", NULL};
+	static const char *const fields[] = {"image",	 "resources", "timeout",
+					     "env",	 "workdir",   "network_policy",
+					     "hostname", "ports",     NULL};
 	const char *image = NULL, *workdir = NULL, *hostname = NULL;
 	json_t *policy;
 
@@ -90,7 +112,8 @@ static int api_parse_create(json_t *body, struct dm_create *c, char ***env, stru
 	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
 	    api_json_string(body, "workdir", false, &workdir, err) < 0 ||
 	    api_json_string(body, "hostname", false, &hostname, err) < 0 ||
-	    api_json_env(body, "env", env, &c->n_env, err) < 0)
+	    api_json_env(body, "env", env, &c->n_env, err) < 0 ||
+	    api_parse_ports(body, (uint16_t *)c->ports, &c->n_ports, err) < 0)
 		return -EINVAL;
 	c->env = (const char *const *)*env;
 	if (image && !image[0])
@@ -112,12 +135,33 @@ static int api_parse_create(json_t *body, struct dm_create *c, char ***env, stru
 	return 0;
 }
 
+/* PUT {ports: [...]}: replaces the declared ports (docs/ports.md). */
+static void api_sbx_ports(struct api_req *r)
+{
+	static const char *const fields[] = {"ports", NULL};
+	_cleanup_error_ struct al_error *err = NULL;
+	_cleanup_json_ json_t *body = NULL;
+	uint16_t ports[DM_PORTS_MAX];
+	size_t n = 0;
+
+	if (api_body_object(r, &body, &err) < 0 ||
+	    api_json_fields(body, "the body", fields, &err) < 0)
+		return api_reply_error(r, err);
+	if (!json_is_array(json_object_get(body, "ports")))
+		return api_reply_error_code(r, 400, "bad_request", "field 'ports' is required");
+	if (api_parse_ports(body, ports, &n, &err) < 0 ||
+	    dm_sandbox_set_ports(r->api->d, r->team, api_param(r, "id"), ports, n, &err) < 0)
+		return api_reply_error(r, err);
+	api_reply_sandbox(r, 200, api_param(r, "id"));
+}
+
 static void api_sbx_create(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL;
 	_cleanup_free_ char *id = NULL;
-	struct dm_create c = {0};
+	uint16_t ports[DM_PORTS_MAX];
+	struct dm_create c = {.ports = ports};
 	char **env = NULL;
 	int ret;
 
@@ -294,6 +338,7 @@ const struct api_route api_native_routes[] = {
     {"POST", SBX "/stop", api_sbx_stop, 0},
     {"POST", SBX "/extend", api_sbx_extend, 0},
     {"PUT", SBX "/network-policy", api_sbx_policy, 0},
+    {"PUT", SBX "/ports", api_sbx_ports, 0},
     {"GET", SBX "/egress", api_sbx_egress, 0},
     {"POST", SBX "/commands", api_cmd_run, 0},
     {"GET", SBX "/commands", api_cmd_list, 0},
@@ -302,6 +347,9 @@ const struct api_route api_native_routes[] = {
     {"GET", SBX "/commands/{cid}/logs", api_cmd_logs, 0},
     {"POST", SBX "/commands/{cid}/stdin", api_cmd_stdin, API_ROUTE_RAW},
     {"POST", SBX "/commands/{cid}/kill", api_cmd_kill, 0},
+    {"POST", SBX "/commands/{cid}/resize", api_cmd_resize, 0},
+    {"POST", SBX "/pty", api_sbx_pty, 0},
+    {"GET", SBX "/pty/ws", api_pty_ws, API_ROUTE_NO_AUTH},
     {"PUT", SBX "/files", api_fs_write, API_ROUTE_RAW | API_ROUTE_UPLOAD},
     {"GET", SBX "/files", api_fs_list, 0},
     {"GET", SBX "/files/content", api_fs_read, 0},

@@ -13,6 +13,8 @@ void api_cmd_wait(struct api_req *r);
 void api_cmd_logs(struct api_req *r);
 void api_cmd_stdin(struct api_req *r);
 void api_cmd_kill(struct api_req *r);
+void api_cmd_resize(struct api_req *r);
+void api_sbx_pty(struct api_req *r);
 
 /* routes_native_files.c */
 void api_fs_write(struct api_req *r);

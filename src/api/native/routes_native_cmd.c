@@ -26,7 +26,9 @@ struct api_run {
 static int api_parse_run(json_t *body, struct api_run *run, struct al_error **err)
 {
 	static const char *const fields[] = {"cmd",	"args",	 "env",	       "cwd",  "sudo",
-					     "timeout", "stdin", "keep_stdin", "wait", NULL};
+					     "timeout", "stdin", "keep_stdin", "wait", "tty",
+					     "rows",	"cols",	 NULL};
+	uint64_t rows = 0, cols = 0;
 	struct dm_exec *e = &run->e;
 	const char *in = NULL;
 
@@ -39,8 +41,12 @@ static int api_parse_run(json_t *body, struct api_run *run, struct al_error **er
 	    api_json_u64(body, "timeout", false, INT64_MAX, &e->timeout_ms, err) < 0 ||
 	    api_json_string(body, "stdin", false, &in, err) < 0 ||
 	    api_json_bool(body, "keep_stdin", &e->keep_stdin, err) < 0 ||
-	    api_json_bool(body, "wait", &run->wait, err) < 0)
+	    api_json_bool(body, "wait", &run->wait, err) < 0 ||
+	    api_json_bool(body, "tty", &e->tty, err) < 0 ||
+	    api_json_u64(body, "rows", false, 65535, &rows, err) < 0 ||
+	    api_json_u64(body, "cols", false, 65535, &cols, err) < 0)
 		return -EINVAL;
+	e->rows = (unsigned)rows, e->cols = (unsigned)cols;
 	e->args = run->args;
 	e->env = (const char *const *)run->env;
 	if (e->cwd && !e->cwd[0])
@@ -204,4 +210,28 @@ void api_cmd_kill(struct api_req *r)
 			&err) < 0)
 		return api_reply_error(r, err);
 	api_reply_command(r);
+}
+
+/* A TTY command's window size: {rows, cols}. */
+void api_cmd_resize(struct api_req *r)
+{
+	static const char *const fields[] = {"rows", "cols", NULL};
+	_cleanup_error_ struct al_error *err = NULL;
+	_cleanup_json_ json_t *body = NULL;
+	uint64_t rows = 0, cols = 0;
+
+	if (api_body_object(r, &body, &err) < 0 ||
+	    api_json_fields(body, "the body", fields, &err) < 0 ||
+	    api_json_u64(body, "rows", true, 65535, &rows, &err) < 0 ||
+	    api_json_u64(body, "cols", true, 65535, &cols, &err) < 0 ||
+	    dm_cmd_resize(r->api->d, r->team, api_param(r, "id"), api_param(r, "cid"),
+			  (unsigned)rows, (unsigned)cols, &err) < 0)
+		return api_reply_error(r, err);
+	api_reply_command(r);
+}
+
+/* A ticket for an interactive PTY over a WebSocket (docs/pty.md). */
+void api_sbx_pty(struct api_req *r)
+{
+	api_pty_offer(r, "/v1/sandboxes/", "/pty/ws");
 }

@@ -245,8 +245,9 @@ static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool 
 		json_object_set_new(o, "sandbox", vc_sandbox_of(view));
 	if (session)
 		json_object_set_new(o, "session", vc_session_of(view));
-	if (routes)
-		json_object_set_new(o, "routes", json_array());
+	if (routes) /* the declared ports' preview URLs (docs/ports.md) */
+		json_object_set_new(o, "routes",
+				    api_preview_routes(r, id, json_object_get(view, "ports")));
 	json_decref(view);
 	api_reply_json(r, 200, o);
 }
@@ -256,15 +257,10 @@ static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool 
 /* Fields the SDK may send that have no meaning here and are accepted as they are. */
 static bool vc_create_ignored(const char *key)
 {
-	static const char *const ignored[] = {"projectId",
-					      "runtime",
-					      "tags",
-					      "region",
-					      "failoverRegions",
-					      "networkId",
-					      "snapshotExpiration",
-					      "keepLastSnapshots",
-					      NULL};
+	static const char *const ignored[] = {
+	    "projectId",	 "tags",      "region",
+	    "failoverRegions",	 "networkId", "snapshotExpiration",
+	    "keepLastSnapshots", NULL};
 
 	if (strncmp(key, "__", 2) == 0)
 		return true;
@@ -305,8 +301,6 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 {
 	json_t *v;
 
-	if (json_object_get(body, "source"))
-		return api_bad(err, "'source' (git, tarball, snapshot) is not supported");
 	if (json_object_get(body, "image"))
 		return api_bad(err, "'image' is not supported: sandboxes use the host runtime");
 	if (json_object_get(body, "name"))
@@ -316,23 +310,58 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 		return api_bad(err, "field 'persistent' must be a boolean");
 	if (json_is_true(v))
 		return api_bad(err, "persistent sandboxes are not supported");
-	v = json_object_get(body, "ports");
-	if (v && !json_is_array(v))
-		return api_bad(err, "field 'ports' must be an array of numbers");
-	if (json_array_size(v) > 0)
-		return api_bad(err, "'ports' (public routes) are not supported");
 	v = json_object_get(body, "mounts");
 	if (v && (!json_is_object(v) || json_object_size(v) > 0))
 		return api_bad(err, "'mounts' are not supported");
 	return 0;
 }
 
-static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
-			   struct al_error **err)
+/* "runtime" ("node22", "python3.13", ...): the image of that name under airlock serve
+ * --images (docs/sources.md, "Runtimes"); absent: the host runtime. */
+static int vc_runtime(json_t *body, struct dm_create *c, struct al_error **err)
 {
-	static const char *const known[] = {"ports", "timeout", "resources",  "source",
-					    "image", "name",	"persistent", "networkPolicy",
-					    "env",   "mounts",	NULL};
+	const char *rt = NULL;
+
+	if (api_json_string(body, "runtime", false, &rt, err) < 0)
+		return -EINVAL;
+	if (!rt)
+		return 0;
+	if (!rt[0] || strlen(rt) > 64 || rt[0] == '.' ||
+	    rt[strspn(rt, "abcdefghijklmnopqrstuvwxyz0123456789.-_")] != '\0')
+		return api_bad(err,
+			       "field 'runtime' must be a runtime name like node22 or python3.13");
+	return JAIL_SPEC_SET(c->spec.image, rt, "field 'runtime'", err);
+}
+
+/* "ports": up to DM_PORTS_MAX of 1..65535 into out (*n); absent: none. */
+static int vc_ports(json_t *body, uint16_t out[DM_PORTS_MAX], size_t *n, struct al_error **err)
+{
+	json_t *v = json_object_get(body, "ports"), *p;
+	size_t i;
+
+	*n = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v))
+		return api_bad(err, "field 'ports' must be an array of numbers");
+	if (json_array_size(v) > DM_PORTS_MAX)
+		return api_bad(err, "field 'ports' has more than %d ports", DM_PORTS_MAX);
+	json_array_foreach(v, i, p)
+	{
+		if (!json_is_integer(p) || json_integer_value(p) < 1 ||
+		    json_integer_value(p) > 65535)
+			return api_bad(err, "field 'ports' must hold port numbers 1..65535");
+		out[(*n)++] = (uint16_t)json_integer_value(p);
+	}
+	return 0;
+}
+
+static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
+			   uint16_t ports[DM_PORTS_MAX], struct al_error **err)
+{
+	static const char *const known[] = {"ports",	     "timeout", "resources", "source",
+					    "runtime",	     "image",	"name",	     "persistent",
+					    "networkPolicy", "env",	"mounts",    NULL};
 	const char *key;
 	json_t *v;
 
@@ -350,9 +379,13 @@ static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_
 	if (vc_check_unsupported(body, err) < 0 ||
 	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
 	    vc_parse_resources(body, c, err) < 0 ||
-	    api_json_env(body, "env", env, &c->n_env, err) < 0)
+	    api_json_env(body, "env", env, &c->n_env, err) < 0 ||
+	    vc_ports(body, ports, &c->n_ports, err) < 0)
 		return -EINVAL;
 	c->env = (const char *const *)*env;
+	c->ports = ports;
+	if (vc_runtime(body, c, err) < 0)
+		return -EINVAL;
 	if (c->timeout_ms == 0)
 		return api_bad(err, "field 'timeout' must be > 0");
 	v = json_object_get(body, "networkPolicy");
@@ -364,23 +397,66 @@ static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_
 	return 0;
 }
 
+/* "source": {type: "tarball", url} or {type: "git", url, depth?, revision?}; absent: none. */
+static int vc_source(json_t *body, struct dm_source *src, bool *has, struct al_error **err)
+{
+	static const char *const fields[] = {"type", "url", "depth", "revision", NULL};
+	json_t *v = json_object_get(body, "source");
+	uint64_t depth = 0;
+
+	*has = v && !json_is_null(v);
+	if (!*has)
+		return 0;
+	if (!json_is_object(v) || api_json_fields(v, "source", fields, err) < 0 ||
+	    api_json_string(v, "type", true, &src->type, err) < 0 ||
+	    api_json_string(v, "url", true, &src->url, err) < 0 ||
+	    api_json_u64(v, "depth", false, 1000000, &depth, err) < 0 ||
+	    api_json_string(v, "revision", false, &src->revision, err) < 0)
+		return *err ? -EINVAL : api_bad(err, "field 'source' must be an object");
+	if (strcmp(src->type, "git") != 0 && strcmp(src->type, "tarball") != 0)
+		return api_bad(err, "a 'source' of type '%.32s' is not supported (git, tarball)",
+			       src->type);
+	if (strncmp(src->url, "https://", 8) != 0 && strncmp(src->url, "http://", 7) != 0)
+		return api_bad(err, "a source's url is an http:// or https:// URL");
+	if (strcmp(src->type, "git") != 0 && (depth || src->revision))
+		return api_bad(err, "'depth' and 'revision' are for a git source");
+	src->depth = (unsigned)depth;
+	return 0;
+}
+
 static void vc_create(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
 	_cleanup_free_ char *id = NULL;
 	struct dm_create c = {0};
+	uint16_t ports[DM_PORTS_MAX];
+	struct dm_source src = {0};
+	bool has_source = false;
 	char **env = NULL;
 	int ret;
 
 	if (api_body_object(r, &body, &err) < 0)
 		return vc_reply_error(r, err);
-	ret = vc_parse_create(body, &c, &env, &policy, &err);
+	ret = vc_parse_create(body, &c, &env, &policy, ports, &err);
+	if (ret == 0)
+		ret = vc_source(body, &src, &has_source, &err);
 	if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
+	if (ret < 0 && c.spec.image[0] && err && err->code == EINVAL && strstr(err->msg, "image"))
+		al_error_wrap(&err,
+			      "runtime '%s' is an image of that name under the daemon's --images",
+			      c.spec.image);
 	api_strv_free(env, c.n_env);
 	if (ret < 0)
 		return vc_reply_error(r, err);
+	/* Fetched inside the new sandbox (its policy applies); a failed fetch ends it. */
+	if (has_source && dm_sandbox_fetch_source(r->api->d, r->team, id, &src, &err) < 0) {
+		_cleanup_error_ struct al_error *ignored = NULL;
+
+		dm_sandbox_stop(r->api->d, r->team, id, &ignored);
+		return vc_reply_error(r, err);
+	}
 	vc_reply_view(r, id, true, true, true, NULL);
 }
 
@@ -418,7 +494,7 @@ static void vc_delete(struct api_req *r)
 	vc_reply_view(r, id, true, false, true, NULL);
 }
 
-/* PATCH: only the network policy can change; timeout is applied by the SDK's own
+/* PATCH: the network policy and the ports can change; timeout is applied by the SDK's own
  * extend-timeout call that follows. */
 static void vc_update(struct api_req *r)
 {
@@ -427,11 +503,17 @@ static void vc_update(struct api_req *r)
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
 	const char *id = api_param(r, "name");
+	uint16_t ports[DM_PORTS_MAX];
+	size_t n_ports = 0;
 	json_t *v;
 
 	if (api_body_object(r, &body, &err) < 0 ||
 	    api_json_fields(body, "the body", fields, &err) < 0 ||
-	    vc_check_unsupported(body, &err) < 0)
+	    vc_check_unsupported(body, &err) < 0 || vc_ports(body, ports, &n_ports, &err) < 0)
+		return vc_reply_error(r, err);
+	v = json_object_get(body, "ports");
+	if (v && !json_is_null(v) &&
+	    dm_sandbox_set_ports(r->api->d, r->team, id, ports, n_ports, &err) < 0)
 		return vc_reply_error(r, err);
 	v = json_object_get(body, "networkPolicy");
 	if (v && (vc_policy_in(v, &policy, &err) < 0 ||
@@ -514,6 +596,18 @@ static void vc_session_get(struct api_req *r)
 	vc_reply_view(r, api_param(r, "id"), false, true, true, NULL);
 }
 
+/* The interactive PTY (docs/pty.md): a ticket for the WebSocket below. */
+static void vc_interactive(struct api_req *r)
+{
+	api_pty_offer(r, "/v2/sandboxes/sessions/", "/interactive/ws");
+}
+
+/* What the sandbox CLI asks before it opens the PTY's WebSocket. */
+static void vc_health(struct api_req *r)
+{
+	api_reply_json(r, 200, json_pack("{s:b}", "ok", 1));
+}
+
 static void vc_stop(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
@@ -575,6 +669,9 @@ const struct api_route api_vercel_routes[] = {
     {"POST", SES "/network-policy", vc_policy, 0},
     {"POST", SES "/extend-timeout", vc_extend, 0},
     {"POST", SES "/stop", vc_stop, 0},
+    {"POST", SES "/interactive", vc_interactive, 0},
+    {"GET", SES "/interactive/ws", api_pty_ws, API_ROUTE_NO_AUTH},
+    {"GET", "/health", vc_health, API_ROUTE_NO_AUTH},
     {"GET", "/v2/sandboxes/{name}", vc_get, 0},
     {"PATCH", "/v2/sandboxes/{name}", vc_update, 0},
     {"DELETE", "/v2/sandboxes/{name}", vc_delete, 0},

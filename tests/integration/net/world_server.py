@@ -28,6 +28,7 @@ import os
 import socket
 import socketserver
 import ssl
+import subprocess
 import sys
 import threading
 import time
@@ -191,6 +192,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
               body=body_in.decode("utf-8", "replace"), body_complete=complete)
         if not complete:
             return
+        if self.path.startswith("/source/"):
+            self._source(body_in)
+            return
         body = (f"{srv.name}-web proto={srv.proto} host={','.join(hosts)} "
                 f"path={self.path} secret={srv.secret}\n").encode()
         if self.path.split("?")[0].endswith("/echo-headers"):
@@ -237,6 +241,49 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)
+
+    def _source(self, body_in):
+        """A create's sources (tests/integration/net/test_sources.py): files of STATE/source/
+        as they are, and git repositories under /source/git/ through `git http-backend` (the
+        smart HTTP protocol, so shallow clones work)."""
+        root = os.path.join(STATE, "source")
+        path, _, query = self.path.partition("?")
+        if path.startswith("/source/git/"):
+            env = dict(os.environ, GIT_PROJECT_ROOT=os.path.join(root, "git"),
+                       GIT_HTTP_EXPORT_ALL="1", PATH_INFO=path[len("/source/git"):],
+                       QUERY_STRING=query, REQUEST_METHOD=self.command,
+                       CONTENT_TYPE=self.headers.get("Content-Type") or "",
+                       CONTENT_LENGTH=str(len(body_in)), REMOTE_ADDR=self.client_address[0])
+            out = subprocess.run(["git", "http-backend"], input=body_in, env=env,
+                                 capture_output=True).stdout
+            head, _, body = out.partition(b"\r\n\r\n")
+            status = 200
+            hdrs = []
+            for ln in head.split(b"\r\n"):
+                k, _, v = ln.decode("latin-1").partition(":")
+                if k.lower() == "status":
+                    status = int(v.split()[0])
+                elif k:
+                    hdrs.append((k, v.strip()))
+            self.send_response(status)
+            for k, v in hdrs:
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        f = os.path.realpath(os.path.join(root, path[len("/source/"):]))
+        if not f.startswith(os.path.realpath(root) + "/") or not os.path.isfile(f):
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        data = open(f, "rb").read()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _reflect(self, how):
         """Upstreams that hand an injected Authorization back in the ways a naive scan
