@@ -55,6 +55,10 @@ struct daemon_opts {
 	uint64_t sbx_records_max;
 #define DM_SBX_RECORDS_DEFAULT (16ull << 20)
 	unsigned team_max_sbxs; /* live sandboxes one team may have at once (0: no limit) */
+	/* Bytes all snapshots together may take under STATE/snapshots (0: the default);
+	 * a capture that would go over is refused (ENOSPC), nothing is evicted. */
+	uint64_t snap_max_bytes;
+#define DM_SNAP_MAX_DEFAULT (16ull << 30)
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);
@@ -171,6 +175,37 @@ int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const ch
 /* [{name, type: file|dir|symlink|other, size, mode, mtime}] */
 int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,
 	       json_t **out_array, struct al_error **err);
+
+/* --- snapshots (docs/snapshots.md) ----------------------------------------- */
+
+/*
+ * A snapshot of a running sandbox's writable areas (/workspace, /tmp, /home/user,
+ * /dev/shm, its workdir), captured with its processes frozen for the moment of the copy;
+ * the sandbox keeps running. expire_ms: it is deleted that long after (0: never).
+ * View: {id, sandbox_id, parent_id|null, created_at, expires_at|null, size_bytes, sha256,
+ * status: "created", workdir}. Another team's snapshot is ENOENT; a stopped sandbox ESRCH;
+ * the store's cap ENOSPC.
+ */
+int dm_snapshot_create(struct daemon *d, const char *team, const char *sbx, uint64_t expire_ms,
+		       json_t **out, struct al_error **err);
+int dm_snapshot_get(struct daemon *d, const char *team, const char *id, json_t **out,
+		    struct al_error **err);
+/* The team's snapshots, newest first; only those of sandbox sbx unless it is NULL. */
+int dm_snapshot_list(struct daemon *d, const char *team, const char *sbx, json_t **out_array,
+		     struct al_error **err);
+/* Deletes it; *out (unless out is NULL): its view, status "deleted". Sandboxes made from it
+ * keep their files (a restore copies). */
+int dm_snapshot_delete(struct daemon *d, const char *team, const char *id, json_t **out,
+		       struct al_error **err);
+/* A create whose writable areas start as snapshot snap has them (its digest checked
+ * first: EBADMSG when the stored data is not what was captured). What c leaves unset of
+ * the workdir and disk is the snapshot's source's. */
+int dm_sandbox_create_from(struct daemon *d, const char *team, const struct dm_create *c,
+			   const char *snap, char **out_id, struct al_error **err);
+/* A new sandbox with the current files of running sandbox `from` (captured as a snapshot
+ * is, kept nowhere); settings c leaves unset are the source's. */
+int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
+		    const struct dm_create *c, char **out_id, struct al_error **err);
 
 /* --- metrics ---------------------------------------------------------------- */
 

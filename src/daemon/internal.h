@@ -168,6 +168,7 @@ struct daemon {
 
 	/* GET /metrics: its counters (metrics.c). */
 	struct dm_metrics m;
+	struct dm_snaps *snaps; /* snapshots.c */
 };
 
 /* d->mu held for a scope: `_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);` (as
@@ -338,6 +339,11 @@ struct dm_egress_logs {
 void dm_egress_logs_list(struct daemon *d, struct dm_egress_logs *out);
 bool dm_egress_logs_has(const struct dm_egress_logs *l, const char *id);
 void dm_egress_logs_free(struct dm_egress_logs *l);
+
+/* snapshots.c: the snapshot store (STATE/snapshots), loaded at open; the timer expires */
+int dm_snaps_open(struct daemon *d, struct al_error **err);
+void dm_snaps_close(struct daemon *d);
+void dm_snaps_expire(struct daemon *d);
 
 /* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);

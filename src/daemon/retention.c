@@ -2,6 +2,7 @@
 /* airlockd: retention -- the timer and reaper threads, expiry, forgetting ended sandboxes
  * and old commands, reclaiming cgroups, pruning egress logs. */
 #include "daemon/internal.h"
+#include "daemon/freeze.h"
 #include "jail/sandbox.h"
 #include "net/contract.h"
 #include "net/policy.h"
@@ -73,6 +74,8 @@ size_t dm_reclaim_cgroups(struct daemon *d)
 		if (jail_sandbox_reclaim(ids[k]) < 0) {
 			ids[k][0] = '\0';
 			left++;
+		} else {
+			dm_freeze_forget(ids[k]); /* v1: a snapshot's freezer cgroup */
 		}
 	pthread_mutex_lock(&d->mu);
 	for (size_t k = 0; k < n; k++)
@@ -320,6 +323,7 @@ void *dm_timer_main(void *arg)
 		if (now >= next_forget) {
 			forget_ended(d);
 			forget_old_cmds(d);
+			dm_snaps_expire(d);
 			next_forget = now + 1000;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
