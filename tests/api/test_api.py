@@ -641,10 +641,10 @@ def test_openapi_matches_the_served_routes():
     src = open(os.path.join(ROOT, "src/api/native/routes_native.c")).read()
     src = src.replace('SBX "', '"/v1/sandboxes/{id}').replace("SBX,", '"/v1/sandboxes/{id}",')
     routes = re.findall(r'\{\s*"([A-Z]+)",\s*"(/v1[^"]*)"', src)
-    assert len(routes) == 19
+    assert len(routes) == 24
     metrics = open(os.path.join(ROOT, "src/api/metrics.c")).read()
     routes += re.findall(r'\{\s*"([A-Z]+)",\s*"(/metrics)"', metrics)
-    assert len(routes) == 20
+    assert len(routes) == 25
     for method, path in routes:
         assert path in doc["paths"], path
         assert method.lower() in doc["paths"][path], (method, path)

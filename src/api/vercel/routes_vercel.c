@@ -230,8 +230,8 @@ char *vc_workdir(struct api_req *r, const char *id, struct al_error **err)
 /* --- replies --------------------------------------------------------------- */
 
 /* keys: "sandbox", "session", "routes" in any combination; extra is merged in (taken). */
-static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool session,
-			  bool routes, json_t *extra)
+void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool session, bool routes,
+		   json_t *extra)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	json_t *view = NULL, *o;
@@ -305,8 +305,10 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 {
 	json_t *v;
 
-	if (json_object_get(body, "source"))
-		return api_bad(err, "'source' (git, tarball, snapshot) is not supported");
+	v = json_object_get(body, "source");
+	if (v && !vc_source_snapshot(body))
+		return api_bad(err, "'source' must be {type: \"snapshot\", snapshotId}: git and "
+				    "tarball sources are not supported");
 	if (json_object_get(body, "image"))
 		return api_bad(err, "'image' is not supported: sandboxes use the host runtime");
 	if (json_object_get(body, "name"))
@@ -327,8 +329,18 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 	return 0;
 }
 
-static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
-			   struct al_error **err)
+const char *vc_source_snapshot(json_t *body)
+{
+	json_t *src = json_object_get(body, "source");
+	const char *type = json_string_value(json_object_get(src, "type"));
+
+	if (!json_is_object(src) || !type || strcmp(type, "snapshot") != 0)
+		return NULL;
+	return json_string_value(json_object_get(src, "snapshotId"));
+}
+
+int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
+		    struct al_error **err)
 {
 	static const char *const known[] = {"ports", "timeout", "resources",  "source",
 					    "image", "name",	"persistent", "networkPolicy",
@@ -376,7 +388,10 @@ static void vc_create(struct api_req *r)
 	if (api_body_object(r, &body, &err) < 0)
 		return vc_reply_error(r, err);
 	ret = vc_parse_create(body, &c, &env, &policy, &err);
-	if (ret == 0)
+	if (ret == 0 && vc_source_snapshot(body))
+		ret = dm_sandbox_create_from(r->api->d, r->team, &c, vc_source_snapshot(body), &id,
+					     &err);
+	else if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
 	api_strv_free(env, c.n_env);
 	if (ret < 0)
@@ -575,6 +590,12 @@ const struct api_route api_vercel_routes[] = {
     {"POST", SES "/network-policy", vc_policy, 0},
     {"POST", SES "/extend-timeout", vc_extend, 0},
     {"POST", SES "/stop", vc_stop, 0},
+    {"POST", SES "/snapshot", vc_snap_create, 0},
+    {"GET", "/v2/sandboxes/snapshots", vc_snap_list, 0},
+    {"GET", "/v2/sandboxes/snapshots/tree", vc_snap_tree, 0},
+    {"GET", "/v2/sandboxes/snapshots/{sid}", vc_snap_get, 0},
+    {"DELETE", "/v2/sandboxes/snapshots/{sid}", vc_snap_delete, 0},
+    {"POST", "/v2/sandboxes/{name}/fork", vc_fork, 0},
     {"GET", "/v2/sandboxes/{name}", vc_get, 0},
     {"PATCH", "/v2/sandboxes/{name}", vc_update, 0},
     {"DELETE", "/v2/sandboxes/{name}", vc_delete, 0},

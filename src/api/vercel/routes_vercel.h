@@ -12,6 +12,7 @@
 #define AL_API_ROUTES_VERCEL_H
 
 #include "api/api_internal.h"
+#include "daemon/daemon.h"
 
 #define VC_WORKDIR "/vercel/sandbox"
 #define VC_REGION "iad1"
@@ -38,6 +39,16 @@ char *vc_join(const char *base, const char *path);
 /* The workdir of a sandbox of the caller's team (heap), or NULL with err. */
 char *vc_workdir(struct api_req *r, const char *id, struct al_error **err);
 
+/* A create's body (a fork's too) into c, its env and policy. */
+int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
+		    struct al_error **err);
+/* The snapshot id of a create's source {type: "snapshot", snapshotId}, or NULL. */
+const char *vc_source_snapshot(json_t *body);
+/* Replies with the sandbox's views: keys "sandbox", "session", "routes" as asked; extra
+ * (taken, may be NULL) is merged in. */
+void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool session, bool routes,
+		   json_t *extra);
+
 /* routes_vercel_policy.c */
 
 /* A request policy (mode form, allow/subnets form) -> the native policy (new reference). */
@@ -55,5 +66,13 @@ void vc_cmd_kill(struct api_req *r);
 void vc_fs_write(struct api_req *r);
 void vc_fs_read(struct api_req *r);
 void vc_fs_mkdir(struct api_req *r);
+
+/* routes_vercel_snap.c: snapshots and fork */
+void vc_snap_create(struct api_req *r);
+void vc_snap_list(struct api_req *r);
+void vc_snap_tree(struct api_req *r);
+void vc_snap_get(struct api_req *r);
+void vc_snap_delete(struct api_req *r);
+void vc_fork(struct api_req *r);
 
 #endif
