@@ -144,14 +144,14 @@ static int capture_areas(struct daemon *d, const struct snap_src *src, struct dm
 }
 
 /*
- * Captures src's writable areas into a new file at path (synced when durable): m gets the
- * areas, size and digest. At most cap bytes (ENOSPC).
+ * Captures src's writable areas into fd (a new file, path names it in messages): m gets the areas and size, and when
+ * durable (a snapshot, not a fork's private copy) the file is synced and m gets its digest.
+ * At most cap bytes (ENOSPC).
  */
-static int capture_to(struct daemon *d, const struct snap_src *src, const char *path, bool durable,
-		      uint64_t cap, struct dm_snap *m, struct al_error **err)
+static int capture_to(struct daemon *d, const struct snap_src *src, int fd, const char *path,
+		      bool durable, uint64_t cap, struct dm_snap *m, struct al_error **err)
 {
-	_cleanup_close_ int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	_snap_cleanup_(evp_freep) EVP_MD_CTX *sha = EVP_MD_CTX_new();
+	_snap_cleanup_(evp_freep) EVP_MD_CTX *sha = durable ? EVP_MD_CTX_new() : NULL;
 	struct snap_sink sink = {.fd = fd, .sha = sha, .cap = cap};
 	struct al_error *why = NULL;
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -160,7 +160,7 @@ static int capture_to(struct daemon *d, const struct snap_src *src, const char *
 
 	if (fd < 0)
 		return al_error_set(err, errno, "create '%s'", path);
-	if (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1)
+	if (durable && (!sha || EVP_DigestInit_ex(sha, EVP_sha256(), NULL) != 1))
 		return al_error_msg(err, ENOMEM, "SHA-256 context");
 	areas_of(src->spec.workdir, m);
 	if (dm_freeze(src->id, true, err) < 0) {
@@ -173,12 +173,14 @@ static int capture_to(struct daemon *d, const struct snap_src *src, const char *
 		dm_log_err(d, &why, "sandbox %s: THAW FAILED after a capture", src->id);
 	if (r < 0)
 		return -1;
-	if (durable && fsync(fd) < 0)
+	m->size = sink.bytes;
+	if (!durable) /* a fork's: private, read back at once, never stored */
+		return 0;
+	if (fsync(fd) < 0)
 		return al_error_set(err, errno, "fsync '%s'", path);
 	if (EVP_DigestFinal_ex(sha, md, &n) != 1 || n != 32)
 		return al_error_msg(err, EIO, "SHA-256 of the snapshot");
 	hex(md, n, m->sha);
-	m->size = sink.bytes;
 	return 0;
 }
 
@@ -200,6 +202,7 @@ int dm_snapshot_create(struct daemon *d, const char *team, const char *sbx, uint
 	struct dm_snap *m = xzalloc(sizeof(*m));
 	_cleanup_free_ char *tar = NULL;
 	struct dm_snaps *ss = d->snaps;
+	_cleanup_close_ int fd = -1;
 	int r;
 
 	if (src_hold(d, team, sbx, &src, err) < 0) {
@@ -217,7 +220,9 @@ int dm_snapshot_create(struct daemon *d, const char *team, const char *sbx, uint
 	snprintf(m->parent, sizeof(m->parent), "%s", dm_snap_origin(ss, src.id));
 	pthread_mutex_unlock(&ss->mu);
 	tar = dm_snap_path(d, m->id, ".tar");
-	r = capture_to(d, &src, tar, true, snaps_room(d), m, err);
+	fd = open(tar, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	r = fd < 0 ? al_error_set(err, errno, "create '%s'", tar)
+		   : capture_to(d, &src, fd, tar, true, snaps_room(d), m, err);
 	dm_sbx_put(src.s);
 	if (r == 0)
 		r = dm_snap_record_write(d, m, err);
@@ -411,22 +416,30 @@ static void *fork_create_main(void *arg)
 	return NULL;
 }
 
-/* Captures src into a private file and maps it (the file is unlinked at once). */
+/* Captures src into a private memory file (memfd: no file system, nothing left after a
+ * crash) and maps it. Its size counts against the snapshot cap while it exists. */
 static int fork_capture(struct daemon *d, const struct snap_src *src, struct snap_map *x,
 			struct al_error **err)
 {
-	char tmp_id[DM_ID_LEN + 1];
-	_cleanup_free_ char *path = NULL;
-	int r;
+	_cleanup_close_ int fd = memfd_create("airlock-fork", MFD_CLOEXEC);
+	struct stat st;
 
-	dm_new_id("frk_", tmp_id);
-	path = dm_snap_path(d, tmp_id, ".tmp"); /* a .tmp left by a crash goes at start */
 	x->m = xzalloc(sizeof(*x->m));
-	r = capture_to(d, src, path, false, snaps_room(d), x->m, err);
-	if (r == 0)
-		r = map_file(path, x, err);
-	unlink(path);
-	return r;
+	if (fd < 0)
+		return al_error_set(err, errno, "memfd_create");
+	if (capture_to(d, src, fd, "(a fork's capture)", false, snaps_room(d), x->m, err) < 0)
+		return -1;
+	if (fstat(fd, &st) < 0)
+		return al_error_set(err, errno, "fstat a fork's capture");
+	x->len = (size_t)st.st_size;
+	if (x->len == 0)
+		return 0;
+	x->p = mmap(NULL, x->len, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (x->p == MAP_FAILED) {
+		x->p = NULL;
+		return al_error_set(err, errno, "mmap a fork's capture");
+	}
+	return 0;
 }
 
 int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,

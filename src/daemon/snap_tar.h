@@ -8,7 +8,8 @@
 #include <openssl/evp.h>
 #include <stdint.h>
 
-/* Where a capture writes: fd, hashed into sha, at most cap bytes in all (then ENOSPC). */
+/* Where a capture writes: fd, hashed into sha (unless NULL), at most cap bytes in all (then
+ * ENOSPC). */
 struct snap_sink {
 	int fd;
 	EVP_MD_CTX *sha;
