@@ -207,6 +207,25 @@ int dm_sandbox_create_from(struct daemon *d, const char *team, const struct dm_c
 int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
 		    const struct dm_create *c, char **out_id, struct al_error **err);
 
+/* --- drives (docs/snapshots.md, "Drives") ------------------------------------ */
+
+/* A team's persistent volume by name: an ext4 image of max bytes (0: DM_DRIVE_DEFAULT).
+ * View: {id, name, project, max_size_bytes, created_at, updated_at, in_use,
+ * sandbox_id|null (the running sandbox that has it read-write)}. */
+#define DM_DRIVE_MIN (16ull << 20)
+#define DM_DRIVE_DEFAULT (1ull << 30)
+#define DM_DRIVE_MAX (256ull << 30)
+int dm_drive_get_or_create(struct daemon *d, const char *team, const char *name,
+			   const char *project, uint64_t max, json_t **out, struct al_error **err);
+int dm_drive_list(struct daemon *d, const char *team, json_t **out_array, struct al_error **err);
+/* EBUSY while a running sandbox has it mounted. */
+int dm_drive_delete(struct daemon *d, const char *team, const char *name, json_t **out,
+		    struct al_error **err);
+/* Mounts drive `name` on path (in a writable area) in sandbox sbx, read-only if ro. One
+ * running sandbox at a time has a drive read-write (EBUSY). */
+int dm_drive_attach(struct daemon *d, const char *team, const char *sbx, const char *name,
+		    const char *path, bool ro, struct al_error **err);
+
 /* --- metrics ---------------------------------------------------------------- */
 
 /* The daemon's metrics in the Prometheus text format 0.0.4 (docs/metrics.md): a heap

@@ -168,7 +168,8 @@ struct daemon {
 
 	/* GET /metrics: its counters (metrics.c). */
 	struct dm_metrics m;
-	struct dm_snaps *snaps; /* snapshots.c */
+	struct dm_snaps *snaps;	  /* snapshots.c */
+	struct dm_drives *drives; /* drives.c */
 };
 
 /* d->mu held for a scope: `_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);` (as
@@ -344,6 +345,9 @@ void dm_egress_logs_free(struct dm_egress_logs *l);
 int dm_snaps_open(struct daemon *d, struct al_error **err);
 void dm_snaps_close(struct daemon *d);
 void dm_snaps_expire(struct daemon *d);
+/* drives.c: the drives' records (STATE/drives), loaded at open */
+int dm_drives_open(struct daemon *d, struct al_error **err);
+void dm_drives_close(struct daemon *d);
 
 /* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);

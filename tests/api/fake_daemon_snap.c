@@ -43,3 +43,27 @@ int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
 {
 	return al_error_msg(err, ENOENT, "sandbox '%s': the fake daemon does not fork", from);
 }
+
+int dm_drive_get_or_create(struct daemon *d, const char *team, const char *name,
+			   const char *project, uint64_t max, json_t **out, struct al_error **err)
+{
+	return al_error_msg(err, ENOENT, "drive '%s': the fake daemon keeps no drives", name);
+}
+
+int dm_drive_list(struct daemon *d, const char *team, json_t **out_array, struct al_error **err)
+{
+	*out_array = json_array();
+	return 0;
+}
+
+int dm_drive_delete(struct daemon *d, const char *team, const char *name, json_t **out,
+		    struct al_error **err)
+{
+	return al_error_msg(err, ENOENT, "no drive '%s'", name);
+}
+
+int dm_drive_attach(struct daemon *d, const char *team, const char *sbx, const char *name,
+		    const char *path, bool ro, struct al_error **err)
+{
+	return al_error_msg(err, ENOENT, "no drive '%s'", name);
+}

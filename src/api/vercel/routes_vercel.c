@@ -323,10 +323,7 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 		return api_bad(err, "field 'ports' must be an array of numbers");
 	if (json_array_size(v) > 0)
 		return api_bad(err, "'ports' (public routes) are not supported");
-	v = json_object_get(body, "mounts");
-	if (v && (!json_is_object(v) || json_object_size(v) > 0))
-		return api_bad(err, "'mounts' are not supported");
-	return 0;
+	return vc_mounts_check(json_object_get(body, "mounts"), err);
 }
 
 const char *vc_source_snapshot(json_t *body)
@@ -394,6 +391,12 @@ static void vc_create(struct api_req *r)
 	else if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
 	api_strv_free(env, c.n_env);
+	if (ret == 0 && vc_mounts_apply(r, id, json_object_get(body, "mounts"), &err) < 0) {
+		_cleanup_error_ struct al_error *why = NULL;
+
+		ret = -1;
+		dm_sandbox_stop(r->api->d, r->team, id, &why); /* no half-mounted sandbox */
+	}
 	if (ret < 0)
 		return vc_reply_error(r, err);
 	vc_reply_view(r, id, true, true, true, NULL);
@@ -591,6 +594,9 @@ const struct api_route api_vercel_routes[] = {
     {"POST", SES "/extend-timeout", vc_extend, 0},
     {"POST", SES "/stop", vc_stop, 0},
     {"POST", SES "/snapshot", vc_snap_create, 0},
+    {"GET", "/v2/sandboxes/drives", vc_drive_list, 0},
+    {"POST", "/v2/sandboxes/drives/{dname}", vc_drive_put, 0},
+    {"DELETE", "/v2/sandboxes/drives/{dname}", vc_drive_delete, 0},
     {"GET", "/v2/sandboxes/snapshots", vc_snap_list, 0},
     {"GET", "/v2/sandboxes/snapshots/tree", vc_snap_tree, 0},
     {"GET", "/v2/sandboxes/snapshots/{sid}", vc_snap_get, 0},

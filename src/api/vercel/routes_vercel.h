@@ -75,4 +75,13 @@ void vc_snap_get(struct api_req *r);
 void vc_snap_delete(struct api_req *r);
 void vc_fork(struct api_req *r);
 
+/* routes_vercel_drive.c: drives and a create's mounts */
+void vc_drive_list(struct api_req *r);
+void vc_drive_put(struct api_req *r);
+void vc_drive_delete(struct api_req *r);
+/* {"/path": {drive, mode?}}: absolute, not overlapping, known modes (NULL passes). */
+int vc_mounts_check(json_t *mounts, struct al_error **err);
+/* Mounts each into sandbox id (after its create). */
+int vc_mounts_apply(struct api_req *r, const char *id, json_t *mounts, struct al_error **err);
+
 #endif
