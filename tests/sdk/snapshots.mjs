@@ -2,7 +2,7 @@
 // variables, plus AIRLOCK_TOKEN_B / AIRLOCK_TEAM_ID_B for another team).
 // Each step prints "ok STEP" or "FAIL STEP: reason"; the last line is
 // "N passed, N failed"; the exit code is 0 only if every step passed.
-import { Sandbox, Snapshot } from "@vercel/sandbox";
+import { Drive, Sandbox, Snapshot } from "@vercel/sandbox";
 
 const BASE = (process.env.AIRLOCK_URL ?? "http://127.0.0.1:7070").replace(/\/+$/, "");
 const STEP_MS = Number(process.env.AIRLOCK_STEP_TIMEOUT_MS ?? 60000);
@@ -23,7 +23,7 @@ const credsB = { ...creds, token: process.env.AIRLOCK_TOKEN_B, teamId: process.e
 let passed = 0;
 let failed = 0;
 const made = [];
-let src, snap, restored, forked, child;
+let src, snap, restored, forked, child, drive, writer;
 
 function check(cond, what) {
   if (!cond) throw new Error(what);
@@ -138,6 +138,51 @@ await step("Snapshot.delete", async () => {
   await snap.delete();
   // the sandbox made from it keeps its files
   check((await cat(restored, "a.txt")) === "before\n", "restored sandbox lost its files");
+});
+
+async function run(sbx, script) {
+  const r = await sbx.runCommand("sh", ["-c", script]);
+  return { code: r.exitCode, out: await r.stdout(), err: await r.stderr() };
+}
+
+await step("Drive.getOrCreate-list", async () => {
+  drive = await Drive.getOrCreate({ ...creds, name: "sdk-data", maxSize: 32 * 1024 * 1024 });
+  check(drive.name === "sdk-data" && drive.maxSize === 32 * 1024 * 1024, `drive ${drive.name} ${drive.maxSize}`);
+  const again = await Drive.getOrCreate({ ...creds, name: "sdk-data" });
+  check(again.driveId === drive.driveId, "getOrCreate made a second drive");
+  const list = await Drive.list({ ...creds });
+  check(list.drives.map((d) => d.name).includes("sdk-data"), "Drive.list");
+  const other = await Drive.list({ ...credsB });
+  check(!other.drives.map((d) => d.name).includes("sdk-data"), "another team lists our drive");
+});
+
+await step("mounts-rw-ro-share", async () => {
+  writer = await Sandbox.create({ ...creds, mounts: { "/vercel/sandbox/data": drive } });
+  made.push(writer);
+  const w = await run(writer, "echo shared-bytes > /vercel/sandbox/data/f && id -u && stat -c %u /vercel/sandbox/data/f");
+  check(w.code === 0 && w.out === "1000\n1000\n", `write to the drive: ${JSON.stringify(w)}`);
+  const reader = await Sandbox.create({ ...creds, mounts: { "/tmp/snap": drive.snapshot() } });
+  made.push(reader);
+  check((await cat(reader, "/tmp/snap/f")) === "shared-bytes\n", "the second sandbox does not see the data");
+  const ro = await run(reader, "echo x > /tmp/snap/g");
+  check(ro.code !== 0 && /Read-only/.test(ro.err), `a write to a read-only mount: ${JSON.stringify(ro)}`);
+  // one read-write user at a time
+  check((await status(() => Sandbox.create({ ...creds, mounts: { "/vercel/sandbox/d": drive } }))) === 409, "second read-write mount");
+});
+
+await step("drive-limits", async () => {
+  const big = await run(writer, "head -c 64M /dev/zero > /vercel/sandbox/data/big");
+  check(big.code !== 0 && /No space/.test(big.err), `over the drive's size: ${JSON.stringify(big)}`);
+  await run(writer, "rm -f /vercel/sandbox/data/big");
+  check((await status(() => drive.delete())) === 409, "delete of a drive in use");
+  check((await status(() => Sandbox.create({ ...credsB, mounts: { "/vercel/sandbox/d": { drive: "sdk-data", mode: "read-write" } } }))) === 404, "another team's drive");
+});
+
+await step("Drive.delete", async () => {
+  for (const s of made.splice(0)) await s.stop();
+  await drive.delete();
+  const list = await Drive.list({ ...creds });
+  check(!list.drives.map((d) => d.name).includes("sdk-data"), "deleted drive still listed");
 });
 
 for (const s of made) await s.stop().catch(() => {});

@@ -1,4 +1,4 @@
-"""Snapshots and fork of the Vercel-compatible API: snapshots.mjs drives them with the real
+"""Snapshots, fork and drives of the Vercel-compatible API: snapshots.mjs drives them with the real
 @vercel/sandbox SDK; the tests below check what the SDK cannot reach (the store's files).
 
 Run: /usr/bin/python3 -m pytest tests/sdk/test_sdk_snapshots.py -v
@@ -18,7 +18,8 @@ from test_sdk import AIRLOCK_BIN, TEAMS, TOKENS, Client, free_port
 
 HERE = pathlib.Path(__file__).resolve().parent
 SNAP_STEPS = ["snapshot", "Snapshot.get-list", "create-from-snapshot", "fork-sees-live-state",
-              "Snapshot.tree", "errors", "Snapshot.delete"]
+              "Snapshot.tree", "errors", "Snapshot.delete", "Drive.getOrCreate-list",
+              "mounts-rw-ro-share", "drive-limits", "Drive.delete"]
 
 
 @pytest.fixture(scope="module")
