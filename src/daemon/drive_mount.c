@@ -42,36 +42,81 @@ extern char **environ;
 
 #define MKE2FS_CANDIDATES {"/usr/sbin/mke2fs", "/sbin/mke2fs"}
 
+/*
+ * fn(arg) in a forked child, its result told over a pipe: airlockd's reaper thread reaps
+ * every child (waitpid(-1)), so an exit status could be gone before we look. The child
+ * runs only system calls (the parent has threads). -1 if it died without a word.
+ */
+static int run_in_child(int (*fn)(const void *), const void *arg, struct al_error **err)
+{
+	int p[2], r = -1;
+	pid_t child;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return al_error_set(err, errno, "pipe");
+	child = fork();
+	if (child < 0) {
+		close(p[0]);
+		close(p[1]);
+		return al_error_set(err, errno, "fork");
+	}
+	if (child == 0) {
+		int v;
+
+		close(p[0]);
+		v = fn(arg);
+		(void)!write(p[1], &v, sizeof(v));
+		_exit(0);
+	}
+	close(p[1]);
+	if (read(p[0], &r, sizeof(r)) != (ssize_t)sizeof(r))
+		r = -1;
+	close(p[0]);
+	(void)waitpid(child, NULL, __WALL); /* unless the reaper was first */
+	return r;
+}
+
+struct mkfs_job {
+	const char *bin, *img;
+};
+
+/* In the child: mke2fs, waited for here (its parent is this child, not airlockd). */
+static int mkfs_child(const void *arg)
+{
+	const struct mkfs_job *j = arg;
+	char *const argv[] = {(char *)j->bin, "-q", "-F", "-t", "ext4", "-m", "0", "-E",
+			      "root_owner=1000:1000,lazy_itable_init=1,lazy_journal_init=1",
+			      (char *)j->img, NULL};
+	pid_t pid;
+	int st = 0;
+
+	if (posix_spawn(&pid, j->bin, NULL, NULL, argv, environ) != 0)
+		return 126;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return 127;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 int dm_drive_format(const char *img, uint64_t size, struct al_error **err)
 {
 	static const char *const cands[] = MKE2FS_CANDIDATES;
-	const char *bin = NULL;
+	struct mkfs_job j = {NULL, img};
 	_cleanup_close_ int fd = open(img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	pid_t pid;
-	int st, r;
+	int r;
 
 	if (fd < 0)
 		return al_error_set(err, errno, "create '%s'", img);
 	if (ftruncate(fd, (off_t)size) < 0)
 		return al_error_set(err, errno, "size '%s'", img);
-	for (size_t i = 0; i < ARRAY_SIZE(cands) && !bin; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(cands) && !j.bin; i++)
 		if (access(cands[i], X_OK) == 0)
-			bin = cands[i];
-	if (!bin)
+			j.bin = cands[i];
+	if (!j.bin)
 		return al_error_msg(err, ENOSYS, "drives need mke2fs (e2fsprogs), not found");
-	{
-		char *const argv[] = {(char *)bin, "-q", "-F", "-t", "ext4", "-m", "0", "-E",
-				      "root_owner=1000:1000,lazy_itable_init=1,lazy_journal_init=1",
-				      (char *)img, NULL};
-
-		r = posix_spawn(&pid, bin, NULL, NULL, argv, environ);
-	}
+	r = run_in_child(mkfs_child, &j, err);
 	if (r != 0)
-		return al_error_set(err, r, "spawn %s", bin);
-	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return al_error_msg(err, EIO, "%s '%s' failed (status %d)", bin, img, st);
+		return al_error_msg(err, EIO, "%s '%s' failed (%d)", j.bin, img, r);
 	return 0;
 }
 
@@ -169,14 +214,39 @@ static int child_mountpoint(const char *path, uid_t owner)
 		int next = openat(dir, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 
 		if (next < 0 && errno == ENOENT && mkdirat(dir, c, 0755) == 0) {
-			if (fchownat(dir, c, owner, owner, AT_SYMLINK_NOFOLLOW) < 0)
-				_exit(3);
+			if (fchownat(dir, c, owner, owner, AT_SYMLINK_NOFOLLOW) < 0) {
+				close(dir);
+				return -1;
+			}
 			next = openat(dir, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}
 		close(dir);
 		dir = next;
 	}
 	return dir;
+}
+
+struct mount_job {
+	int mntns, clone_fd;
+	const char *path;
+	uid_t owner;
+};
+
+/* In the child: into the sandbox's mount namespace, the mount point, the move. */
+static int mount_child(const void *arg)
+{
+	const struct mount_job *j = arg;
+	int dir;
+
+	if (setns(j->mntns, CLONE_NEWNS) < 0)
+		return 2;
+	dir = child_mountpoint(j->path, j->owner);
+	if (dir < 0)
+		return 4;
+	if (syscall(SYS_move_mount, j->clone_fd, "", dir, "",
+		    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		return 5;
+	return 0;
 }
 
 int dm_drive_mount_into(int base, pid_t pid, uid_t owner, const char *path, bool ro,
@@ -186,8 +256,7 @@ int dm_drive_mount_into(int base, pid_t pid, uid_t owner, const char *path, bool
 	_cleanup_close_ int userns = -1, mntns = -1, clone_fd = -1;
 	struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
 					      MOUNT_ATTR_NODEV | (ro ? MOUNT_ATTR_RDONLY : 0)};
-	pid_t child;
-	int st;
+	int r;
 
 	snprintf(p, sizeof(p), "/proc/%d/ns/user", (int)pid);
 	userns = open(p, O_RDONLY | O_CLOEXEC);
@@ -202,30 +271,15 @@ int dm_drive_mount_into(int base, pid_t pid, uid_t owner, const char *path, bool
 	attr.userns_fd = (uint64_t)userns;
 	if (syscall(SYS_mount_setattr, clone_fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 		return al_error_set(err, errno, "idmap the drive's mount");
-	child = fork();
-	if (child < 0)
-		return al_error_set(err, errno, "fork");
-	if (child == 0) { /* only system calls from here: the parent has threads */
-		int dir;
+	{
+		struct mount_job j = {mntns, clone_fd, path, owner};
 
-		if (setns(mntns, CLONE_NEWNS) < 0)
-			_exit(2);
-		dir = child_mountpoint(path, owner);
-		if (dir < 0)
-			_exit(4);
-		if (syscall(SYS_move_mount, clone_fd, "", dir, "",
-			    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-			_exit(5);
-		_exit(0);
+		r = run_in_child(mount_child, &j, err);
 	}
-	while (waitpid(child, &st, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-		return al_error_msg(err, EIO,
-				    "mounting the drive on '%s' failed (step %d: %s)", path,
-				    WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-				    WIFEXITED(st) && WEXITSTATUS(st) == 4
-					? "the mount point is not a directory, or a symlink"
-					: "setns, chown or move_mount");
+	if (r != 0)
+		return al_error_msg(err, EIO, "mounting the drive on '%s' failed (%s)", path,
+				    r == 4   ? "the mount point is not a directory, or a symlink"
+				    : r == 2 ? "setns"
+					     : "move_mount, or the child died");
 	return 0;
 }
