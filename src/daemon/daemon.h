@@ -226,6 +226,23 @@ int dm_drive_delete(struct daemon *d, const char *team, const char *name, json_t
 int dm_drive_attach(struct daemon *d, const char *team, const char *sbx, const char *name,
 		    const char *path, bool ro, struct al_error **err);
 
+/* --- names (sandboxes that outlive a session: the Vercel API's named ones) -------- */
+
+#define DM_NAME_MAX 64
+/* 1 to DM_NAME_MAX of [A-Za-z0-9._-], not starting with '.' or '-'. */
+bool dm_name_ok(const char *name);
+/* A record (a JSON object the API defines; "session" its current session, "sessions" the
+ * earlier ones) per team and name, kept across restarts. EEXIST, ENOENT as expected. */
+int dm_name_create(struct daemon *d, const char *team, const char *name, json_t *rec,
+		   struct al_error **err);
+int dm_name_get(struct daemon *d, const char *team, const char *name, json_t **out,
+		struct al_error **err);
+int dm_name_set(struct daemon *d, const char *team, const char *name, json_t *rec,
+		struct al_error **err);
+int dm_name_delete(struct daemon *d, const char *team, const char *name, struct al_error **err);
+/* The name whose record has session sbx (heap; *current: as its "session"), or NULL. */
+char *dm_name_of_session(struct daemon *d, const char *team, const char *sbx, bool *current);
+
 /* --- metrics ---------------------------------------------------------------- */
 
 /* The daemon's metrics in the Prometheus text format 0.0.4 (docs/metrics.md): a heap

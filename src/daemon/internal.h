@@ -170,6 +170,7 @@ struct daemon {
 	struct dm_metrics m;
 	struct dm_snaps *snaps;	  /* snapshots.c */
 	struct dm_drives *drives; /* drives.c */
+	struct dm_names *names;	  /* names.c */
 };
 
 /* d->mu held for a scope: `_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);` (as
@@ -348,6 +349,9 @@ void dm_snaps_expire(struct daemon *d);
 /* drives.c: the drives' records (STATE/drives), loaded at open */
 int dm_drives_open(struct daemon *d, struct al_error **err);
 void dm_drives_close(struct daemon *d);
+/* names.c: the names' records (STATE/names), loaded at open */
+int dm_names_open(struct daemon *d, struct al_error **err);
+void dm_names_close(struct daemon *d);
 
 /* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);

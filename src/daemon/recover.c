@@ -257,7 +257,8 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 			&why) < 0)
 		dm_log_err(d, &why, "pruning ended sandboxes (again at the next start)");
 	dm_prune_egress_logs(d);
-	if (dm_snaps_open(d, err) < 0 || dm_drives_open(d, err) < 0) {
+	if (dm_snaps_open(d, err) < 0 || dm_drives_open(d, err) < 0 ||
+	    dm_names_open(d, err) < 0) {
 		daemon_close(d);
 		return -1;
 	}
@@ -304,6 +305,7 @@ void daemon_close(struct daemon *d)
 		store_close(d->store);
 	dm_snaps_close(d);
 	dm_drives_close(d);
+	dm_names_close(d);
 	dm_state_unlock(d);
 	free(d->sock_dir);
 	free(d->creating); /* empty: no create outlives the API */

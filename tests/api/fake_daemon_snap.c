@@ -67,3 +67,36 @@ int dm_drive_attach(struct daemon *d, const char *team, const char *sbx, const c
 {
 	return al_error_msg(err, ENOENT, "no drive '%s'", name);
 }
+
+bool dm_name_ok(const char *name)
+{
+	return name[0] != '\0';
+}
+
+int dm_name_create(struct daemon *d, const char *team, const char *name, json_t *rec,
+		   struct al_error **err)
+{
+	return al_error_msg(err, EINVAL, "the fake daemon keeps no names");
+}
+
+int dm_name_get(struct daemon *d, const char *team, const char *name, json_t **out,
+		struct al_error **err)
+{
+	return al_error_msg(err, ENOENT, "no sandbox named '%s'", name);
+}
+
+int dm_name_set(struct daemon *d, const char *team, const char *name, json_t *rec,
+		struct al_error **err)
+{
+	return al_error_msg(err, ENOENT, "no sandbox named '%s'", name);
+}
+
+int dm_name_delete(struct daemon *d, const char *team, const char *name, struct al_error **err)
+{
+	return al_error_msg(err, ENOENT, "no sandbox named '%s'", name);
+}
+
+char *dm_name_of_session(struct daemon *d, const char *team, const char *sbx, bool *current)
+{
+	return NULL;
+}

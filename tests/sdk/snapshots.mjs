@@ -145,6 +145,39 @@ async function run(sbx, script) {
   return { code: r.exitCode, out: await r.stdout(), err: await r.stderr() };
 }
 
+await step("persistent-round-trip", async () => {
+  const name = `persist-${Date.now()}`;
+  const p = await Sandbox.create({ ...creds, name, persistent: true, keepLastSnapshots: { count: 2 } });
+  made.push(p);
+  check(p.name === name && p.persistent === true, `name ${p.name} persistent ${p.persistent}`);
+  await p.writeFiles([{ path: "keep.txt", content: Buffer.from("kept\n") }]);
+  const first = p.currentSession().sessionId;
+  const st = await p.stop();
+  check(st.snapshot?.id, "the stop of a persistent sandbox took no snapshot");
+  check(p.currentSnapshotId === st.snapshot.id, `currentSnapshotId ${p.currentSnapshotId}`);
+  const again = await Sandbox.get({ ...creds, name, resume: true });
+  made.push(again);
+  check(again.currentSession().sessionId !== first, "resume gave the old session");
+  check(again.status === "running", `resumed status ${again.status}`);
+  check((await cat(again, "keep.txt")) === "kept\n", "keep.txt did not come back");
+  await again.writeFiles([{ path: "second.txt", content: Buffer.from("2\n") }]);
+  await again.stop();
+  // a call on a stopped persistent sandbox resumes it (the SDK's withResume)
+  const r = await again.runCommand("cat", ["keep.txt", "second.txt"]);
+  check((await r.stdout()) === "kept\n2\n", "implicit resume lost files");
+  const listed = (await Sandbox.list({ ...creds })).sandboxes.filter((s) => s.name === name);
+  check(listed.length === 1, `listed ${listed.length} times`);
+  const sessions = await again.listSessions();
+  check(sessions.sessions.length === 3, `sessions ${sessions.sessions.length}`);
+  const snaps = await again.listSnapshots();
+  check(snaps.snapshots.length === 2, `keepLastSnapshots 2 kept ${snaps.snapshots.length}`);
+  check((await status(() => Sandbox.create({ ...creds, name }))) === 409, "a second sandbox with the name");
+  await again.update({ persistent: false });
+  check(again.persistent === false, "update persistent");
+  await again.delete();
+  check((await status(() => Sandbox.get({ ...creds, name }))) === 404, "deleted name still there");
+});
+
 await step("Drive.getOrCreate-list", async () => {
   drive = await Drive.getOrCreate({ ...creds, name: "sdk-data", maxSize: 32 * 1024 * 1024 });
   check(drive.name === "sdk-data" && drive.maxSize === 32 * 1024 * 1024, `drive ${drive.name} ${drive.maxSize}`);

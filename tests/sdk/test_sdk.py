@@ -423,7 +423,7 @@ def test_bad_bodies_are_400(api, sid):
         ("POST", "/v3/sandboxes", {"ports": [3000]}),
         ("POST", "/v3/sandboxes", {"networkPolicy": {"mode": "nope"}}),
         ("POST", "/v3/sandboxes", {"source": {"type": "git", "url": "https://x"}}),
-        ("POST", "/v3/sandboxes", {"persistent": True}),
+        ("POST", "/v3/sandboxes", {"persistent": "yes"}),
     ]
     for method, path, body in cases:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()

@@ -18,7 +18,8 @@ from test_sdk import AIRLOCK_BIN, TEAMS, TOKENS, Client, free_port
 
 HERE = pathlib.Path(__file__).resolve().parent
 SNAP_STEPS = ["snapshot", "Snapshot.get-list", "create-from-snapshot", "fork-sees-live-state",
-              "Snapshot.tree", "errors", "Snapshot.delete", "Drive.getOrCreate-list",
+              "Snapshot.tree", "errors", "Snapshot.delete", "persistent-round-trip",
+              "Drive.getOrCreate-list",
               "mounts-rw-ro-share", "drive-limits", "Drive.delete"]
 
 

@@ -241,8 +241,12 @@ void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool session
 		return vc_reply_error(r, err);
 	}
 	o = extra ? extra : json_object();
-	if (sandbox)
-		json_object_set_new(o, "sandbox", vc_sandbox_of(view));
+	if (sandbox) {
+		json_t *sb = vc_sandbox_of(view);
+
+		vc_named_view(r, id, sb);
+		json_object_set_new(o, "sandbox", sb);
+	}
 	if (session)
 		json_object_set_new(o, "session", vc_session_of(view));
 	if (routes)
@@ -311,13 +315,8 @@ static int vc_check_unsupported(json_t *body, struct al_error **err)
 				    "tarball sources are not supported");
 	if (json_object_get(body, "image"))
 		return api_bad(err, "'image' is not supported: sandboxes use the host runtime");
-	if (json_object_get(body, "name"))
-		return api_bad(err, "'name' is not supported: the server names sandboxes");
-	v = json_object_get(body, "persistent");
-	if (v && !json_is_boolean(v))
-		return api_bad(err, "field 'persistent' must be a boolean");
-	if (json_is_true(v))
-		return api_bad(err, "persistent sandboxes are not supported");
+	if (vc_named_check(body, err) < 0)
+		return -EINVAL;
 	v = json_object_get(body, "ports");
 	if (v && !json_is_array(v))
 		return api_bad(err, "field 'ports' must be an array of numbers");
@@ -380,23 +379,28 @@ static void vc_create(struct api_req *r)
 	_cleanup_free_ char *id = NULL;
 	struct dm_create c = {0};
 	char **env = NULL;
+	bool named;
 	int ret;
 
 	if (api_body_object(r, &body, &err) < 0)
 		return vc_reply_error(r, err);
 	ret = vc_parse_create(body, &c, &env, &policy, &err);
+	if (ret == 0)
+		ret = vc_named_reserve(r, body, &err);
+	named = ret == 0 && json_is_string(json_object_get(body, "name"));
 	if (ret == 0 && vc_source_snapshot(body))
 		ret = dm_sandbox_create_from(r->api->d, r->team, &c, vc_source_snapshot(body), &id,
 					     &err);
 	else if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
 	api_strv_free(env, c.n_env);
-	if (ret == 0 && vc_mounts_apply(r, id, json_object_get(body, "mounts"), &err) < 0) {
-		_cleanup_error_ struct al_error *why = NULL;
-
+	if (ret == 0 && (vc_mounts_apply(r, id, json_object_get(body, "mounts"), &err) < 0 ||
+			 vc_named_bind(r, body, id, true, &err) < 0)) {
 		ret = -1;
-		dm_sandbox_stop(r->api->d, r->team, id, &why); /* no half-mounted sandbox */
+		dm_sandbox_stop(r->api->d, r->team, id, NULL); /* no half-made sandbox */
 	}
+	if (ret < 0 && named)
+		vc_named_bind(r, body, NULL, false, NULL);
 	if (ret < 0)
 		return vc_reply_error(r, err);
 	vc_reply_view(r, id, true, true, true, NULL);
@@ -407,21 +411,31 @@ static void vc_create(struct api_req *r)
 static void vc_get(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
-	const char *id = api_param(r, "name");
+	_cleanup_json_ json_t *rec = NULL;
+	_cleanup_free_ char *id = vc_session_for(r, api_param(r, "name"), &rec);
 	json_t *view = NULL;
-	bool resume = false;
+	bool resume = false, running;
 
 	if (api_query_bool(r, "resume", &resume, &err) < 0)
 		return vc_reply_error(r, err);
 	if (resume) {
-		if (dm_sandbox_get(r->api->d, r->team, id, &view, &err) < 0)
+		/* a named sandbox whose session ended before its record was bound has none */
+		if (dm_sandbox_get(r->api->d, r->team, id, &view, rec ? NULL : &err) < 0 && !rec)
 			return vc_reply_error(r, err);
-		bool running = strcmp(vc_status(view), "running") == 0;
-
+		running = view && strcmp(vc_status(view), "running") == 0;
 		json_decref(view);
-		if (!running)
+		if (!running && !rec)
 			return vc_reply_error_code(r, 410, "sandbox_stopped",
-						   "the sandbox is stopped and cannot be resumed");
+						   "the sandbox is stopped and cannot be resumed "
+						   "(only a named sandbox gets a new session)");
+		if (!running) {
+			free(id);
+			id = NULL;
+			if (vc_named_resume(r, api_param(r, "name"), rec, &id, &err) < 0)
+				return vc_reply_error(r, err);
+			return vc_reply_view(r, id, true, true, true,
+					     json_pack("{s:b}", "resumed", 1));
+		}
 	}
 	vc_reply_view(r, id, true, true, true, json_pack("{s:b}", "resumed", 0));
 }
@@ -429,31 +443,45 @@ static void vc_get(struct api_req *r)
 static void vc_delete(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
-	const char *id = api_param(r, "name");
+	_cleanup_free_ char *id = vc_session_for(r, api_param(r, "name"), NULL);
+	bool del = false;
 
-	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0)
+	if (api_query_bool(r, "deleteOrphanSnapshots", &del, &err) < 0 ||
+	    dm_sandbox_stop(r->api->d, r->team, id, &err) < 0)
 		return vc_reply_error(r, err);
 	vc_reply_view(r, id, true, false, true, NULL);
+	vc_named_forget(r, api_param(r, "name"), del);
 }
 
-/* PATCH: only the network policy can change; timeout is applied by the SDK's own
+/* PATCH: the network policy and the snapshot settings (persistent, snapshotExpiration,
+ * keepLastSnapshots, currentSnapshotId) change; timeout is applied by the SDK's own
  * extend-timeout call that follows. */
 static void vc_update(struct api_req *r)
 {
-	static const char *const fields[] = {"timeout", "networkPolicy", "persistent",
-					     "ports",	"tags",		 NULL};
+	static const char *const fields[] = {"timeout",
+					     "networkPolicy",
+					     "persistent",
+					     "ports",
+					     "tags",
+					     "snapshotExpiration",
+					     "keepLastSnapshots",
+					     "currentSnapshotId",
+					     NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
-	const char *id = api_param(r, "name");
+	_cleanup_free_ char *id = vc_session_for(r, api_param(r, "name"), NULL);
 	json_t *v;
 
 	if (api_body_object(r, &body, &err) < 0 ||
 	    api_json_fields(body, "the body", fields, &err) < 0 ||
-	    vc_check_unsupported(body, &err) < 0)
+	    vc_check_unsupported(body, &err) < 0 ||
+	    dm_sandbox_get(r->api->d, r->team, id, &v, &err) < 0)
 		return vc_reply_error(r, err);
+	json_decref(v);
 	v = json_object_get(body, "networkPolicy");
-	if (v && (vc_policy_in(v, &policy, &err) < 0 ||
-		  dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0))
+	if ((v && (vc_policy_in(v, &policy, &err) < 0 ||
+		   dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0)) ||
+	    vc_named_update(r, api_param(r, "name"), id, body, &err) < 0)
 		return vc_reply_error(r, err);
 	vc_reply_view(r, id, true, false, true, NULL);
 }
@@ -485,6 +513,7 @@ static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(j
 	uint64_t limit = VC_LIST_MAX;
 	json_t *out, *item, *next = json_null();
 	size_t i, n = 0, start = 0;
+	bool sandboxes = strcmp(key, "sandboxes") == 0;
 
 	if (api_query_u64(r, "limit", VC_LIST_MAX, &limit, &err) < 0 ||
 	    dm_sandbox_list(r->api->d, r->team, &list, &err) < 0)
@@ -493,9 +522,13 @@ static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(j
 	json_array_foreach(list, i, item)
 	{
 		const char *id = json_string_value(json_object_get(item, "id"));
+		_cleanup_free_ char *shown = NULL;
 
-		if (!id || (name && strcmp(id, name) != 0) ||
-		    (prefix && strncmp(id, prefix, strlen(prefix)) != 0))
+		/* sandboxes: a named one under its name, its earlier sessions not at all;
+		 * sessions: name= those of that sandbox, current and earlier */
+		if (!id || (sandboxes && vc_named_hidden(r, id, &shown)) ||
+		    (name && !vc_named_has_session(r, name, id)) ||
+		    (prefix && strncmp(shown ? shown : id, prefix, strlen(prefix)) != 0))
 			continue;
 		v[n++] = item;
 	}
@@ -506,8 +539,13 @@ static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(j
 			break;
 		}
 	out = json_array();
-	for (i = start; i < n && json_array_size(out) < limit; i++)
-		json_array_append_new(out, conv(v[i]));
+	for (i = start; i < n && json_array_size(out) < limit; i++) {
+		json_t *o = conv(v[i]);
+
+		if (sandboxes)
+			vc_named_view(r, json_string_value(json_object_get(v[i], "id")), o);
+		json_array_append_new(out, o);
+	}
 	if (i < n && json_array_size(out) > 0)
 		next = json_string(json_string_value(json_object_get(v[i - 1], "id")));
 	api_reply_json(r, 200,
@@ -536,11 +574,18 @@ static void vc_stop(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	const char *id = api_param(r, "id");
+	json_t *snap = NULL;
 
-	/* Stopping a stopped sandbox is a no-op: the SDK may repeat a stop. */
-	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0)
+	/* A persistent sandbox's files are kept first (its stop's snapshot); stopping a
+	 * stopped sandbox is a no-op: the SDK may repeat a stop. */
+	if (vc_named_before_stop(r, id, &snap, &err) < 0 ||
+	    dm_sandbox_stop(r->api->d, r->team, id, &err) < 0) {
+		json_decref(snap);
 		return vc_reply_error(r, err);
-	vc_reply_view(r, id, true, true, false, NULL);
+	}
+	vc_reply_view(r, id, true, true, false,
+		      snap ? json_pack("{s:o}", "snapshot", vc_snap_of(snap)) : NULL);
+	json_decref(snap);
 }
 
 static void vc_extend(struct api_req *r)

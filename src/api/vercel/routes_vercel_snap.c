@@ -29,7 +29,7 @@ static json_int_t int_of(json_t *o, const char *key)
 }
 
 /* The daemon's snapshot view -> Vercel's Snapshot (a new reference). */
-static json_t *vc_snap_of(json_t *v)
+json_t *vc_snap_of(json_t *v)
 {
 	json_t *o = json_pack("{s:s?,s:s?,s:s,s:[s],s:s?,s:I,s:I,s:I,s:s}", "id",
 			      json_string_value(json_object_get(v, "id")), "sourceSessionId",
@@ -58,8 +58,12 @@ void vc_snap_create(struct api_req *r)
 
 	if (api_body_object(r, &body, &err) < 0 ||
 	    api_json_fields(body, "the body", fields, &err) < 0 ||
-	    api_json_u64(body, "expiration", false, INT64_MAX / 2, &exp, &err) < 0 ||
-	    dm_snapshot_create(r->api->d, r->team, id, exp, &view, &err) < 0)
+	    api_json_u64(body, "expiration", false, INT64_MAX / 2, &exp, &err) < 0)
+		return vc_reply_error(r, err);
+	if (!json_object_get(body, "expiration")) /* the sandbox's snapshotExpiration */
+		exp = vc_named_expiration(r, id);
+	if (dm_snapshot_create(r->api->d, r->team, id, exp, &view, &err) < 0 ||
+	    vc_named_snapshotted(r, id, json_string_value(json_object_get(view, "id")), &err) < 0)
 		return vc_reply_error(r, err);
 	/* The session stays running: its view is the truth, not "snapshotting"/"stopped". */
 	vc_reply_view(r, id, false, true, false, json_pack("{s:o}", "snapshot", vc_snap_of(view)));
@@ -101,10 +105,23 @@ void vc_snap_list(struct api_req *r)
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *list = NULL;
 
-	/* name: a sandbox's name, which is its id here */
-	if (dm_snapshot_list(r->api->d, r->team, api_query(r, "name"), &list, &err) < 0)
+	const char *name = api_query(r, "name");
+	json_t *v, *mine;
+	size_t i;
+
+	/* name: a sandbox's, any of its sessions' (an unnamed sandbox's name is its id) */
+	if (dm_snapshot_list(r->api->d, r->team, NULL, &list, &err) < 0)
 		return vc_reply_error(r, err);
-	vc_snap_page(r, list);
+	mine = json_array();
+	json_array_foreach(list, i, v)
+	{
+		const char *sbx = json_string_value(json_object_get(v, "sandbox_id"));
+
+		if (!name || (sbx && vc_named_has_session(r, name, sbx)))
+			json_array_append(mine, v);
+	}
+	vc_snap_page(r, mine);
+	json_decref(mine);
 }
 
 static json_t *find_id(json_t *all, const char *id)
@@ -222,8 +239,13 @@ void vc_fork(struct api_req *r)
 		return vc_reply_error_code(r, 400, "bad_request",
 					   "a fork takes no 'source', 'runtime' or 'mounts'");
 	ret = vc_parse_create(body, &c, &env, &policy, &err);
-	if (ret == 0)
-		ret = dm_sandbox_fork(r->api->d, r->team, api_param(r, "name"), &c, &id, &err);
+	if (ret == 0 && json_object_get(body, "name"))
+		ret = api_bad(&err, "a fork is named by the server"); /* (as a create was) */
+	if (ret == 0) {
+		_cleanup_free_ char *from = vc_session_for(r, api_param(r, "name"), NULL);
+
+		ret = dm_sandbox_fork(r->api->d, r->team, from, &c, &id, &err);
+	}
 	api_strv_free(env, c.n_env);
 	if (ret < 0)
 		return vc_reply_error(r, err);
