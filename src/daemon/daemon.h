@@ -240,6 +240,14 @@ int dm_name_get(struct daemon *d, const char *team, const char *name, json_t **o
 int dm_name_set(struct daemon *d, const char *team, const char *name, json_t *rec,
 		struct al_error **err);
 int dm_name_delete(struct daemon *d, const char *team, const char *name, struct al_error **err);
+/* Whether sbx is the current session of a persistent name (its record's "persistent");
+ * *exp: the expiration its snapshots get (keepLastSnapshots.expiration, else
+ * snapshotExpiration; 0 none). The timer snapshots such a sandbox before its expiry stop. */
+bool dm_name_persistent(struct daemon *d, const char *team, const char *sbx, uint64_t *exp);
+/* A snapshot snap of sbx was taken: the name whose current session it is records it as
+ * its "snapshot", appends it to "snapshots" and evicts beyond keepLastSnapshots.count. */
+int dm_name_snapshotted(struct daemon *d, const char *team, const char *sbx, const char *snap,
+			struct al_error **err);
 /* The name whose record has session sbx (heap; *current: as its "session"), or NULL. */
 char *dm_name_of_session(struct daemon *d, const char *team, const char *sbx, bool *current);
 

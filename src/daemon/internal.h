@@ -134,6 +134,7 @@ struct dm_sbx {
 			     * it, so no wake-up is lost */
 	uint64_t woken_gen; /* gen when the reader last woke cv's waiters (d->mu held) */
 	bool warm;	    /* taken from the warm pool (started before its create) */
+	bool expiry_snapped; /* the timer took its persistent name's snapshot at expiry */
 	unsigned refs;	    /* callers using it outside d->mu (dm_hold_sbx): an ended
 			     * sandbox is forgotten (freed) only when none is */
 

@@ -249,3 +249,79 @@ char *dm_name_of_session(struct daemon *d, const char *team, const char *sbx, bo
 	pthread_mutex_unlock(&nm->mu);
 	return out;
 }
+
+/* nm->mu held: the entry whose record has session sbx as its current one, or NULL. */
+static struct dm_name *by_current(struct dm_names *nm, const char *team, const char *sbx)
+{
+	for (size_t i = 0; i < nm->n; i++) {
+		const char *cur = json_string_value(json_object_get(nm->v[i].rec, "session"));
+
+		if (cur && strcmp(cur, sbx) == 0 && strcmp(nm->v[i].team, team) == 0)
+			return &nm->v[i];
+	}
+	return NULL;
+}
+
+static uint64_t expiration_of(json_t *rec)
+{
+	json_t *v = json_object_get(json_object_get(rec, "keepLastSnapshots"), "expiration");
+
+	if (!json_is_integer(v))
+		v = json_object_get(rec, "snapshotExpiration");
+	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
+							       : 0;
+}
+
+bool dm_name_persistent(struct daemon *d, const char *team, const char *sbx, uint64_t *exp)
+{
+	struct dm_names *nm = d->names;
+	struct dm_name *e;
+	bool yes;
+
+	pthread_mutex_lock(&nm->mu);
+	e = by_current(nm, team, sbx);
+	yes = e && json_is_true(json_object_get(e->rec, "persistent"));
+	if (exp)
+		*exp = e ? expiration_of(e->rec) : 0;
+	pthread_mutex_unlock(&nm->mu);
+	return yes;
+}
+
+int dm_name_snapshotted(struct daemon *d, const char *team, const char *sbx, const char *snap,
+			struct al_error **err)
+{
+	struct dm_names *nm = d->names;
+	struct dm_name *e;
+	json_t *snaps, *keep;
+	json_int_t count;
+	char **evict = NULL;
+	size_t n_evict = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&nm->mu);
+	if ((e = by_current(nm, team, sbx))) {
+		json_object_set_new(e->rec, "snapshot", json_string(snap));
+		if (!json_is_array(snaps = json_object_get(e->rec, "snapshots")))
+			json_object_set_new(e->rec, "snapshots", snaps = json_array());
+		json_array_append_new(snaps, json_string(snap));
+		/* keepLastSnapshots: the newest count stay; the others are deleted unless
+		 * deleteEvicted is false (then they keep their own expiration) */
+		keep = json_object_get(e->rec, "keepLastSnapshots");
+		count = json_integer_value(json_object_get(keep, "count"));
+		while (count > 0 && (json_int_t)json_array_size(snaps) > count) {
+			if (!json_is_false(json_object_get(keep, "deleteEvicted"))) {
+				evict = xrealloc(evict, (n_evict + 1) * sizeof(*evict));
+				evict[n_evict++] = xstrdup(json_string_value(json_array_get(snaps, 0)) ?: "");
+			}
+			json_array_remove(snaps, 0);
+		}
+		r = save(nm, e, err);
+	}
+	pthread_mutex_unlock(&nm->mu);
+	for (size_t i = 0; i < n_evict; i++) {
+		dm_snapshot_delete(d, team, evict[i], NULL, NULL);
+		free(evict[i]);
+	}
+	free(evict);
+	return r;
+}

@@ -100,3 +100,16 @@ char *dm_name_of_session(struct daemon *d, const char *team, const char *sbx, bo
 {
 	return NULL;
 }
+
+bool dm_name_persistent(struct daemon *d, const char *team, const char *sbx, uint64_t *exp)
+{
+	if (exp)
+		*exp = 0;
+	return false;
+}
+
+int dm_name_snapshotted(struct daemon *d, const char *team, const char *sbx, const char *snap,
+			struct al_error **err)
+{
+	return 0;
+}

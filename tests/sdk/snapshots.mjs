@@ -178,6 +178,24 @@ await step("persistent-round-trip", async () => {
   check((await status(() => Sandbox.get({ ...creds, name }))) === 404, "deleted name still there");
 });
 
+await step("persistent-expiry", async () => {
+  const name = `expiring-${Date.now()}`;
+  const p = await Sandbox.create({ ...creds, name, persistent: true, timeout: 1500 });
+  made.push(p);
+  await p.writeFiles([{ path: "late.txt", content: Buffer.from("late\n") }]);
+  let st = p.status;
+  for (let i = 0; i < 100 && st === "running"; i++) {
+    await new Promise((res) => setTimeout(res, 100));
+    st = (await Sandbox.get({ ...creds, name })).status;
+  }
+  check(st === "stopped", `status after its timeout: ${st}`);
+  const again = await Sandbox.get({ ...creds, name, resume: true });
+  made.push(again);
+  check(again.currentSnapshotId, "no snapshot at expiry");
+  check((await cat(again, "late.txt")) === "late\n", "late.txt lost at expiry");
+  await again.delete({ deleteOrphanSnapshots: true });
+});
+
 await step("Drive.getOrCreate-list", async () => {
   drive = await Drive.getOrCreate({ ...creds, name: "sdk-data", maxSize: 32 * 1024 * 1024 });
   check(drive.name === "sdk-data" && drive.maxSize === 32 * 1024 * 1024, `drive ${drive.name} ${drive.maxSize}`);

@@ -19,6 +19,7 @@ from test_sdk import AIRLOCK_BIN, TEAMS, TOKENS, Client, free_port
 HERE = pathlib.Path(__file__).resolve().parent
 SNAP_STEPS = ["snapshot", "Snapshot.get-list", "create-from-snapshot", "fork-sees-live-state",
               "Snapshot.tree", "errors", "Snapshot.delete", "persistent-round-trip",
+              "persistent-expiry",
               "Drive.getOrCreate-list",
               "mounts-rw-ro-share", "drive-limits", "Drive.delete"]
 

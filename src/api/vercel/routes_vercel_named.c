@@ -190,67 +190,27 @@ int vc_named_bind(struct api_req *r, json_t *body, const char *sid, bool ok,
 	return dm_name_set(r->api->d, r->team, name, rec, err);
 }
 
-/* keepLastSnapshots: the newest count stay in the record; the others are deleted unless
- * deleteEvicted is false. */
-static void keep_last(struct api_req *r, json_t *rec)
-{
-	json_t *keep = json_object_get(rec, "keepLastSnapshots");
-	json_t *snaps = json_object_get(rec, "snapshots");
-	json_int_t count = json_integer_value(json_object_get(keep, "count"));
-	bool del = !json_is_false(json_object_get(keep, "deleteEvicted"));
-
-	if (!json_is_object(keep) || count < 1)
-		return;
-	while ((json_int_t)json_array_size(snaps) > count) {
-		const char *old = json_string_value(json_array_get(snaps, 0));
-
-		if (del && old)
-			dm_snapshot_delete(r->api->d, r->team, old, NULL, NULL);
-		json_array_remove(snaps, 0);
-	}
-}
-
 uint64_t vc_named_expiration(struct api_req *r, const char *sid)
 {
-	bool current = false;
-	_cleanup_free_ char *name = dm_name_of_session(r->api->d, r->team, sid, &current);
-	_cleanup_json_ json_t *rec = NULL;
-	json_t *v;
+	uint64_t exp = 0;
 
-	if (!name || dm_name_get(r->api->d, r->team, name, &rec, NULL) < 0)
-		return 0;
-	v = json_object_get(json_object_get(rec, "keepLastSnapshots"), "expiration");
-	if (!json_is_integer(v))
-		v = json_object_get(rec, "snapshotExpiration");
-	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
-							       : 0;
+	dm_name_persistent(r->api->d, r->team, sid, &exp);
+	return exp;
 }
 
 int vc_named_snapshotted(struct api_req *r, const char *sid, const char *snap,
 			 struct al_error **err)
 {
-	bool current = false;
-	_cleanup_free_ char *name = dm_name_of_session(r->api->d, r->team, sid, &current);
-	_cleanup_json_ json_t *rec = NULL;
-
-	if (!name || dm_name_get(r->api->d, r->team, name, &rec, NULL) < 0)
-		return 0;
-	json_object_set_new(rec, "snapshot", json_string(snap));
-	json_array_append_new(json_object_get(rec, "snapshots"), json_string(snap));
-	keep_last(r, rec);
-	return dm_name_set(r->api->d, r->team, name, rec, err);
+	return dm_name_snapshotted(r->api->d, r->team, sid, snap, err);
 }
 
 int vc_named_before_stop(struct api_req *r, const char *sid, json_t **snap,
 			 struct al_error **err)
 {
-	bool current = false;
-	_cleanup_free_ char *name = dm_name_of_session(r->api->d, r->team, sid, &current);
-	_cleanup_json_ json_t *rec = NULL, *view = NULL;
+	_cleanup_json_ json_t *view = NULL;
 
 	*snap = NULL;
-	if (!name || !current || dm_name_get(r->api->d, r->team, name, &rec, NULL) < 0 ||
-	    !json_is_true(json_object_get(rec, "persistent")))
+	if (!dm_name_persistent(r->api->d, r->team, sid, NULL))
 		return 0;
 	if (dm_sandbox_get(r->api->d, r->team, sid, &view, NULL) < 0 ||
 	    strcmp(json_string_value(json_object_get(view, "status")) ?: "", "running") != 0)
@@ -318,7 +278,6 @@ int vc_named_update(struct api_req *r, const char *name, const char *sid, json_t
 	settings_in(rec, body);
 	if (json_is_string(cur))
 		json_object_set(rec, "snapshot", cur);
-	keep_last(r, rec);
 	return dm_name_set(r->api->d, r->team, name, rec, err);
 }
 
