@@ -206,3 +206,25 @@ def test_snapshot_store_cap_refuses_with_507(tmp_path_factory):
     finally:
         for _ in gen:
             pass
+
+
+def test_persistent_name_survives_a_daemon_restart(api, daemon):
+    """Vercel routes: a named persistent sandbox's stop snapshots it; after a restart of
+    the daemon, GET ?resume=true makes a new session with its files."""
+    name = "persist-" + secrets.token_hex(4)
+    r = api.request("POST", "/v3/sandboxes", {"projectId": "p", "name": name,
+                                              "persistent": True})
+    assert r.status == 200, r
+    sid = r.json["session"]["id"]
+    api.sh(sid, "echo across > /vercel/sandbox/a")
+    r = api.request("POST", f"/v2/sandboxes/sessions/{sid}/stop")
+    assert r.status == 200 and r.json["snapshot"]["id"], r
+    daemon.term()
+    daemon.start()
+    r = api.request("GET", f"/v2/sandboxes/{name}?resume=true")
+    assert r.status == 200 and r.json["resumed"] is True, r
+    new = r.json["session"]["id"]
+    assert new != sid and r.json["sandbox"]["name"] == name
+    assert api.sh(new, "cat /vercel/sandbox/a").stdout == b"across\n"
+    assert api.request("DELETE", f"/v2/sandboxes/{name}?deleteOrphanSnapshots=true").status == 200
+    assert api.request("GET", f"/v2/sandboxes/{name}").status == 404
