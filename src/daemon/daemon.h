@@ -204,8 +204,8 @@ int dm_sandbox_create_from(struct daemon *d, const char *team, const struct dm_c
 			   const char *snap, char **out_id, struct al_error **err);
 /* A new sandbox with the current files of running sandbox `from` (captured as a snapshot
  * is, kept nowhere); settings c leaves unset are the source's. */
-int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
-		    const struct dm_create *c, char **out_id, struct al_error **err);
+int dm_sandbox_fork(struct daemon *d, const char *team, const char *from, const struct dm_create *c,
+		    char **out_id, struct al_error **err);
 
 /* --- drives (docs/snapshots.md, "Drives") ------------------------------------ */
 

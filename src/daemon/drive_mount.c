@@ -40,7 +40,10 @@
 
 extern char **environ;
 
-#define MKE2FS_CANDIDATES {"/usr/sbin/mke2fs", "/sbin/mke2fs"}
+#define MKE2FS_CANDIDATES                                                                          \
+	{                                                                                          \
+		"/usr/sbin/mke2fs", "/sbin/mke2fs"                                                 \
+	}
 
 /*
  * fn(arg) in a forked child, its result told over a pipe: airlockd's reaper thread reaps
@@ -84,9 +87,17 @@ struct mkfs_job {
 static int mkfs_child(const void *arg)
 {
 	const struct mkfs_job *j = arg;
-	char *const argv[] = {(char *)j->bin, "-q", "-F", "-t", "ext4", "-m", "0", "-E",
+	char *const argv[] = {(char *)j->bin,
+			      "-q",
+			      "-F",
+			      "-t",
+			      "ext4",
+			      "-m",
+			      "0",
+			      "-E",
 			      "root_owner=1000:1000,lazy_itable_init=1,lazy_journal_init=1",
-			      (char *)j->img, NULL};
+			      (char *)j->img,
+			      NULL};
 	pid_t pid;
 	int st = 0;
 
@@ -196,8 +207,7 @@ int dm_drive_base_mount(const char *img, struct al_error **err)
 	    syscall(SYS_fsconfig, fs, FSCONFIG_SET_STRING, "errors", "remount-ro", 0) < 0 ||
 	    syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
 		return al_error_set(err, errno, "mount the drive '%s'", img);
-	mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC,
-			   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+	mnt = (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
 	if (mnt < 0)
 		return al_error_set(err, errno, "fsmount the drive '%s'", img);
 	return mnt;

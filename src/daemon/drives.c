@@ -79,8 +79,8 @@ static int record_write(struct daemon *d, const struct dm_drive *v, struct al_er
 	int r;
 
 	for (size_t i = 0; i < v->n_use; i++)
-		json_array_append_new(use, json_pack("{s:s,s:b}", "sbx", v->use[i].sbx, "ro",
-						     v->use[i].ro));
+		json_array_append_new(
+		    use, json_pack("{s:s,s:b}", "sbx", v->use[i].sbx, "ro", v->use[i].ro));
 	o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:o}", "id", v->id, "name", v->name, "team",
 		      v->team, "project", v->project, "max", (json_int_t)v->max, "created_ms",
 		      (json_int_t)v->created_ms, "updated_ms", (json_int_t)v->updated_ms, "used",
@@ -304,8 +304,9 @@ int dm_drive_delete(struct daemon *d, const char *team, const char *name, json_t
 	}
 	rw = in_use(d, v, &any);
 	if (any) {
-		al_error_msg(err, EBUSY, "drive '%s' is mounted by running sandbox %s: stop it first",
-			     name, rw && rw[0] ? rw : v->use[0].sbx);
+		al_error_msg(err, EBUSY,
+			     "drive '%s' is mounted by running sandbox %s: stop it first", name,
+			     rw && rw[0] ? rw : v->use[0].sbx);
 		pthread_mutex_unlock(&dv->mu);
 		return -EBUSY;
 	}

@@ -127,16 +127,16 @@ struct dm_sbx {
 
 	struct dm_cmd **cmds; /* in start order, seq increasing */
 	size_t n_cmds;
-	uint64_t cmd_seq;   /* the last seq given */
-	pthread_cond_t cv;  /* this sandbox's events (under d->mu): replies, output, exits */
-	uint64_t gen;	    /* bumped with every change cv's waiters look for (each frame
-			     * from the agent, ...), before cv is broadcast: waiters compare
-			     * it, so no wake-up is lost */
-	uint64_t woken_gen; /* gen when the reader last woke cv's waiters (d->mu held) */
-	bool warm;	    /* taken from the warm pool (started before its create) */
+	uint64_t cmd_seq;    /* the last seq given */
+	pthread_cond_t cv;   /* this sandbox's events (under d->mu): replies, output, exits */
+	uint64_t gen;	     /* bumped with every change cv's waiters look for (each frame
+			      * from the agent, ...), before cv is broadcast: waiters compare
+			      * it, so no wake-up is lost */
+	uint64_t woken_gen;  /* gen when the reader last woke cv's waiters (d->mu held) */
+	bool warm;	     /* taken from the warm pool (started before its create) */
 	bool expiry_snapped; /* the timer took its persistent name's snapshot at expiry */
-	unsigned refs;	    /* callers using it outside d->mu (dm_hold_sbx): an ended
-			     * sandbox is forgotten (freed) only when none is */
+	unsigned refs;	     /* callers using it outside d->mu (dm_hold_sbx): an ended
+			      * sandbox is forgotten (freed) only when none is */
 
 	/* Bytes of its egress log the metrics have counted (d->mu; a scrape moves it, under
 	 * m.scrape_mu: metrics_read.c). */

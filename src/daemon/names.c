@@ -101,8 +101,8 @@ int dm_names_open(struct daemon *d, struct al_error **err)
 			dm_log(d, "name record '%s' unreadable: left as it is", p);
 		} else {
 			nm->v = xrealloc(nm->v, (nm->n + 1) * sizeof(*nm->v));
-			nm->v[nm->n++] = (struct dm_name){xstrdup(team), xstrdup(name),
-							  json_incref(rec)};
+			nm->v[nm->n++] =
+			    (struct dm_name){xstrdup(team), xstrdup(name), json_incref(rec)};
 		}
 		json_decref(o);
 	}
@@ -311,7 +311,8 @@ int dm_name_snapshotted(struct daemon *d, const char *team, const char *sbx, con
 		while (count > 0 && (json_int_t)json_array_size(snaps) > count) {
 			if (!json_is_false(json_object_get(keep, "deleteEvicted"))) {
 				evict = xrealloc(evict, (n_evict + 1) * sizeof(*evict));
-				evict[n_evict++] = xstrdup(json_string_value(json_array_get(snaps, 0)) ?: "");
+				evict[n_evict++] =
+				    xstrdup(json_string_value(json_array_get(snaps, 0)) ?: "");
 			}
 			json_array_remove(snaps, 0);
 		}

@@ -257,8 +257,7 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 			&why) < 0)
 		dm_log_err(d, &why, "pruning ended sandboxes (again at the next start)");
 	dm_prune_egress_logs(d);
-	if (dm_snaps_open(d, err) < 0 || dm_drives_open(d, err) < 0 ||
-	    dm_names_open(d, err) < 0) {
+	if (dm_snaps_open(d, err) < 0 || dm_drives_open(d, err) < 0 || dm_names_open(d, err) < 0) {
 		daemon_close(d);
 		return -1;
 	}

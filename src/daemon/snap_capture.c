@@ -49,8 +49,9 @@ static int src_hold(struct daemon *d, const char *team, const char *id, struct s
 	if (!s)
 		return -ENOENT;
 	if (s->state != DM_SBX_RUNNING)
-		return al_error_msg(err, ESRCH, "sandbox '%s' is %s: only a running sandbox's files "
-					       "can be captured",
+		return al_error_msg(err, ESRCH,
+				    "sandbox '%s' is %s: only a running sandbox's files "
+				    "can be captured",
 				    s->id, dm_sbx_state_name(s->state));
 	dm_sbx_hold(s);
 	out->s = s;
@@ -144,9 +145,9 @@ static int capture_areas(struct daemon *d, const struct snap_src *src, struct dm
 }
 
 /*
- * Captures src's writable areas into fd (a new file, path names it in messages): m gets the areas and size, and when
- * durable (a snapshot, not a fork's private copy) the file is synced and m gets its digest.
- * At most cap bytes (ENOSPC).
+ * Captures src's writable areas into fd (a new file, path names it in messages): m gets the areas
+ * and size, and when durable (a snapshot, not a fork's private copy) the file is synced and m gets
+ * its digest. At most cap bytes (ENOSPC).
  */
 static int capture_to(struct daemon *d, const struct snap_src *src, int fd, const char *path,
 		      bool durable, uint64_t cap, struct dm_snap *m, struct al_error **err)
@@ -316,8 +317,9 @@ static int snap_load(struct daemon *d, const char *team, const char *id, struct 
 	if (strcmp(got, x->m->sha) == 0)
 		return 0;
 corrupt:
-	dm_log(d, "snapshot %s: its data does not match the digest recorded at capture (%zu of "
-		  "%llu bytes): refused",
+	dm_log(d,
+	       "snapshot %s: its data does not match the digest recorded at capture (%zu of "
+	       "%llu bytes): refused",
 	       id, x->len, (unsigned long long)x->m->size);
 	return al_error_msg(err, EBADMSG,
 			    "snapshot '%s' is corrupt: its data does not match the SHA-256 "

@@ -26,8 +26,8 @@ struct dm_snap_area {
 struct dm_snap {
 	char id[DM_ID_LEN + 1];
 	char *team;
-	char src[DM_ID_LEN + 1];    /* the sandbox it was taken of */
-	char parent[DM_ID_LEN + 1]; /* the snapshot that sandbox was made from, or "" */
+	char src[DM_ID_LEN + 1];	/* the sandbox it was taken of */
+	char parent[DM_ID_LEN + 1];	/* the snapshot that sandbox was made from, or "" */
 	int64_t created_ms, expires_ms; /* expires_ms 0: never */
 	uint64_t size;
 	char sha[65]; /* SHA-256 of the .tar, hex */
@@ -46,7 +46,7 @@ struct dm_snaps {
 	uint64_t reserved;   /* bytes of captures under way (counted against cap) */
 	struct {
 		char sbx[DM_ID_LEN + 1], snap[DM_ID_LEN + 1];
-	} *origin; /* what sandboxes were made from, oldest first */
+	} * origin; /* what sandboxes were made from, oldest first */
 	size_t n_origin;
 };
 

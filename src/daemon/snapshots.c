@@ -50,11 +50,11 @@ static json_t *record_json(const struct dm_snap *s)
 	json_t *areas = json_array();
 
 	for (size_t i = 0; i < s->n_areas; i++)
-		json_array_append_new(areas, json_pack("{s:s,s:I,s:I,s:I}", "path",
-						       s->areas[i].path, "offset",
-						       (json_int_t)s->areas[i].off, "length",
-						       (json_int_t)s->areas[i].len, "entries",
-						       (json_int_t)s->areas[i].entries));
+		json_array_append_new(areas,
+				      json_pack("{s:s,s:I,s:I,s:I}", "path", s->areas[i].path,
+						"offset", (json_int_t)s->areas[i].off, "length",
+						(json_int_t)s->areas[i].len, "entries",
+						(json_int_t)s->areas[i].entries));
 	return json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:I,s:s,s:s,s:I,s:o}", "id", s->id, "team",
 			 s->team, "sandbox_id", s->src, "parent_id", s->parent, "created_ms",
 			 (json_int_t)s->created_ms, "expires_ms", (json_int_t)s->expires_ms, "size",
@@ -100,8 +100,10 @@ static struct dm_snap *record_parse(json_t *o)
 		if (!p || p[0] != '/')
 			continue;
 		s->areas[s->n_areas].path = xstrdup(p);
-		s->areas[s->n_areas].off = (uint64_t)json_integer_value(json_object_get(a, "offset"));
-		s->areas[s->n_areas].len = (uint64_t)json_integer_value(json_object_get(a, "length"));
+		s->areas[s->n_areas].off =
+		    (uint64_t)json_integer_value(json_object_get(a, "offset"));
+		s->areas[s->n_areas].len =
+		    (uint64_t)json_integer_value(json_object_get(a, "length"));
 		s->areas[s->n_areas++].entries =
 		    (uint64_t)json_integer_value(json_object_get(a, "entries"));
 	}
@@ -293,10 +295,10 @@ const char *dm_snap_origin(struct dm_snaps *ss, const char *sbx)
 
 json_t *dm_snap_json(const struct dm_snap *s)
 {
-	json_t *o = json_pack("{s:s,s:s,s:I,s:I,s:s,s:s,s:s}", "id", s->id, "sandbox_id", s->src,
-			      "created_at", (json_int_t)s->created_ms, "size_bytes",
-			      (json_int_t)s->size, "sha256", s->sha, "status", "created",
-			      "workdir", s->workdir);
+	json_t *o =
+	    json_pack("{s:s,s:s,s:I,s:I,s:s,s:s,s:s}", "id", s->id, "sandbox_id", s->src,
+		      "created_at", (json_int_t)s->created_ms, "size_bytes", (json_int_t)s->size,
+		      "sha256", s->sha, "status", "created", "workdir", s->workdir);
 
 	json_object_set_new(o, "parent_id", s->parent[0] ? json_string(s->parent) : json_null());
 	json_object_set_new(o, "expires_at",

@@ -38,8 +38,8 @@ int dm_sandbox_create_from(struct daemon *d, const char *team, const struct dm_c
 	return fk_no_snapshot(snap, err);
 }
 
-int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
-		    const struct dm_create *c, char **out_id, struct al_error **err)
+int dm_sandbox_fork(struct daemon *d, const char *team, const char *from, const struct dm_create *c,
+		    char **out_id, struct al_error **err)
 {
 	return al_error_msg(err, ENOENT, "sandbox '%s': the fake daemon does not fork", from);
 }

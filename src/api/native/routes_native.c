@@ -79,9 +79,9 @@ static int api_parse_resources(json_t *body, struct dm_create *c, struct al_erro
 
 int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
 {
-	static const char *const fields[] = {"image",	"resources",	  "timeout",  "env",
-					     "workdir", "network_policy", "hostname", "snapshot",
-					     NULL};
+	static const char *const fields[] = {"image",	 "resources", "timeout",
+					     "env",	 "workdir",   "network_policy",
+					     "hostname", "snapshot",  NULL};
 	const char *image = NULL, *workdir = NULL, *hostname = NULL;
 	json_t *policy;
 
@@ -127,9 +127,10 @@ static void api_sbx_create(struct api_req *r)
 		return api_reply_error(r, err);
 	ret = api_parse_create(body, &c, &env, &err);
 	if (ret == 0 && (snap = json_object_get(body, "snapshot")) && !json_is_null(snap))
-		ret = json_is_string(snap) ? dm_sandbox_create_from(r->api->d, r->team, &c,
-								    json_string_value(snap), &id, &err)
-					   : api_bad(&err, "field 'snapshot' must be a snapshot id");
+		ret = json_is_string(snap)
+			  ? dm_sandbox_create_from(r->api->d, r->team, &c, json_string_value(snap),
+						   &id, &err)
+			  : api_bad(&err, "field 'snapshot' must be a snapshot id");
 	else if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
 	api_strv_free(env, c.n_env);

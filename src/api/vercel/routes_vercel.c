@@ -458,15 +458,10 @@ static void vc_delete(struct api_req *r)
  * extend-timeout call that follows. */
 static void vc_update(struct api_req *r)
 {
-	static const char *const fields[] = {"timeout",
-					     "networkPolicy",
-					     "persistent",
-					     "ports",
-					     "tags",
-					     "snapshotExpiration",
-					     "keepLastSnapshots",
-					     "currentSnapshotId",
-					     NULL};
+	static const char *const fields[] = {
+	    "timeout", "networkPolicy",	     "persistent",	  "ports",
+	    "tags",    "snapshotExpiration", "keepLastSnapshots", "currentSnapshotId",
+	    NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
 	_cleanup_free_ char *id = vc_session_for(r, api_param(r, "name"), NULL);

@@ -64,16 +64,14 @@ bool vc_named_has_session(struct api_req *r, const char *name, const char *sid);
 /* A create with a name: the record first (EEXIST), then vc_named_bind the session (ok)
  * or drop the record (!ok). */
 int vc_named_reserve(struct api_req *r, json_t *body, struct al_error **err);
-int vc_named_bind(struct api_req *r, json_t *body, const char *sid, bool ok,
-		  struct al_error **err);
+int vc_named_bind(struct api_req *r, json_t *body, const char *sid, bool ok, struct al_error **err);
 /* A snapshot's expiration for session sid (0: its name sets none) and what it records. */
 uint64_t vc_named_expiration(struct api_req *r, const char *sid);
 int vc_named_snapshotted(struct api_req *r, const char *sid, const char *snap,
 			 struct al_error **err);
 /* A persistent name's running current session is snapshotted before its stop (*snap: the
  * snapshot's view, or NULL when none was taken). */
-int vc_named_before_stop(struct api_req *r, const char *sid, json_t **snap,
-			 struct al_error **err);
+int vc_named_before_stop(struct api_req *r, const char *sid, json_t **snap, struct al_error **err);
 int vc_named_resume(struct api_req *r, const char *name, json_t *rec, char **sid,
 		    struct al_error **err);
 /* PATCH: persistent, snapshotExpiration, keepLastSnapshots, currentSnapshotId. */

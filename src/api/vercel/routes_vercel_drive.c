@@ -132,8 +132,8 @@ int vc_mounts_check(json_t *mounts, struct al_error **err)
 
 			if (other != path && strncmp(path, other, n) == 0 &&
 			    (path[n] == '/' || path[n] == '\0'))
-				return api_bad(err, "mount paths '%.200s' and '%.200s' overlap", path,
-					       other);
+				return api_bad(err, "mount paths '%.200s' and '%.200s' overlap",
+					       path, other);
 		}
 	}
 	return 0;

@@ -28,8 +28,9 @@ int vc_named_check(json_t *body, struct al_error **err)
 	json_t *v = json_object_get(body, "name"), *k;
 
 	if (v && !json_is_null(v) && (!json_is_string(v) || !dm_name_ok(json_string_value(v))))
-		return api_bad(err, "field 'name': 1 to %d letters, digits, '.', '_', '-', not "
-				    "starting with '.' or '-'",
+		return api_bad(err,
+			       "field 'name': 1 to %d letters, digits, '.', '_', '-', not "
+			       "starting with '.' or '-'",
 			       DM_NAME_MAX);
 	v = json_object_get(body, "persistent");
 	if (v && !json_is_boolean(v) && !json_is_null(v))
@@ -118,16 +119,15 @@ bool vc_named_has_session(struct api_req *r, const char *name, const char *sid)
 	if (json_is_string(s = json_object_get(rec, "session")) &&
 	    strcmp(json_string_value(s), sid) == 0)
 		return true;
-	json_array_foreach(json_object_get(rec, "sessions"), i, s) if (
-	    strcmp(json_string_value(s) ?: "", sid) == 0) return true;
+	json_array_foreach(json_object_get(rec, "sessions"), i,
+			   s) if (strcmp(json_string_value(s) ?: "", sid) == 0) return true;
 	return false;
 }
 
 /* The settings of the record that a body (create or PATCH) carries. */
 static void settings_in(json_t *rec, json_t *body)
 {
-	static const char *const keys[] = {"persistent", "snapshotExpiration",
-					   "keepLastSnapshots"};
+	static const char *const keys[] = {"persistent", "snapshotExpiration", "keepLastSnapshots"};
 
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		json_t *v = json_object_get(body, keys[i]);
@@ -144,8 +144,8 @@ static json_t *record_new(json_t *body, const char *sid)
 
 	json_object_del(create, "name");
 	json_object_del(create, "source"); /* a later session restores its own snapshot */
-	rec = json_pack("{s:s,s:[],s:b,s:s,s:[],s:o}", "session", sid, "sessions", "persistent",
-			0, "snapshot", "", "snapshots", "create", create);
+	rec = json_pack("{s:s,s:[],s:b,s:s,s:[],s:o}", "session", sid, "sessions", "persistent", 0,
+			"snapshot", "", "snapshots", "create", create);
 	settings_in(rec, body);
 	return rec;
 }
@@ -164,15 +164,15 @@ int vc_named_reserve(struct api_req *r, json_t *body, struct al_error **err)
 	return ret;
 }
 
-int vc_named_bind(struct api_req *r, json_t *body, const char *sid, bool ok,
-		  struct al_error **err)
+int vc_named_bind(struct api_req *r, json_t *body, const char *sid, bool ok, struct al_error **err)
 {
 	const char *name = json_string_value(json_object_get(body, "name"));
 	_cleanup_json_ json_t *rec = NULL;
 
-	if (!name && ok && (json_is_true(json_object_get(body, "persistent")) ||
-			    json_object_get(body, "keepLastSnapshots") ||
-			    json_object_get(body, "snapshotExpiration"))) {
+	if (!name && ok &&
+	    (json_is_true(json_object_get(body, "persistent")) ||
+	     json_object_get(body, "keepLastSnapshots") ||
+	     json_object_get(body, "snapshotExpiration"))) {
 		/* persistent but unnamed: named by its first session's id */
 		int ret;
 
@@ -204,8 +204,7 @@ int vc_named_snapshotted(struct api_req *r, const char *sid, const char *snap,
 	return dm_name_snapshotted(r->api->d, r->team, sid, snap, err);
 }
 
-int vc_named_before_stop(struct api_req *r, const char *sid, json_t **snap,
-			 struct al_error **err)
+int vc_named_before_stop(struct api_req *r, const char *sid, json_t **snap, struct al_error **err)
 {
 	_cleanup_json_ json_t *view = NULL;
 
@@ -215,8 +214,7 @@ int vc_named_before_stop(struct api_req *r, const char *sid, json_t **snap,
 	if (dm_sandbox_get(r->api->d, r->team, sid, &view, NULL) < 0 ||
 	    strcmp(json_string_value(json_object_get(view, "status")) ?: "", "running") != 0)
 		return 0; /* stopping a stopped sandbox: nothing to keep */
-	if (dm_snapshot_create(r->api->d, r->team, sid, vc_named_expiration(r, sid), snap, err) <
-	    0)
+	if (dm_snapshot_create(r->api->d, r->team, sid, vc_named_expiration(r, sid), snap, err) < 0)
 		return al_error_wrap(err, "the persistent sandbox's snapshot at stop");
 	return vc_named_snapshotted(r, sid, json_string_value(json_object_get(*snap, "id")), err);
 }
