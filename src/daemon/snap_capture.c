@@ -196,6 +196,17 @@ static uint64_t snaps_room(struct daemon *d)
 	return room;
 }
 
+/* A capture that will not be kept: its files and m. */
+static void snap_drop(struct daemon *d, struct dm_snap *m)
+{
+	_cleanup_free_ char *tar = dm_snap_path(d, m->id, ".tar");
+	_cleanup_free_ char *rec = dm_snap_path(d, m->id, ".json");
+
+	unlink(rec);
+	unlink(tar);
+	dm_snap_free(m);
+}
+
 int dm_snapshot_create(struct daemon *d, const char *team, const char *sbx, uint64_t expire_ms,
 		       json_t **out, struct al_error **err)
 {
@@ -233,6 +244,14 @@ int dm_snapshot_create(struct daemon *d, const char *team, const char *sbx, uint
 		return al_error_wrap(err, "snapshot of sandbox %s", sbx);
 	}
 	pthread_mutex_lock(&ss->mu);
+	if (ss->total + m->size > ss->cap) { /* another capture filled the room meanwhile */
+		pthread_mutex_unlock(&ss->mu);
+		snap_drop(d, m);
+		return al_error_msg(err, ENOSPC,
+				    "snapshot of sandbox %s: the snapshot store is full (airlock "
+				    "serve --snapshot-max)",
+				    sbx);
+	}
 	*out = dm_snap_json(m);
 	dm_snap_add(ss, m);
 	pthread_mutex_unlock(&ss->mu);
