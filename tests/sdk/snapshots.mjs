@@ -111,6 +111,9 @@ await step("fork-sees-live-state", async () => {
   check((await cat(forked, "b.txt")) === "after\n", "b.txt (after the snapshot) missing in fork");
   const again = await Sandbox.get({ ...creds, name: src.name });
   check(again.status === "running", `source status after fork: ${again.status}`);
+  const named = await Sandbox.fork({ ...creds, sourceSandbox: src.name, name: `fork-${Date.now()}` });
+  made.push(named);
+  check(named.name.startsWith("fork-") && (await cat(named, "b.txt")) === "after\n", "named fork");
   await forked.writeFiles([{ path: "c.txt", content: Buffer.from("fork only\n") }]);
   check((await cat(src, "c.txt")) === null, "the fork's write reached the source");
 });
@@ -184,7 +187,7 @@ await step("persistent-expiry", async () => {
   made.push(p);
   await p.writeFiles([{ path: "late.txt", content: Buffer.from("late\n") }]);
   let st = p.status;
-  for (let i = 0; i < 100 && st === "running"; i++) {
+  for (let i = 0; i < 100 && st !== "stopped"; i++) {
     await new Promise((res) => setTimeout(res, 100));
     st = (await Sandbox.get({ ...creds, name })).status;
   }

@@ -230,6 +230,7 @@ void vc_fork(struct api_req *r)
 	_cleanup_free_ char *id = NULL;
 	struct dm_create c = {0};
 	char **env = NULL;
+	bool named;
 	int ret;
 
 	if (api_body_object(r, &body, &err) < 0)
@@ -239,14 +240,21 @@ void vc_fork(struct api_req *r)
 		return vc_reply_error_code(r, 400, "bad_request",
 					   "a fork takes no 'source', 'runtime' or 'mounts'");
 	ret = vc_parse_create(body, &c, &env, &policy, &err);
-	if (ret == 0 && json_object_get(body, "name"))
-		ret = api_bad(&err, "a fork is named by the server"); /* (as a create was) */
+	if (ret == 0) /* a fork may be named, and persistent, as a create */
+		ret = vc_named_reserve(r, body, &err);
+	named = ret == 0 && json_is_string(json_object_get(body, "name"));
 	if (ret == 0) {
 		_cleanup_free_ char *from = vc_session_for(r, api_param(r, "name"), NULL);
 
 		ret = dm_sandbox_fork(r->api->d, r->team, from, &c, &id, &err);
 	}
 	api_strv_free(env, c.n_env);
+	if (ret == 0 && vc_named_bind(r, body, id, true, &err) < 0) {
+		ret = -1;
+		dm_sandbox_stop(r->api->d, r->team, id, NULL);
+	}
+	if (ret < 0 && named)
+		vc_named_bind(r, body, NULL, false, NULL);
 	if (ret < 0)
 		return vc_reply_error(r, err);
 	vc_reply_view(r, id, true, true, true, NULL);
