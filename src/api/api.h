@@ -28,6 +28,7 @@ struct api_opts {
 	 * its own, "ADDR:PORT" as listen, without a token. NULL: not there. */
 	const char *metrics_tokens_path;
 	const char *metrics_listen;
+	const char *e2b_domain; /* E2B's <port>-<id>.<domain> hosts are envd's (NULL: none) */
 };
 
 /* Starts serving at once; at least one of listen and socket_path must be set. */

@@ -43,6 +43,7 @@ enum {
 	API_ROUTE_UPLOAD = 1 << 1,  /* body limited by max_upload instead of max_body */
 	API_ROUTE_RAW = 1 << 2,	    /* body is raw bytes, not JSON */
 	API_ROUTE_METRICS = 1 << 3, /* the metrics token, not an API token (metrics.c) */
+	API_ROUTE_SIGNED = 1 << 4,  /* E2B envd: a signature may stand for the access token */
 };
 
 struct api_route {
@@ -97,6 +98,7 @@ struct api {
 	struct daemon *d;
 	struct api_auth *auth;
 	struct api_router router;
+	struct api_router e2b_router; /* requests with X-API-KEY: E2B's control plane */
 	struct MHD_Daemon *mhd_tcp;
 	struct MHD_Daemon *mhd_unix;
 	char *socket_path;
@@ -110,6 +112,7 @@ struct api {
 	struct api_router metrics_router;
 	struct MHD_Daemon *mhd_metrics;
 	int metrics_port;
+	struct e2b *e2b; /* the E2B front end's state (src/api/e2b/) */
 };
 
 static inline bool api_stopping(const struct api *a)
@@ -134,6 +137,7 @@ struct api_req {
 	/* What the handler produced; queued by the server. */
 	struct MHD_Response *resp;
 	unsigned status;
+	void *e2b; /* an E2B envd request's target (src/api/e2b/envd.c), or NULL */
 };
 
 /* --- metrics (metrics.c) -------------------------------------------------- */
@@ -144,6 +148,17 @@ int api_metrics_start(struct api *a, const struct api_opts *o, struct al_error *
  * metrics are not served), false to go on. */
 bool api_metrics_refused(struct api_req *r);
 struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_conn);
+
+/* --- the E2B front end (src/api/e2b/) ----------------------------------------------- */
+
+struct e2b *e2b_open(const char *domain);
+void e2b_close(struct e2b *e);
+/* Claims a request aimed at a sandbox's envd (E2b-Sandbox-Id header, or a Host under the
+ * E2B domain): routes and authenticates it, or builds the answer; 0 if it is not one. */
+int e2b_envd_begin(struct api_req *r);
+void e2b_req_free(void *q);
+extern const struct api_route api_e2b_routes[];
+extern const size_t api_e2b_routes_n;
 
 /* --- responses (respond.c) ----------------------------------------------- */
 

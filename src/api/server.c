@@ -196,8 +196,29 @@ static void api_req_begin(struct api_req *r, const char *version)
 					    "a NUL byte (%00) in the URL's path or query");
 	}
 
-	m = api_router_match(r->listener->router, r->method, r->url, &r->route, &r->params, &allow);
-	if (m == API_MATCH_OK && (r->route->flags & API_ROUTE_METRICS)) {
+	if (r->listener == &a->main_l && e2b_envd_begin(r)) { /* a sandbox's envd (E2B) */
+		if (!r->resp) {
+			r->body_max =
+			    (r->route->flags & API_ROUTE_UPLOAD) ? a->max_upload : a->max_body;
+			api_req_check_length(r);
+		}
+		return;
+	}
+	/* E2B's control plane shares paths with Vercel's (/v2/sandboxes): its SDK is the one
+	 * that authenticates with X-API-KEY. */
+	const char *key = r->listener == &a->main_l
+			      ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-API-KEY")
+			      : NULL;
+
+	m = api_router_match(key ? &a->e2b_router : r->listener->router, r->method, r->url,
+			     &r->route, &r->params, &allow);
+	if (key) {
+		r->team = key[0] ? api_auth_team(a->auth, key, strlen(key)) : NULL;
+		if (!r->team) /* E2B's error shape: {code, message} */
+			return api_reply_json(r, 401,
+					      json_pack("{s:i,s:s}", "code", 401, "message",
+							"missing or invalid X-API-KEY"));
+	} else if (m == API_MATCH_OK && (r->route->flags & API_ROUTE_METRICS)) {
 		if (api_metrics_refused(r))
 			return;
 	} else if (!r->listener->open &&
@@ -286,6 +307,7 @@ static void api_completed(void *cls, struct MHD_Connection *conn, void **con_cls
 	if (r->resp)
 		MHD_destroy_response(r->resp);
 	api_params_clear(&r->params);
+	e2b_req_free(r->e2b);
 	free(r->body);
 	free(r);
 	*con_cls = NULL;
@@ -355,6 +377,8 @@ int api_start(struct daemon *d, const struct api_opts *o, struct api **out, stru
 	api_router_add(&a->router, api_native_routes, api_native_routes_n);
 	api_router_add(&a->router, api_vercel_routes, api_vercel_routes_n);
 	api_router_add(&a->router, api_metrics_routes, api_metrics_routes_n);
+	api_router_add(&a->e2b_router, api_e2b_routes, api_e2b_routes_n);
+	a->e2b = e2b_open(o->e2b_domain);
 	a->main_l = (struct api_listener){a, &a->router, false};
 	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 || api_metrics_start(a, o, err) < 0 ||
 	    api_start_listeners(a, o, err) < 0) {
@@ -386,5 +410,6 @@ void api_stop(struct api *a)
 		unlink(a->socket_path);
 	free(a->socket_path);
 	api_auth_free(a->auth);
+	e2b_close(a->e2b);
 	free(a);
 }

@@ -19,6 +19,8 @@ static void usage(FILE *out)
 	    "\n"
 	    "commands:\n"
 	    "  run [flags] -- CMD [ARGS...]   run one command in a fresh sandbox, then remove it\n"
+	    "  oci COMMAND ...                the OCI runtime for containerd and podman "
+	    "(airlock-oci, docs/oci.md)\n"
 	    "  serve [flags]                  run the daemon (airlockd): sandboxes behind an HTTP "
 	    "API\n"
 	    "  pool fill [N] | status | drain sandbox parts made ahead for `run` (opt-in)\n"
@@ -113,6 +115,8 @@ int main(int argc, char **argv)
 		return exec_sibling("airlockd", argv + 1);
 	if (strcmp(argv[1], "mcp") == 0)
 		return exec_sibling("airlock-mcp", argv + 1);
+	if (strcmp(argv[1], "oci") == 0) /* the OCI runtime (docs/oci.md) */
+		return exec_sibling("airlock-oci", argv + 1);
 	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
 		if (strcmp(argv[1], remote[i]) == 0)
 			return exec_sibling("airlock-remote", argv + 1);

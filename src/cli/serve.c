@@ -41,6 +41,8 @@ void cli_serve_usage(FILE *out)
 	      "                      fits (host runtime, default disk) takes one (\"warm\": true)\n"
 	      "  --upstream-ca FILE  CA certificates for upstreams of TLS-terminated domains\n"
 	      "                      (default: the system's)\n"
+	      "  --e2b-domain DOMAIN E2B SDK hosts <port>-<id>.DOMAIN are sandboxes' envd\n"
+	      "                      (E2B_DOMAIN; docs/e2b.md)\n"
 	      "  --images DIR        root filesystems a create may name as its \"image\" (a\n"
 	      "                      directory under DIR); without it, creates take no image\n"
 	      "  --retention DURATION  how long an ended (stopped or failed) sandbox, its\n"
@@ -149,6 +151,7 @@ static const struct option serve_opts[] = {{"listen", required_argument, NULL, '
 					   {"upstream-ca", required_argument, NULL, 'c'},
 					   {"pool", required_argument, NULL, 'p'},
 					   {"images", required_argument, NULL, 'i'},
+					   {"e2b-domain", required_argument, NULL, 'E'},
 					   {"retention", required_argument, NULL, 'r'},
 					   {"keep-ended", required_argument, NULL, 'k'},
 					   {"sandbox-output-max", required_argument, NULL, 'o'},
@@ -196,6 +199,9 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 		break;
 	case 'i':
 		dopt->images_dir = optarg;
+		break;
+	case 'E':
+		aopt->e2b_domain = optarg;
 		break;
 	case 'p':
 		if (count_arg("pool", optarg, 0, DM_POOL_LIMIT, &dopt->pool) < 0)

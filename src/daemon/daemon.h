@@ -93,6 +93,10 @@ int dm_sandbox_stop(struct daemon *d, const char *team, const char *id, struct a
 /* Pushes the expiry by add_ms (bounded by a maximum lifetime of 24 h). */
 int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64_t add_ms,
 		      struct al_error **err);
+/* Sets the expiry to expires_ms (epoch ms; earlier or later, within the 24 h lifetime from
+ * creation): the E2B front end's setTimeout, which may shorten a sandbox's life. */
+int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id, int64_t expires_ms,
+			    struct al_error **err);
 /* Stores a validated network policy (the JSON object or the strings allow-all/deny-all)
  * and bumps the generation. */
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
@@ -103,6 +107,11 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
  * only what is new. */
 int dm_sandbox_egress_read(struct daemon *d, const char *team, const char *id, uint64_t off,
 			   char *buf, size_t max, size_t *got, struct al_error **err);
+
+/* A running sandbox's usage from its cgroup, its spec and its /tmp: {cpu_usec,
+ * memory_bytes, memory_max (its limit; 0: none), disk_used, disk_total} (usage.c). */
+int dm_sandbox_usage(struct daemon *d, const char *team, const char *id, json_t **out,
+		     struct al_error **err);
 
 /* --- commands ------------------------------------------------------------- */
 

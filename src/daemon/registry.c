@@ -828,6 +828,33 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	return r;
 }
 
+int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id, int64_t expires_ms,
+			    struct al_error **err)
+{
+	struct dm_sbx *s;
+	int r = 0;
+
+	pthread_mutex_lock(&d->mu);
+	s = dm_find_sbx(d, team, id, err);
+	if (!s) {
+		r = -ENOENT;
+	} else if (s->state != DM_SBX_RUNNING) {
+		r = al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id,
+				 dm_sbx_state_name(s->state));
+	} else if (expires_ms < s->created_ms ||
+		   (uint64_t)(expires_ms - s->created_ms) > DM_MAX_LIFETIME_MS) {
+		r = al_error_msg(err, EINVAL, "a sandbox lives at most 24 h");
+	} else if (store_sandbox_set_expiry(d->store, s->id, expires_ms, err) < 0) {
+		al_error_wrap(err, "setting the expiry of sandbox '%s'", s->id);
+		r = server_error(err);
+	} else {
+		s->expires_ms = expires_ms;
+		s->timeout_ms = (uint64_t)(expires_ms - s->created_ms);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return r;
+}
+
 /* Full validation (the API checked the shape only): the canonical form for the gateway. */
 static int check_policy(json_t *policy, char **canon, struct al_error **err)
 {

@@ -426,6 +426,15 @@ static void free_client(struct gw_client *c)
 	free(c);
 }
 
+void gw_client_release(struct gw_client *c)
+{
+	if (!c)
+		return;
+	al_closep(&c->ctl);
+	al_closep(&c->pidfd);
+	free_client(c);
+}
+
 void gw_client_abandon(struct gw_client *c)
 {
 	if (!c)

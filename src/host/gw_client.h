@@ -67,6 +67,10 @@ const char *gw_client_ca_pem(const struct gw_client *c);
 void gw_client_close(struct gw_client *c);
 /* Close the channel (if not yet), wait for the gateway to exit, free. NULL is fine. */
 void gw_client_stop(struct gw_client *c);
+/* Close our end of the channel and free c, neither waiting nor killing: for a gateway
+ * whose channel another process holds too (an OCI container's PID 1, src/oci/), which
+ * serves until that one's end closes. */
+void gw_client_release(struct gw_client *c);
 /* For a caller about to exit, when nothing the gateway would still write is wanted (no
  * egress log): SIGKILL it and free c without waiting for its exit (~0.3 ms here). */
 void gw_client_abandon(struct gw_client *c);

@@ -123,8 +123,17 @@ static int child_uts_net(struct jail_ctx *ctx, struct al_error **err)
 {
 	const char *host = ctx->cfg->hostname ? ctx->cfg->hostname : JAIL_HOSTNAME_DEFAULT;
 
-	if (sethostname(host, strlen(host)) < 0)
+	/* An OCI container of a pod joins its pod's IPC and UTS namespaces (made by our own
+	 * clone for the pod's first container, src/oci/ checks); a joined UTS namespace keeps
+	 * its hostname. */
+	if (ctx->oci && ctx->oci->ipc_fd >= 0 && setns(ctx->oci->ipc_fd, CLONE_NEWIPC) < 0)
+		return al_error_set(err, errno, "setns to the IPC namespace given");
+	if (ctx->oci && ctx->oci->uts_fd >= 0) {
+		if (setns(ctx->oci->uts_fd, CLONE_NEWUTS) < 0)
+			return al_error_set(err, errno, "setns to the UTS namespace given");
+	} else if (sethostname(host, strlen(host)) < 0) {
 		return al_error_set(err, errno, "sethostname");
+	}
 	switch (ctx->netns) {
 	case JAIL_NETNS_AHEAD:
 		if (setns(ctx->netns_fd, CLONE_NEWNET) < 0)
@@ -217,8 +226,8 @@ void jail_child_main(struct jail_ctx *ctx)
 	/* C1. A one-shot run dies with airlock (the death signal is cleared by the uid change
 	 *     below; from then on the sync socket's EOF plays that role, see init.c). A daemon
 	 *     sandbox must outlive its spawner and the daemon itself: no death signal. */
-	if (!ctx->agent_path)
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (!ctx->agent_path && !ctx->oci)
+		prctl(PR_SET_PDEATHSIG, SIGKILL); /* an OCI container outlives `create` too */
 	/* C2. Own session: no controlling terminal of the caller's, no job-control signals. */
 	setsid();
 	/* C4. uts and net (child_uts_net). */

@@ -54,6 +54,20 @@ static int open_pty(const struct winsize *ws, int *slave, struct al_error **err)
 	return TAKE_FD(master);
 }
 
+/* An OCI container's rlimit, as far as it lowers ours: never above the hard limit the
+ * sandbox already has (userns.c), which a sandbox could not raise anyway. */
+static void lower_rlimit(const struct jail_rlimit *l)
+{
+	struct rlimit cur;
+
+	if (getrlimit(l->resource, &cur) < 0)
+		return;
+	if (l->hard < cur.rlim_max)
+		cur.rlim_max = l->hard;
+	cur.rlim_cur = l->soft < cur.rlim_max ? l->soft : cur.rlim_max;
+	setrlimit(l->resource, &cur);
+}
+
 void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe)
 {
 	struct al_error *err = NULL;
@@ -88,6 +102,8 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	ll_fd = ll_fd >= 0 ? 4 : -1;
 	sys_close_range(ll_fd >= 0 ? 5 : 4, ~0U, 0);
 	setrlimit(RLIMIT_CORE, &core);
+	for (size_t k = 0; ctx->oci && k < ctx->oci->n_rlimits; k++)
+		lower_rlimit(&ctx->oci->rlimits[k]);
 	umask(022);
 	if (ctx->cwd && chdir(ctx->cwd) < 0) {
 		struct jail_exec_report rep = {.err = errno};
@@ -102,7 +118,8 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	    (ctx->prepared ? jail_landlock_restrict(ll_fd, &err) : jail_landlock_apply(ctx, &err)) <
 		0 ||
 	    (ll_fd >= 0 && close(ll_fd) < 0) ||
-	    (!ctx->seccomp_held && jail_seccomp_install(&err) < 0)) {
+	    (!ctx->seccomp_held && jail_seccomp_install(&err) < 0) ||
+	    (ctx->oci && jail_seccomp_install_extra(ctx->oci->seccomp, &err) < 0)) {
 		/* A set-up failure, not the command's: reported as a negative errno. */
 		struct jail_exec_report rep = {.err = -(err ? err->code : errno)};
 
@@ -221,6 +238,45 @@ static int workload_entry(void *arg)
 	jail_exec_workload(w->ctx, w->slave, w->pipefd[1]);
 }
 
+/* The signals an OCI container's PID 1 passes on to the workload (`kill ID SIG`); the
+ * kernel would drop them otherwise (PID 1 of a pid namespace has no default actions). */
+static const int oci_forwarded[] = {SIGHUP,  SIGINT,   SIGQUIT, SIGTERM, SIGUSR1,
+				    SIGUSR2, SIGWINCH, SIGCONT, SIGALRM};
+
+/*
+ * OCI: tell the starter (`airlock-oci create`) we are set up, then wait at the start gate
+ * until `airlock-oci start` opens the FIFO for reading. From then on PID 1 answers to no
+ * one: its starter has exited and the engine's shim (a subreaper) reaps it.
+ */
+static int oci_gate(struct jail_ctx *ctx, struct al_error **err)
+{
+	struct jail_msg m = {.type = JMSG_READY};
+	char path[64];
+	int fd;
+
+	if (jail_msg_send(ctx->sync_fd, &m, -1) < 0)
+		return al_error_set(err, errno, "sending READY");
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", ctx->oci->gate_fd);
+	do
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return al_error_set(err, errno, "open the start gate");
+	(void)!write(fd, "0", 1);
+	close(fd);
+	close(ctx->oci->gate_fd);
+	close(ctx->sync_fd);
+	ctx->sync_fd = -1;
+	return 0;
+}
+
+/* OCI: PID 1's exit status is the container's (the shim reaps PID 1): the workload's
+ * code, or 128 + the signal that killed it (what engines report either way). */
+__attribute__((noreturn)) static void oci_exit(int status)
+{
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 void jail_init_main(struct jail_ctx *ctx)
 {
 	struct al_error *err = NULL;
@@ -244,6 +300,8 @@ void jail_init_main(struct jail_ctx *ctx)
 	}
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
+	for (size_t i = 0; ctx->oci && i < ARRAY_SIZE(oci_forwarded); i++)
+		sigaddset(&mask, oci_forwarded[i]);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (sfd < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
@@ -253,6 +311,8 @@ void jail_init_main(struct jail_ctx *ctx)
 	/* The gateway, started alongside the sandbox, makes and configures eth0 from outside
 	 * while we were set up: the workload starts once it is there. */
 	if (jail_wait_link(ctx, &err) < 0)
+		jail_child_fail(ctx->sync_fd, err);
+	if (ctx->oci && oci_gate(ctx, &err) < 0)
 		jail_child_fail(ctx->sync_fd, err);
 	wl = al_clone_vfork(workload_entry, &(struct workload_args){ctx, slave, pipefd});
 	if (wl < 0) {
@@ -278,13 +338,16 @@ void jail_init_main(struct jail_ctx *ctx)
 		if (pfd[1].revents)
 			_exit(1); /* the parent is gone (or misbehaves): end the sandbox */
 		while (read(sfd, &si, sizeof(si)) > 0)
-			;
+			if (si.ssi_signo != SIGCHLD && wl > 0)
+				kill(wl, (int)si.ssi_signo);
 		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
 			if (p == wl)
 				status = st, wl = 0;
 		if (wl == 0)
 			break;
 	}
+	if (ctx->oci)
+		oci_exit(status);
 	{
 		struct jail_exec_report rep = {0};
 		if (read(pipefd[0], &rep, sizeof(rep)) != sizeof(rep))

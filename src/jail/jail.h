@@ -21,6 +21,52 @@
 
 struct jail_cgroup;
 
+#define JAIL_OCI_MOUNTS_MAX 64 /* mounts of an OCI container's config beyond ours */
+
+/* A mount an OCI container's config asks for, beyond the sandbox's own (oci_mounts.c).
+ * The caller vetted the source; the child opens it in its own mount namespace and checks
+ * again what it opened. */
+struct jail_mount {
+	const char *src;     /* bind: the host file or directory; NULL for tmpfs */
+	const char *dst;     /* normal form, absolute, inside the sandbox */
+	bool dir;	     /* the target is a directory (tmpfs always) */
+	bool rdonly;	     /* read-only (every mount is nosuid and nodev) */
+	uint64_t tmpfs_size; /* tmpfs: its size in bytes */
+};
+
+/* An rlimit an OCI container's config asks for. */
+struct jail_rlimit {
+	int resource;
+	uint64_t soft, hard;
+};
+
+/* What an OCI container (container.c, src/oci/) asks of the jail beyond a one-shot's. */
+struct jail_oci {
+	int gate_fd; /* O_PATH of the start FIFO: PID 1 reports JMSG_READY, then starts the
+		      * workload only once it can open it for writing (at `start`) */
+	int hold_fd; /* -1, or an fd PID 1 keeps for its whole life (its gateway's control
+		      * socket: the gateway ends with the container) and never passes on */
+	int ipc_fd;  /* -1, or an IPC namespace to join instead of a new one */
+	int uts_fd;  /* -1, or a UTS namespace to join (its hostname is left alone) */
+	gid_t gid;   /* the workload's gid (its uid is ctx->uid) and supplementary gids */
+	const gid_t *groups;
+	size_t n_groups;
+	uint64_t caps; /* the capabilities the config grants: the workload keeps only those of
+			* ours (security.c) that are here too */
+	const struct jail_mount *mounts;
+	size_t n_mounts;
+	const void *seccomp; /* a struct sock_fprog installed after ours, or NULL */
+	/* process.rlimits: each only ever lowers what the sandbox has (init.c) */
+	const struct jail_rlimit *rlimits;
+	size_t n_rlimits;
+	/* linux.maskedPaths and readonlyPaths in /proc (normal form; others are ignored: there
+	 * is no /sys), in addition to airlock's own masking (rootfs.c) */
+	const char *const *masked;
+	size_t n_masked;
+	const char *const *readonly;
+	size_t n_readonly;
+};
+
 /* Everything the child needs, prepared by the parent before clone. */
 /* Where a sandbox's root comes from (child.c, C5). */
 enum jail_root {
@@ -78,6 +124,10 @@ struct jail_ctx {
 	/* The parent (the agent) already runs under the workload's seccomp filter, which
 	 * every child inherits: installing it again would only stack a second copy. */
 	bool seccomp_held;
+	/* An OCI container (NULL otherwise): PID 1 outlives its starter (no death signal, no
+	 * sync socket after JMSG_READY), forwards signals to the workload and exits with its
+	 * status (init.c). */
+	const struct jail_oci *oci;
 };
 
 /* FNV-1a over n bytes, from h (2166136261u to start): names of things made ahead. */
@@ -162,6 +212,17 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
  * writable places to the sandbox user, mount /proc, chdir to /workspace. */
 int jail_rootfs_enter_ahead(struct jail_ctx *ctx, int mntns_fd, struct al_error **err);
 
+/* oci_mounts.c: an OCI container's mounts (ctx->oci): open the bind sources (fds[i], -1
+ * for a tmpfs) while the host's tree is still there, then mount them all under the new
+ * root at root_fd. */
+int jail_oci_mounts_open(const struct jail_ctx *ctx, int *fds, struct al_error **err);
+int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, const int *fds, struct al_error **err);
+/* oci_mounts.c: is fd on a kernel filesystem (proc, sysfs, cgroup, ...), whose files are
+ * handles on the host? */
+bool jail_kernel_fs(int fd);
+/* oci_mounts.c: ctx->oci's masked and read-only /proc paths, /proc being at top/proc. */
+int jail_oci_proc_paths(const char *top, const struct jail_ctx *ctx, struct al_error **err);
+
 /* pin.c: keep namespace ns_fd at path (a new empty file, bind-mounted; removed again if the
  * mount fails). */
 int jail_pin(int ns_fd, const char *path, struct al_error **err);
@@ -227,6 +288,8 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err);
 /* Apply a built ruleset (-1: none, a no-op). */
 int jail_landlock_restrict(int ruleset, struct al_error **err);
 int jail_seccomp_install(struct al_error **err);
+/* An OCI container's own filter (a struct sock_fprog), after ours; NULL: nothing. */
+int jail_seccomp_install_extra(const void *prog, struct al_error **err);
 
 /* netns.c */
 int jail_loopback_up(struct al_error **err);
@@ -305,6 +368,7 @@ enum jail_msg_type {
 	JMSG_EXIT,   /* child -> parent: the workload ended (status, exec_errno) */
 	JMSG_LINK,   /* parent -> child: the network link is made; may come before the
 		      * GO that answers IDMAP */
+	JMSG_READY,  /* child -> parent (OCI): set up, waiting at the start gate */
 };
 
 struct jail_msg {

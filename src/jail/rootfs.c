@@ -512,7 +512,7 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 {
 	const struct al_config *cfg = ctx->cfg;
 	const char *workdir = cfg->workdir ? cfg->workdir : "/workspace";
-	int src_fds[MAX_FILES];
+	int src_fds[MAX_FILES], oci_fds[JAIL_OCI_MOUNTS_MAX];
 	_cleanup_close_ int image_fd = -1, root_fd = -1, wd_fd = -1;
 	size_t i;
 	int r;
@@ -528,7 +528,11 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	}
 	for (i = 0; i < MAX_FILES; i++)
 		src_fds[i] = -1;
+	for (i = 0; i < JAIL_OCI_MOUNTS_MAX; i++)
+		oci_fds[i] = -1;
 	r = open_sources(cfg, src_fds, err);
+	if (r == 0) /* an OCI container's bind sources (oci_mounts.c), before /tmp is hidden */
+		r = jail_oci_mounts_open(ctx, oci_fds, err);
 	if (r == 0)
 		r = build_stage(ctx, image_fd, &root_fd, err);
 	if (r == 0)
@@ -543,11 +547,17 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	}
 	if (r == 0)
 		r = copy_sources(root_fd, ctx, src_fds, workdir, err);
+	if (r == 0) /* an OCI container's own binds and tmpfs */
+		r = jail_oci_mounts(root_fd, ctx, oci_fds, err);
 	for (i = 0; i < MAX_FILES; i++)
 		if (src_fds[i] >= 0)
 			close(src_fds[i]);
+	for (i = 0; i < JAIL_OCI_MOUNTS_MAX; i++)
+		al_closep(&oci_fds[i]);
 	if (r == 0)
 		r = build_proc(STAGE, err);
+	if (r == 0) /* an OCI container's maskedPaths and readonlyPaths in /proc, beyond ours */
+		r = jail_oci_proc_paths(STAGE, ctx, err);
 	if (r == 0)
 		r = enter_root(workdir, err);
 	umask(022);

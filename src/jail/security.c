@@ -69,22 +69,31 @@ int jail_drop_privileges(const struct jail_ctx *ctx, struct al_error **err)
 	struct __user_cap_data_struct data[2];
 	bool root = ctx->uid == 0;
 	uid_t id = ctx->uid;
+	gid_t gid = ctx->oci ? ctx->oci->gid : id;
+	size_t n_groups = ctx->oci ? ctx->oci->n_groups : 0;
+	uint64_t granted = ctx->oci ? ctx->oci->caps : ~0ULL;
 	size_t i;
 
 	/* The bounding set: at most root_caps (once, ahead, when ctx->prepared), and empty
 	 * for the sandbox user. */
 	if (!ctx->prepared && jail_bset_limit(err) < 0)
 		return -1;
-	for (i = 0; !root && i < ARRAY_SIZE(root_caps); i++)
-		if (prctl(PR_CAPBSET_DROP, root_caps[i], 0, 0, 0) < 0 && errno != EINVAL)
+	for (i = 0; i < ARRAY_SIZE(root_caps); i++)
+		if ((!root || !(granted & (1ULL << root_caps[i]))) &&
+		    prctl(PR_CAPBSET_DROP, root_caps[i], 0, 0, 0) < 0 && errno != EINVAL)
 			return al_error_set(err, errno, "PR_CAPBSET_DROP %d", root_caps[i]);
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return al_error_set(err, errno, "PR_CAP_AMBIENT_CLEAR_ALL");
-	if (setgroups(0, NULL) < 0 || setresgid(id, id, id) < 0 || setresuid(id, id, id) < 0)
+	/* An OCI container's supplementary gids are ids of its own namespace's range. */
+	if (setgroups(n_groups, n_groups ? ctx->oci->groups : NULL) < 0 ||
+	    setresgid(gid, gid, gid) < 0 || setresuid(id, id, id) < 0)
 		return al_error_set(err, errno, "setresuid(%u)", (unsigned)id);
-	/* Effective, permitted, inheritable: exactly the kept set (empty for uid 1000). */
+	/* Effective, permitted, inheritable: exactly the kept set (empty for uid 1000); an OCI
+	 * container's is cut to what its config grants, never widened. */
 	memset(data, 0, sizeof(data));
 	for (i = 0; root && i < ARRAY_SIZE(root_caps); i++) {
+		if (!(granted & (1ULL << root_caps[i])))
+			continue;
 		data[root_caps[i] / 32].effective |= 1u << (root_caps[i] % 32);
 		data[root_caps[i] / 32].permitted |= 1u << (root_caps[i] % 32);
 	}
@@ -126,6 +135,14 @@ static int add_path(int ruleset, const char *path, uint64_t access, struct al_er
 	if (sys_landlock_add_rule(ruleset, AL_LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
 		return al_error_set(err, errno, "landlock_add_rule '%s'", path);
 	return 0;
+}
+
+/* Every filesystem right the running kernel's Landlock knows. */
+static uint64_t landlock_all(void)
+{
+	int abi = sys_landlock_create_ruleset(NULL, 0, AL_LANDLOCK_CREATE_RULESET_VERSION);
+
+	return fs_rights_for(abi < 0 ? 1 : abi);
 }
 
 int jail_landlock_build(const char *wd, int *fd_out, struct al_error **err)
@@ -188,6 +205,11 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
 
 	if (jail_landlock_build(ctx->workdir ? ctx->workdir : ctx->cfg->workdir, &rs, err) < 0)
 		return -1;
+	/* An OCI container's writable mounts (binds and tmpfs its config asks for). */
+	for (size_t i = 0; rs >= 0 && ctx->oci && i < ctx->oci->n_mounts; i++)
+		if (!ctx->oci->mounts[i].rdonly &&
+		    add_path(rs, ctx->oci->mounts[i].dst, landlock_all(), err) < 0)
+			return -1;
 	return jail_landlock_restrict(rs, err);
 }
 
@@ -200,5 +222,15 @@ int jail_seccomp_install(struct al_error **err)
 
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
 		return al_error_set(err, errno, "seccomp(SET_MODE_FILTER)");
+	return 0;
+}
+
+int jail_seccomp_install_extra(const void *prog, struct al_error **err)
+{
+	/* In addition to ours, never instead: the kernel runs every filter installed and takes
+	 * the most restrictive answer. */
+	if (prog && syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, prog) < 0)
+		return al_error_set(err, errno,
+				    "seccomp(SET_MODE_FILTER) of the container's filter");
 	return 0;
 }

@@ -29,7 +29,7 @@ static int cmp_int(const void *a, const void *b)
 static void keep_only_our_fds(const struct jail_ctx *ctx)
 {
 	struct al_error *err = NULL;
-	int keep[10], n = 0, null_fd;
+	int keep[14], n = 0, null_fd;
 	unsigned next = 3;
 
 	keep[n++] = ctx->sync_fd;
@@ -40,6 +40,10 @@ static void keep_only_our_fds(const struct jail_ctx *ctx)
 	keep[n++] = ctx->agent_path ? ctx->agent_fd : -1; /* a one-shot's are 0, not set */
 	keep[n++] = ctx->agent_path ? ctx->listen_fd : -1;
 	keep[n++] = ctx->prepared ? ctx->landlock_fd : -1;
+	keep[n++] = ctx->oci ? ctx->oci->gate_fd : -1; /* an OCI container's (container.c) */
+	keep[n++] = ctx->oci ? ctx->oci->hold_fd : -1;
+	keep[n++] = ctx->oci ? ctx->oci->ipc_fd : -1;
+	keep[n++] = ctx->oci ? ctx->oci->uts_fd : -1;
 	qsort(keep, (size_t)n, sizeof(keep[0]), cmp_int);
 	for (int i = 0; i < n; i++) {
 		if (keep[i] < (int)next)
@@ -83,6 +87,10 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int
 		args.flags &= ~(uint64_t)CLONE_NEWNET;
 	if (ctx->root != JAIL_ROOT_BUILD) /* the child joins it (child.c, C5) */
 		args.flags &= ~(uint64_t)CLONE_NEWNS;
+	if (ctx->oci && ctx->oci->ipc_fd >= 0) /* an OCI pod's: joined (child.c, C4) */
+		args.flags &= ~(uint64_t)CLONE_NEWIPC;
+	if (ctx->oci && ctx->oci->uts_fd >= 0)
+		args.flags &= ~(uint64_t)CLONE_NEWUTS;
 	if (ctx->clone_parent) { /* clone3 wants no exit signal then: reap with __WALL */
 		args.flags |= CLONE_PARENT;
 		args.exit_signal = 0;

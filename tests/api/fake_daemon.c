@@ -319,6 +319,39 @@ int dm_sandbox_extend(struct daemon *d, const char *team, const char *id, uint64
 	return r;
 }
 
+int dm_sandbox_set_deadline(struct daemon *d, const char *team, const char *id, int64_t expires_ms,
+			    struct al_error **err)
+{
+	struct fk_sbx *s;
+	int r = 0;
+
+	pthread_mutex_lock(&d->mu);
+	s = fk_sbx_find(d, team, id, err);
+	if (!s)
+		r = -ENOENT;
+	else if (s->stopped)
+		r = al_error_set(err, ESRCH, "sandbox '%s' is stopped", id);
+	else
+		s->expires = expires_ms;
+	pthread_mutex_unlock(&d->mu);
+	return r;
+}
+
+int dm_sandbox_usage(struct daemon *d, const char *team, const char *id, json_t **out,
+		     struct al_error **err)
+{
+	struct fk_sbx *s;
+
+	pthread_mutex_lock(&d->mu);
+	s = fk_sbx_find(d, team, id, err);
+	pthread_mutex_unlock(&d->mu);
+	if (!s)
+		return -ENOENT;
+	*out = json_pack("{s:i,s:i,s:i,s:i,s:i}", "cpu_usec", 0, "memory_bytes", 1 << 20,
+			 "memory_max", 0, "disk_used", 0, "disk_total", 1 << 30);
+	return 0;
+}
+
 int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, json_t *policy,
 			  struct al_error **err)
 {

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """HTTP-layer tests of airlockd's API against the in-memory fake daemon.
 
-The binary is built from src/api/{,native/,vercel/}*.c + tests/api/fake_daemon.c + api_test_main.c
+The binary is built from src/api/{,native/,vercel/,e2b/}*.c + tests/api/fake_daemon.c + api_test_main.c
 with gcc in a session fixture, or taken from $API_TEST_BIN.
 Only the standard library is used (http.client, socket).
 """
@@ -32,13 +32,14 @@ def build(tmp):
         return os.environ["API_TEST_BIN"]
     out = os.path.join(tmp, "api_test")
     srcs = sorted(os.path.join(d, f) for d in (os.path.join(ROOT, "src/api", sub)
-                                                for sub in ("", "native", "vercel"))
+                                                for sub in ("", "native", "vercel", "e2b"))
                   for f in os.listdir(d) if f.endswith(".c"))
     srcs += [os.path.join(ROOT, p) for p in (
         "tests/api/fake_daemon.c", "tests/api/api_test_main.c", "src/common/error.c",
         "src/common/xalloc.c", "src/common/utf8.c", "src/common/parse.c", "src/common/path.c",
         "src/jail/spec.c")]
-    pc = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd", "jansson", "libarchive"],
+    pc = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd", "jansson", "libarchive",
+                         "libcrypto", "zlib"],
                         check=True, capture_output=True, text=True).stdout.split()
     subprocess.run(["gcc", *CFLAGS, "-I" + os.path.join(ROOT, "include"),
                     "-I" + os.path.join(ROOT, "src"), "-o", out, *srcs, *pc,
@@ -645,6 +646,18 @@ def test_openapi_matches_the_served_routes():
     metrics = open(os.path.join(ROOT, "src/api/metrics.c")).read()
     routes += re.findall(r'\{\s*"([A-Z]+)",\s*"(/metrics)"', metrics)
     assert len(routes) == 25
+    # The E2B front end: its control plane and envd's routes (docs/e2b.md).
+    e2b = open(os.path.join(ROOT, "src/api/e2b/routes_e2b.c")).read()
+    e2b = e2b.replace('"/v2" SBX "', '"/v2/sandboxes/{id}').replace('SBX "', '"/sandboxes/{id}')
+    e2b = e2b.replace("SBX,", '"/sandboxes/{id}",')
+    e2b_routes = re.findall(r'\{"([A-Z]+)", "(/[^"]*)", e2b_', e2b)
+    envd = open(os.path.join(ROOT, "src/api/e2b/envd.c")).read()
+    envd = envd.replace('PROC "', '"/process.Process/').replace('FS "', '"/filesystem.Filesystem/')
+    e2b_routes += re.findall(r'\{"([A-Z]+)", "(/[^"]*)", e2b_', envd)
+    jupyter = open(os.path.join(ROOT, "src/api/e2b/jupyter.c")).read()
+    e2b_routes += re.findall(r'\{"([A-Z]+)", "(/[^"]*)", e2b_', jupyter)
+    assert len(e2b_routes) == 40, e2b_routes
+    routes += e2b_routes
     for method, path in routes:
         assert path in doc["paths"], path
         assert method.lower() in doc["paths"][path], (method, path)
