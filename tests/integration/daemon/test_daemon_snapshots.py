@@ -228,3 +228,35 @@ def test_persistent_name_survives_a_daemon_restart(api, daemon):
     assert api.sh(new, "cat /vercel/sandbox/a").stdout == b"across\n"
     assert api.request("DELETE", f"/v2/sandboxes/{name}?deleteOrphanSnapshots=true").status == 200
     assert api.request("GET", f"/v2/sandboxes/{name}").status == 404
+
+
+def test_capture_freezes_then_thaws_the_whole_sandbox(api, sandbox):
+    """The capture's freeze covers every process of the sandbox (v1: all moved into its
+    freezer cgroup; v2: its own cgroup.freeze), and it is thawed afterwards: a writer
+    that ran through the capture keeps running, and what was captured of its file is
+    whole lines (no write was cut by the copy)."""
+    import hostprobe
+    api.start_ok(sandbox, "/bin/sh", "-c",
+                 "i=0; while :; do i=$((i+1)); echo line-$i-end >> /workspace/log; done")
+    time.sleep(0.2)
+    s = snap_ok(api, sandbox)
+    pids = set(open(os.path.join(hostprobe.cgroup_dir("pids", sandbox),
+                                 "cgroup.procs")).read().split())
+    if hostprobe.cgroup_layout() == "v2":
+        d = hostprobe.cgroup_dir("pids", sandbox)
+        assert open(os.path.join(d, "cgroup.freeze")).read().strip() == "0"
+    else:
+        d = os.path.join(hostprobe.CGROUP_FS, "freezer", "airlock", sandbox)
+        assert open(os.path.join(d, "freezer.state")).read().strip() == "THAWED"
+        assert pids <= set(open(os.path.join(d, "cgroup.procs")).read().split())
+    n1 = api.sh(sandbox, "wc -l < /workspace/log").stdout
+    time.sleep(0.2)
+    assert int(api.sh(sandbox, "wc -l < /workspace/log").stdout) > int(n1)  # still writing
+    r = api.create(snapshot=s["id"])
+    assert r.status == 201, r
+    new = r.json["sandbox"]["id"]
+    try:
+        bad = api.sh(new, "grep -cv '^line-[0-9]*-end$' /workspace/log || true").stdout
+        assert bad.strip() == b"0", bad
+    finally:
+        api.stop(new)
