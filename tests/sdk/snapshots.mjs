@@ -211,8 +211,9 @@ await step("Drive.getOrCreate-list", async () => {
 });
 
 await step("mounts-rw-ro-share", async () => {
-  writer = await Sandbox.create({ ...creds, mounts: { "/vercel/sandbox/data": drive } });
+  writer = await Sandbox.create({ ...creds, name: `writer-${Date.now()}`, mounts: { "/vercel/sandbox/data": drive } });
   made.push(writer);
+  check(writer.mounts?.["/vercel/sandbox/data"]?.drive === "sdk-data", `mounts ${JSON.stringify(writer.mounts)}`);
   const w = await run(writer, "echo shared-bytes > /vercel/sandbox/data/f && id -u && stat -c %u /vercel/sandbox/data/f");
   check(w.code === 0 && w.out === "1000\n1000\n", `write to the drive: ${JSON.stringify(w)}`);
   const reader = await Sandbox.create({ ...creds, mounts: { "/tmp/snap": drive.snapshot() } });

@@ -91,6 +91,9 @@ void vc_named_view(struct api_req *r, const char *sid, json_t *sb)
 		json_object_set(sb, "snapshotExpiration", v);
 	if (json_is_object(v = json_object_get(rec, "keepLastSnapshots")))
 		json_object_set(sb, "keepLastSnapshots", v);
+	v = json_object_get(json_object_get(rec, "create"), "mounts");
+	if (json_is_object(v) && json_object_size(v))
+		json_object_set(sb, "mounts", v);
 }
 
 bool vc_named_hidden(struct api_req *r, const char *sid, char **shown)
