@@ -65,6 +65,9 @@ void cli_serve_usage(FILE *out)
 	      "                      beyond it its oldest finished commands are forgotten, and a\n"
 	      "                      command that does not fit beside the running ones is\n"
 	      "                      refused with 429 (default 16M)\n"
+	      "  --snapshot-max SIZE bytes all snapshots together may take under the state\n"
+	      "                      directory; a snapshot that would not fit is refused\n"
+	      "                      (default 16G)\n"
 	      "  --metrics-listen ADDR:PORT\n"
 	      "                      serve GET /metrics (Prometheus) there, without a token;\n"
 	      "                      bind it where only the scraper reaches (e.g. 127.0.0.1:9470)\n"
@@ -165,6 +168,7 @@ static const struct option serve_opts[] = {{"listen", required_argument, NULL, '
 					   {"keep-ended-output", required_argument, NULL, 'O'},
 					   {"team-max-sandboxes", required_argument, NULL, 'T'},
 					   {"metrics-listen", required_argument, NULL, 'M'},
+					   {"snapshot-max", required_argument, NULL, 'S'},
 					   {"metrics-token-file", required_argument, NULL, 'm'},
 					   {"pty-ticket-ttl", required_argument, NULL, 'P'},
 					   {"preview-domain", required_argument, NULL, 'D'},
@@ -245,6 +249,10 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 		break;
 	case 'k':
 		if (count_arg("keep-ended", optarg, 1, 1000000, &dopt->max_ended) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'S':
+		if (size_arg("snapshot-max", optarg, &dopt->snap_max_bytes) < 0)
 			return AL_EXIT_USAGE;
 		break;
 	case 'M':

@@ -55,6 +55,10 @@ struct daemon_opts {
 	uint64_t sbx_records_max;
 #define DM_SBX_RECORDS_DEFAULT (16ull << 20)
 	unsigned team_max_sbxs; /* live sandboxes one team may have at once (0: no limit) */
+	/* Bytes all snapshots together may take under STATE/snapshots (0: the default);
+	 * a capture that would go over is refused (ENOSPC), nothing is evicted. */
+	uint64_t snap_max_bytes;
+#define DM_SNAP_MAX_DEFAULT (16ull << 30)
 };
 
 int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_error **err);
@@ -225,6 +229,81 @@ int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const ch
 /* [{name, type: file|dir|symlink|other, size, mode, mtime}] */
 int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *path,
 	       json_t **out_array, struct al_error **err);
+
+/* --- snapshots (docs/snapshots.md) ----------------------------------------- */
+
+/*
+ * A snapshot of a running sandbox's writable areas (/workspace, /tmp, /home/user,
+ * /dev/shm, its workdir), captured with its processes frozen for the moment of the copy;
+ * the sandbox keeps running. expire_ms: it is deleted that long after (0: never).
+ * View: {id, sandbox_id, parent_id|null, created_at, expires_at|null, size_bytes, sha256,
+ * status: "created", workdir}. Another team's snapshot is ENOENT; a stopped sandbox ESRCH;
+ * the store's cap ENOSPC.
+ */
+int dm_snapshot_create(struct daemon *d, const char *team, const char *sbx, uint64_t expire_ms,
+		       json_t **out, struct al_error **err);
+int dm_snapshot_get(struct daemon *d, const char *team, const char *id, json_t **out,
+		    struct al_error **err);
+/* The team's snapshots, newest first; only those of sandbox sbx unless it is NULL. */
+int dm_snapshot_list(struct daemon *d, const char *team, const char *sbx, json_t **out_array,
+		     struct al_error **err);
+/* Deletes it; *out (unless out is NULL): its view, status "deleted". Sandboxes made from it
+ * keep their files (a restore copies). */
+int dm_snapshot_delete(struct daemon *d, const char *team, const char *id, json_t **out,
+		       struct al_error **err);
+/* A create whose writable areas start as snapshot snap has them (its digest checked
+ * first: EBADMSG when the stored data is not what was captured). What c leaves unset of
+ * the workdir and disk is the snapshot's source's. */
+int dm_sandbox_create_from(struct daemon *d, const char *team, const struct dm_create *c,
+			   const char *snap, char **out_id, struct al_error **err);
+/* A new sandbox with the current files of running sandbox `from` (captured as a snapshot
+ * is, kept nowhere); settings c leaves unset are the source's. */
+int dm_sandbox_fork(struct daemon *d, const char *team, const char *from, const struct dm_create *c,
+		    char **out_id, struct al_error **err);
+
+/* --- drives (docs/snapshots.md, "Drives") ------------------------------------ */
+
+/* A team's persistent volume by name: an ext4 image of max bytes (0: DM_DRIVE_DEFAULT).
+ * View: {id, name, project, max_size_bytes, created_at, updated_at, in_use,
+ * sandbox_id|null (the running sandbox that has it read-write)}. */
+#define DM_DRIVE_MIN (16ull << 20)
+#define DM_DRIVE_DEFAULT (1ull << 30)
+#define DM_DRIVE_MAX (256ull << 30)
+int dm_drive_get_or_create(struct daemon *d, const char *team, const char *name,
+			   const char *project, uint64_t max, json_t **out, struct al_error **err);
+int dm_drive_list(struct daemon *d, const char *team, json_t **out_array, struct al_error **err);
+/* EBUSY while a running sandbox has it mounted. */
+int dm_drive_delete(struct daemon *d, const char *team, const char *name, json_t **out,
+		    struct al_error **err);
+/* Mounts drive `name` on path (in a writable area) in sandbox sbx, read-only if ro. One
+ * running sandbox at a time has a drive read-write (EBUSY). */
+int dm_drive_attach(struct daemon *d, const char *team, const char *sbx, const char *name,
+		    const char *path, bool ro, struct al_error **err);
+
+/* --- names (sandboxes that outlive a session: the Vercel API's named ones) -------- */
+
+#define DM_NAME_MAX 64
+/* 1 to DM_NAME_MAX of [A-Za-z0-9._-], not starting with '.' or '-'. */
+bool dm_name_ok(const char *name);
+/* A record (a JSON object the API defines; "session" its current session, "sessions" the
+ * earlier ones) per team and name, kept across restarts. EEXIST, ENOENT as expected. */
+int dm_name_create(struct daemon *d, const char *team, const char *name, json_t *rec,
+		   struct al_error **err);
+int dm_name_get(struct daemon *d, const char *team, const char *name, json_t **out,
+		struct al_error **err);
+int dm_name_set(struct daemon *d, const char *team, const char *name, json_t *rec,
+		struct al_error **err);
+int dm_name_delete(struct daemon *d, const char *team, const char *name, struct al_error **err);
+/* Whether sbx is the current session of a persistent name (its record's "persistent");
+ * *exp: the expiration its snapshots get (keepLastSnapshots.expiration, else
+ * snapshotExpiration; 0 none). The timer snapshots such a sandbox before its expiry stop. */
+bool dm_name_persistent(struct daemon *d, const char *team, const char *sbx, uint64_t *exp);
+/* A snapshot snap of sbx was taken: the name whose current session it is records it as
+ * its "snapshot", appends it to "snapshots" and evicts beyond keepLastSnapshots.count. */
+int dm_name_snapshotted(struct daemon *d, const char *team, const char *sbx, const char *snap,
+			struct al_error **err);
+/* The name whose record has session sbx (heap; *current: as its "session"), or NULL. */
+char *dm_name_of_session(struct daemon *d, const char *team, const char *sbx, bool *current);
 
 /* --- metrics ---------------------------------------------------------------- */
 

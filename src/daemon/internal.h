@@ -128,15 +128,16 @@ struct dm_sbx {
 
 	struct dm_cmd **cmds; /* in start order, seq increasing */
 	size_t n_cmds;
-	uint64_t cmd_seq;   /* the last seq given */
-	pthread_cond_t cv;  /* this sandbox's events (under d->mu): replies, output, exits */
-	uint64_t gen;	    /* bumped with every change cv's waiters look for (each frame
-			     * from the agent, ...), before cv is broadcast: waiters compare
-			     * it, so no wake-up is lost */
-	uint64_t woken_gen; /* gen when the reader last woke cv's waiters (d->mu held) */
-	bool warm;	    /* taken from the warm pool (started before its create) */
-	unsigned refs;	    /* callers using it outside d->mu (dm_hold_sbx): an ended
-			     * sandbox is forgotten (freed) only when none is */
+	uint64_t cmd_seq;    /* the last seq given */
+	pthread_cond_t cv;   /* this sandbox's events (under d->mu): replies, output, exits */
+	uint64_t gen;	     /* bumped with every change cv's waiters look for (each frame
+			      * from the agent, ...), before cv is broadcast: waiters compare
+			      * it, so no wake-up is lost */
+	uint64_t woken_gen;  /* gen when the reader last woke cv's waiters (d->mu held) */
+	bool warm;	     /* taken from the warm pool (started before its create) */
+	bool expiry_snapped; /* the timer took its persistent name's snapshot at expiry */
+	unsigned refs;	     /* callers using it outside d->mu (dm_hold_sbx): an ended
+			      * sandbox is forgotten (freed) only when none is */
 
 	/* Bytes of its egress log the metrics have counted (d->mu; a scrape moves it, under
 	 * m.scrape_mu: metrics_read.c). */
@@ -169,6 +170,9 @@ struct daemon {
 
 	/* GET /metrics: its counters (metrics.c). */
 	struct dm_metrics m;
+	struct dm_snaps *snaps;	  /* snapshots.c */
+	struct dm_drives *drives; /* drives.c */
+	struct dm_names *names;	  /* names.c */
 };
 
 /* d->mu held for a scope: `_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);` (as
@@ -346,6 +350,17 @@ struct dm_egress_logs {
 void dm_egress_logs_list(struct daemon *d, struct dm_egress_logs *out);
 bool dm_egress_logs_has(const struct dm_egress_logs *l, const char *id);
 void dm_egress_logs_free(struct dm_egress_logs *l);
+
+/* snapshots.c: the snapshot store (STATE/snapshots), loaded at open; the timer expires */
+int dm_snaps_open(struct daemon *d, struct al_error **err);
+void dm_snaps_close(struct daemon *d);
+void dm_snaps_expire(struct daemon *d);
+/* drives.c: the drives' records (STATE/drives), loaded at open */
+int dm_drives_open(struct daemon *d, struct al_error **err);
+void dm_drives_close(struct daemon *d);
+/* names.c: the names' records (STATE/names), loaded at open */
+int dm_names_open(struct daemon *d, struct al_error **err);
+void dm_names_close(struct daemon *d);
 
 /* spawner.c: the spawner process, forked while the daemon is small. */
 int dm_spawner_start(struct daemon *d, struct al_error **err);

@@ -257,6 +257,10 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 			&why) < 0)
 		dm_log_err(d, &why, "pruning ended sandboxes (again at the next start)");
 	dm_prune_egress_logs(d);
+	if (dm_snaps_open(d, err) < 0 || dm_drives_open(d, err) < 0 || dm_names_open(d, err) < 0) {
+		daemon_close(d);
+		return -1;
+	}
 	pthread_cond_init(&d->pool_cv, NULL);
 	if (start_threads(d, err) < 0) {
 		daemon_close(d);
@@ -298,6 +302,9 @@ void daemon_close(struct daemon *d)
 	/* Sandboxes keep running; their readers are detached threads that die with us. */
 	if (d->store)
 		store_close(d->store);
+	dm_snaps_close(d);
+	dm_drives_close(d);
+	dm_names_close(d);
 	dm_state_unlock(d);
 	free(d->sock_dir);
 	free(d->creating); /* empty: no create outlives the API */

@@ -2,6 +2,7 @@
 /* airlockd: retention -- the timer and reaper threads, expiry, forgetting ended sandboxes
  * and old commands, reclaiming cgroups, pruning egress logs. */
 #include "daemon/internal.h"
+#include "daemon/freeze.h"
 #include "jail/sandbox.h"
 #include "net/contract.h"
 #include "net/policy.h"
@@ -73,6 +74,8 @@ size_t dm_reclaim_cgroups(struct daemon *d)
 		if (jail_sandbox_reclaim(ids[k]) < 0) {
 			ids[k][0] = '\0';
 			left++;
+		} else {
+			dm_freeze_forget(ids[k]); /* v1: a snapshot's freezer cgroup */
 		}
 	pthread_mutex_lock(&d->mu);
 	for (size_t k = 0; k < n; k++)
@@ -278,6 +281,38 @@ static void forget_old_cmds(struct daemon *d)
 	pthread_mutex_lock(&d->mu);
 }
 
+/*
+ * d->mu held: an expired sandbox that is a persistent name's current session keeps its
+ * files (a snapshot, as its stop through the API takes) before the timer stops it. Once
+ * per sandbox (s->expiry_snapped); d->mu is dropped meanwhile: true if it was.
+ */
+static bool expiry_snapshot(struct daemon *d, struct dm_sbx *s)
+{
+	struct al_error *err = NULL;
+	char id[DM_ID_LEN + 1];
+	char *team;
+	uint64_t exp = 0;
+	json_t *view = NULL;
+
+	if (s->expiry_snapped || !s->team[0])
+		return false;
+	s->expiry_snapped = true;
+	team = xstrdup(s->team);
+	strcpy(id, s->id);
+	dm_sbx_hold(s);
+	pthread_mutex_unlock(&d->mu);
+	if (dm_name_persistent(d, team, id, &exp) &&
+	    (dm_snapshot_create(d, team, id, exp, &view, &err) < 0 ||
+	     dm_name_snapshotted(d, team, id, json_string_value(json_object_get(view, "id")),
+				 &err) < 0))
+		dm_log_err(d, &err, "sandbox %s: its snapshot at expiry", id);
+	json_decref(view);
+	free(team);
+	pthread_mutex_lock(&d->mu);
+	dm_sbx_put(s);
+	return true;
+}
+
 /* Sandboxes past their expiry are stopped; commands past their timeout are killed; once
  * a second, ended sandboxes past retention and old finished commands are forgotten. */
 void *dm_timer_main(void *arg)
@@ -296,6 +331,8 @@ void *dm_timer_main(void *arg)
 			if (s->state != DM_SBX_RUNNING)
 				continue;
 			if (s->expires_ms <= now) {
+				if (expiry_snapshot(d, s))
+					break; /* d->mu was dropped: the list may have changed */
 				for (size_t j = 0; j < s->n_cmds; j++)
 					if (!s->cmds[j]->finished)
 						s->cmds[j]->timed_out = true;
@@ -320,6 +357,7 @@ void *dm_timer_main(void *arg)
 		if (now >= next_forget) {
 			forget_ended(d);
 			forget_old_cmds(d);
+			dm_snaps_expire(d);
 			next_forget = now + 1000;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);

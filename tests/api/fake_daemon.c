@@ -394,6 +394,7 @@ int dm_sandbox_set_policy(struct daemon *d, const char *team, const char *id, js
 
 #include "fake_daemon_cmd.c"
 #include "fake_daemon_fs.c"
+#include "fake_daemon_snap.c"
 
 int dm_sandbox_egress_read(struct daemon *d, const char *team, const char *id, uint64_t off,
 			   char *buf, size_t max, size_t *got, struct al_error **err)

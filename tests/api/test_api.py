@@ -642,10 +642,10 @@ def test_openapi_matches_the_served_routes():
     src = open(os.path.join(ROOT, "src/api/native/routes_native.c")).read()
     src = src.replace('SBX "', '"/v1/sandboxes/{id}').replace("SBX,", '"/v1/sandboxes/{id}",')
     routes = re.findall(r'\{\s*"([A-Z]+)",\s*"(/v1[^"]*)"', src)
-    assert len(routes) == 23
+    assert len(routes) == 28
     metrics = open(os.path.join(ROOT, "src/api/metrics.c")).read()
     routes += re.findall(r'\{\s*"([A-Z]+)",\s*"(/metrics)"', metrics)
-    assert len(routes) == 24
+    assert len(routes) == 29
     # The E2B front end: its control plane and envd's routes (docs/e2b.md).
     e2b = open(os.path.join(ROOT, "src/api/e2b/routes_e2b.c")).read()
     e2b = e2b.replace('"/v2" SBX "', '"/v2/sandboxes/{id}').replace('SBX "', '"/sandboxes/{id}')

@@ -429,10 +429,10 @@ def test_bad_bodies_are_400(api, sid):
         ("POST", "/v3/sandboxes", {"ports": list(range(3000, 3016))}),  # 16: over 15
         ("POST", "/v3/sandboxes", {"ports": [3000, 3000]}),
         ("POST", "/v3/sandboxes", {"networkPolicy": {"mode": "nope"}}),
-        ("POST", "/v3/sandboxes", {"source": {"type": "snapshot", "snapshotId": "snap_x"}}),
+        ("POST", "/v3/sandboxes", {"source": {"type": "snapshot", "snapshotId": 5}}),
         ("POST", "/v3/sandboxes", {"source": {"type": "git", "url": "ssh://x/r.git"}}),
         ("POST", "/v3/sandboxes", {"runtime": "../x"}),
-        ("POST", "/v3/sandboxes", {"persistent": True}),
+        ("POST", "/v3/sandboxes", {"persistent": "yes"}),
     ]
     for method, path, body in cases:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()

@@ -44,7 +44,7 @@ static void api_health(struct api_req *r)
 }
 
 /* Replies {sandbox: view} with status, or the error. */
-static void api_reply_sandbox(struct api_req *r, unsigned status, const char *id)
+void api_reply_sandbox(struct api_req *r, unsigned status, const char *id)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	json_t *view = NULL;
@@ -98,11 +98,11 @@ static int api_parse_ports(json_t *body, uint16_t *ports, size_t *n, struct al_e
 	return 0;
 }
 
-static int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
+int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
 {
 	static const char *const fields[] = {"image",	 "resources", "timeout",
 					     "env",	 "workdir",   "network_policy",
-					     "hostname", "ports",     NULL};
+					     "hostname", "ports",     "snapshot", NULL};
 	const char *image = NULL, *workdir = NULL, *hostname = NULL;
 	json_t *policy;
 
@@ -163,12 +163,18 @@ static void api_sbx_create(struct api_req *r)
 	uint16_t ports[DM_PORTS_MAX];
 	struct dm_create c = {.ports = ports};
 	char **env = NULL;
+	json_t *snap;
 	int ret;
 
 	if (api_body_object(r, &body, &err) < 0)
 		return api_reply_error(r, err);
 	ret = api_parse_create(body, &c, &env, &err);
-	if (ret == 0)
+	if (ret == 0 && (snap = json_object_get(body, "snapshot")) && !json_is_null(snap))
+		ret = json_is_string(snap)
+			  ? dm_sandbox_create_from(r->api->d, r->team, &c, json_string_value(snap),
+						   &id, &err)
+			  : api_bad(&err, "field 'snapshot' must be a snapshot id");
+	else if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
 	api_strv_free(env, c.n_env);
 	if (ret < 0)
@@ -354,5 +360,10 @@ const struct api_route api_native_routes[] = {
     {"GET", SBX "/files", api_fs_list, 0},
     {"GET", SBX "/files/content", api_fs_read, 0},
     {"POST", SBX "/files/mkdir", api_fs_mkdir, 0},
+    {"POST", SBX "/snapshot", api_snap_create, 0},
+    {"POST", SBX "/fork", api_sbx_fork, 0},
+    {"GET", "/v1/snapshots", api_snap_list, 0},
+    {"GET", "/v1/snapshots/{sid}", api_snap_get, 0},
+    {"DELETE", "/v1/snapshots/{sid}", api_snap_delete, 0},
 };
 const size_t api_native_routes_n = ARRAY_SIZE(api_native_routes);

@@ -230,8 +230,8 @@ char *vc_workdir(struct api_req *r, const char *id, struct al_error **err)
 /* --- replies --------------------------------------------------------------- */
 
 /* keys: "sandbox", "session", "routes" in any combination; extra is merged in (taken). */
-static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool session,
-			  bool routes, json_t *extra)
+void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool session, bool routes,
+		   json_t *extra)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	json_t *view = NULL, *o;
@@ -241,8 +241,12 @@ static void vc_reply_view(struct api_req *r, const char *id, bool sandbox, bool 
 		return vc_reply_error(r, err);
 	}
 	o = extra ? extra : json_object();
-	if (sandbox)
-		json_object_set_new(o, "sandbox", vc_sandbox_of(view));
+	if (sandbox) {
+		json_t *sb = vc_sandbox_of(view);
+
+		vc_named_view(r, id, sb);
+		json_object_set_new(o, "sandbox", sb);
+	}
 	if (session)
 		json_object_set_new(o, "session", vc_session_of(view));
 	if (routes) /* the declared ports' preview URLs (docs/ports.md) */
@@ -299,21 +303,21 @@ static int vc_parse_resources(json_t *body, struct dm_create *c, struct al_error
 
 static int vc_check_unsupported(json_t *body, struct al_error **err)
 {
-	json_t *v;
-
 	if (json_object_get(body, "image"))
 		return api_bad(err, "'image' is not supported: sandboxes use the host runtime");
-	if (json_object_get(body, "name"))
-		return api_bad(err, "'name' is not supported: the server names sandboxes");
-	v = json_object_get(body, "persistent");
-	if (v && !json_is_boolean(v))
-		return api_bad(err, "field 'persistent' must be a boolean");
-	if (json_is_true(v))
-		return api_bad(err, "persistent sandboxes are not supported");
-	v = json_object_get(body, "mounts");
-	if (v && (!json_is_object(v) || json_object_size(v) > 0))
-		return api_bad(err, "'mounts' are not supported");
-	return 0;
+	if (vc_named_check(body, err) < 0)
+		return -EINVAL;
+	return vc_mounts_check(json_object_get(body, "mounts"), err);
+}
+
+const char *vc_source_snapshot(json_t *body)
+{
+	json_t *src = json_object_get(body, "source");
+	const char *type = json_string_value(json_object_get(src, "type"));
+
+	if (!json_is_object(src) || !type || strcmp(type, "snapshot") != 0)
+		return NULL;
+	return json_string_value(json_object_get(src, "snapshotId"));
 }
 
 /* "runtime" ("node22", "python3.13", ...): the image of that name under airlock serve
@@ -356,8 +360,8 @@ static int vc_ports(json_t *body, uint16_t out[DM_PORTS_MAX], size_t *n, struct 
 	return 0;
 }
 
-static int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
-			   uint16_t ports[DM_PORTS_MAX], struct al_error **err)
+int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
+		    uint16_t ports[DM_PORTS_MAX], struct al_error **err)
 {
 	static const char *const known[] = {"ports",	     "timeout", "resources", "source",
 					    "runtime",	     "image",	"name",	     "persistent",
@@ -404,8 +408,8 @@ static int vc_source(json_t *body, struct dm_source *src, bool *has, struct al_e
 	json_t *v = json_object_get(body, "source");
 	uint64_t depth = 0;
 
-	*has = v && !json_is_null(v);
-	if (!*has)
+	*has = v && !json_is_null(v) && !vc_source_snapshot(body);
+	if (!*has) /* none, or a snapshot (the create restores it: dm_sandbox_create_from) */
 		return 0;
 	if (!json_is_object(v) || api_json_fields(v, "source", fields, err) < 0 ||
 	    api_json_string(v, "type", true, &src->type, err) < 0 ||
@@ -434,6 +438,7 @@ static void vc_create(struct api_req *r)
 	struct dm_source src = {0};
 	bool has_source = false;
 	char **env = NULL;
+	bool named;
 	int ret;
 
 	if (api_body_object(r, &body, &err) < 0)
@@ -442,12 +447,25 @@ static void vc_create(struct api_req *r)
 	if (ret == 0)
 		ret = vc_source(body, &src, &has_source, &err);
 	if (ret == 0)
+		ret = vc_named_reserve(r, body, &err);
+	named = ret == 0 && json_is_string(json_object_get(body, "name"));
+	if (ret == 0 && vc_source_snapshot(body))
+		ret = dm_sandbox_create_from(r->api->d, r->team, &c, vc_source_snapshot(body), &id,
+					     &err);
+	else if (ret == 0)
 		ret = dm_sandbox_create(r->api->d, r->team, &c, &id, &err);
 	if (ret < 0 && c.spec.image[0] && err && err->code == EINVAL && strstr(err->msg, "image"))
 		al_error_wrap(&err,
 			      "runtime '%s' is an image of that name under the daemon's --images",
 			      c.spec.image);
 	api_strv_free(env, c.n_env);
+	if (ret == 0 && (vc_mounts_apply(r, id, json_object_get(body, "mounts"), &err) < 0 ||
+			 vc_named_bind(r, body, id, true, &err) < 0)) {
+		ret = -1;
+		dm_sandbox_stop(r->api->d, r->team, id, NULL); /* no half-made sandbox */
+	}
+	if (ret < 0 && named)
+		vc_named_bind(r, body, NULL, false, NULL);
 	if (ret < 0)
 		return vc_reply_error(r, err);
 	/* Fetched inside the new sandbox (its policy applies); a failed fetch ends it. */
@@ -465,21 +483,31 @@ static void vc_create(struct api_req *r)
 static void vc_get(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
-	const char *id = api_param(r, "name");
+	_cleanup_json_ json_t *rec = NULL;
+	_cleanup_free_ char *id = vc_session_for(r, api_param(r, "name"), &rec);
 	json_t *view = NULL;
-	bool resume = false;
+	bool resume = false, running;
 
 	if (api_query_bool(r, "resume", &resume, &err) < 0)
 		return vc_reply_error(r, err);
 	if (resume) {
-		if (dm_sandbox_get(r->api->d, r->team, id, &view, &err) < 0)
+		/* a named sandbox whose session ended before its record was bound has none */
+		if (dm_sandbox_get(r->api->d, r->team, id, &view, rec ? NULL : &err) < 0 && !rec)
 			return vc_reply_error(r, err);
-		bool running = strcmp(vc_status(view), "running") == 0;
-
+		running = view && strcmp(vc_status(view), "running") == 0;
 		json_decref(view);
-		if (!running)
+		if (!running && !rec)
 			return vc_reply_error_code(r, 410, "sandbox_stopped",
-						   "the sandbox is stopped and cannot be resumed");
+						   "the sandbox is stopped and cannot be resumed "
+						   "(only a named sandbox gets a new session)");
+		if (!running) {
+			free(id);
+			id = NULL;
+			if (vc_named_resume(r, api_param(r, "name"), rec, &id, &err) < 0)
+				return vc_reply_error(r, err);
+			return vc_reply_view(r, id, true, true, true,
+					     json_pack("{s:b}", "resumed", 1));
+		}
 	}
 	vc_reply_view(r, id, true, true, true, json_pack("{s:b}", "resumed", 0));
 }
@@ -487,37 +515,46 @@ static void vc_get(struct api_req *r)
 static void vc_delete(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
-	const char *id = api_param(r, "name");
+	_cleanup_free_ char *id = vc_session_for(r, api_param(r, "name"), NULL);
+	bool del = false;
 
-	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0)
+	if (api_query_bool(r, "deleteOrphanSnapshots", &del, &err) < 0 ||
+	    dm_sandbox_stop(r->api->d, r->team, id, &err) < 0)
 		return vc_reply_error(r, err);
 	vc_reply_view(r, id, true, false, true, NULL);
+	vc_named_forget(r, api_param(r, "name"), del);
 }
 
-/* PATCH: the network policy and the ports can change; timeout is applied by the SDK's own
- * extend-timeout call that follows. */
+/* PATCH: the network policy, the ports and the snapshot settings (persistent,
+ * snapshotExpiration, keepLastSnapshots, currentSnapshotId) change; timeout is applied by
+ * the SDK's own extend-timeout call that follows. */
 static void vc_update(struct api_req *r)
 {
-	static const char *const fields[] = {"timeout", "networkPolicy", "persistent",
-					     "ports",	"tags",		 NULL};
+	static const char *const fields[] = {
+	    "timeout", "networkPolicy",	     "persistent",	  "ports",
+	    "tags",    "snapshotExpiration", "keepLastSnapshots", "currentSnapshotId",
+	    NULL};
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
-	const char *id = api_param(r, "name");
+	_cleanup_free_ char *id = vc_session_for(r, api_param(r, "name"), NULL);
 	uint16_t ports[DM_PORTS_MAX];
 	size_t n_ports = 0;
 	json_t *v;
 
 	if (api_body_object(r, &body, &err) < 0 ||
 	    api_json_fields(body, "the body", fields, &err) < 0 ||
-	    vc_check_unsupported(body, &err) < 0 || vc_ports(body, ports, &n_ports, &err) < 0)
+	    vc_check_unsupported(body, &err) < 0 || vc_ports(body, ports, &n_ports, &err) < 0 ||
+	    dm_sandbox_get(r->api->d, r->team, id, &v, &err) < 0)
 		return vc_reply_error(r, err);
+	json_decref(v);
 	v = json_object_get(body, "ports");
 	if (v && !json_is_null(v) &&
 	    dm_sandbox_set_ports(r->api->d, r->team, id, ports, n_ports, &err) < 0)
 		return vc_reply_error(r, err);
 	v = json_object_get(body, "networkPolicy");
-	if (v && (vc_policy_in(v, &policy, &err) < 0 ||
-		  dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0))
+	if ((v && (vc_policy_in(v, &policy, &err) < 0 ||
+		   dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0)) ||
+	    vc_named_update(r, api_param(r, "name"), id, body, &err) < 0)
 		return vc_reply_error(r, err);
 	vc_reply_view(r, id, true, false, true, NULL);
 }
@@ -549,6 +586,7 @@ static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(j
 	uint64_t limit = VC_LIST_MAX;
 	json_t *out, *item, *next = json_null();
 	size_t i, n = 0, start = 0;
+	bool sandboxes = strcmp(key, "sandboxes") == 0;
 
 	if (api_query_u64(r, "limit", VC_LIST_MAX, &limit, &err) < 0 ||
 	    dm_sandbox_list(r->api->d, r->team, &list, &err) < 0)
@@ -557,9 +595,13 @@ static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(j
 	json_array_foreach(list, i, item)
 	{
 		const char *id = json_string_value(json_object_get(item, "id"));
+		_cleanup_free_ char *shown = NULL;
 
-		if (!id || (name && strcmp(id, name) != 0) ||
-		    (prefix && strncmp(id, prefix, strlen(prefix)) != 0))
+		/* sandboxes: a named one under its name, its earlier sessions not at all;
+		 * sessions: name= those of that sandbox, current and earlier */
+		if (!id || (sandboxes && vc_named_hidden(r, id, &shown)) ||
+		    (name && !vc_named_has_session(r, name, id)) ||
+		    (prefix && strncmp(shown ? shown : id, prefix, strlen(prefix)) != 0))
 			continue;
 		v[n++] = item;
 	}
@@ -570,8 +612,13 @@ static void vc_list_common(struct api_req *r, const char *key, json_t *(*conv)(j
 			break;
 		}
 	out = json_array();
-	for (i = start; i < n && json_array_size(out) < limit; i++)
-		json_array_append_new(out, conv(v[i]));
+	for (i = start; i < n && json_array_size(out) < limit; i++) {
+		json_t *o = conv(v[i]);
+
+		if (sandboxes)
+			vc_named_view(r, json_string_value(json_object_get(v[i], "id")), o);
+		json_array_append_new(out, o);
+	}
 	if (i < n && json_array_size(out) > 0)
 		next = json_string(json_string_value(json_object_get(v[i - 1], "id")));
 	api_reply_json(r, 200,
@@ -612,11 +659,18 @@ static void vc_stop(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	const char *id = api_param(r, "id");
+	json_t *snap = NULL;
 
-	/* Stopping a stopped sandbox is a no-op: the SDK may repeat a stop. */
-	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0)
+	/* A persistent sandbox's files are kept first (its stop's snapshot); stopping a
+	 * stopped sandbox is a no-op: the SDK may repeat a stop. */
+	if (vc_named_before_stop(r, id, &snap, &err) < 0 ||
+	    dm_sandbox_stop(r->api->d, r->team, id, &err) < 0) {
+		json_decref(snap);
 		return vc_reply_error(r, err);
-	vc_reply_view(r, id, true, true, false, NULL);
+	}
+	vc_reply_view(r, id, true, true, false,
+		      snap ? json_pack("{s:o}", "snapshot", vc_snap_of(snap)) : NULL);
+	json_decref(snap);
 }
 
 static void vc_extend(struct api_req *r)
@@ -672,6 +726,15 @@ const struct api_route api_vercel_routes[] = {
     {"POST", SES "/interactive", vc_interactive, 0},
     {"GET", SES "/interactive/ws", api_pty_ws, API_ROUTE_NO_AUTH},
     {"GET", "/health", vc_health, API_ROUTE_NO_AUTH},
+    {"POST", SES "/snapshot", vc_snap_create, 0},
+    {"GET", "/v2/sandboxes/drives", vc_drive_list, 0},
+    {"POST", "/v2/sandboxes/drives/{dname}", vc_drive_put, 0},
+    {"DELETE", "/v2/sandboxes/drives/{dname}", vc_drive_delete, 0},
+    {"GET", "/v2/sandboxes/snapshots", vc_snap_list, 0},
+    {"GET", "/v2/sandboxes/snapshots/tree", vc_snap_tree, 0},
+    {"GET", "/v2/sandboxes/snapshots/{sid}", vc_snap_get, 0},
+    {"DELETE", "/v2/sandboxes/snapshots/{sid}", vc_snap_delete, 0},
+    {"POST", "/v2/sandboxes/{name}/fork", vc_fork, 0},
     {"GET", "/v2/sandboxes/{name}", vc_get, 0},
     {"PATCH", "/v2/sandboxes/{name}", vc_update, 0},
     {"DELETE", "/v2/sandboxes/{name}", vc_delete, 0},

@@ -1101,7 +1101,7 @@ VC_CREATE_BAD = [
     {"timeout": 24 * 3600 * 1000 + 1}, {"resources": {"vcpus": 0}},
     {"resources": {"vcpus": 2000}}, {"resources": {"memory": 2}}, {"resources": {"memory": "1G"}},
     {"resources": {"disk": 1}}, {"env": {"A=B": "c"}}, {"ports": [3000]},
-    {"persistent": True}, {"source": {"type": "git"}}, {"name": "mine"}, {"image": "/"},
+    {"persistent": 1}, {"source": {"type": "git"}}, {"name": "../mine"}, {"image": "/"},
     {"mounts": {"/x": {}}}, {"bogus": 1}, {"networkPolicy": "allow-some"},
 ]
 
