@@ -100,9 +100,9 @@ static int api_parse_ports(json_t *body, uint16_t *ports, size_t *n, struct al_e
 
 int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
 {
-	static const char *const fields[] = {"image",	 "resources", "timeout",
-					     "env",	 "workdir",   "network_policy",
-					     "hostname", "ports",     "snapshot", NULL};
+	static const char *const fields[] = {
+	    "image",	      "resources", "timeout", "env",	  "workdir",
+	    "network_policy", "hostname",  "ports",   "snapshot", NULL};
 	const char *image = NULL, *workdir = NULL, *hostname = NULL;
 	json_t *policy;
 
