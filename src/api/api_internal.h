@@ -171,6 +171,9 @@ void api_pty_ws(struct api_req *r);
 /* Is r for a preview URL (its Host under the preview domain, or /preview/<sandbox>/<port>/)?
  * Then r->route and r->proxy are set: the request is proxied to that port of the sandbox. */
 bool api_proxy_claim(struct api_req *r);
+/* E2B's getHost (<port>-<id>.<--e2b-domain>): r is proxied to that port of the sandbox, any
+ * port (not only declared ones), public as E2B's own URLs are by default. */
+void api_proxy_take(struct api_req *r, const char *sbx, unsigned port);
 /* The path form's prefix and the Vercel routes' entries: [{port, subdomain, url}]. */
 #define API_PREVIEW_PREFIX "/preview/"
 json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports);

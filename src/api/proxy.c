@@ -39,6 +39,7 @@ struct api_proxy_target {
 	unsigned port;
 	const char *target; /* what goes upstream as the request-target (into raw_uri) */
 	char prefix[API_PTY_ID_MAX + 32]; /* the path form's prefix ("" for the host form) */
+	bool any_port;			  /* E2B's getHost: every port, not only declared ones */
 };
 
 static void api_proxy_serve(struct api_req *r);
@@ -120,6 +121,16 @@ bool api_proxy_claim(struct api_req *r)
 	*r->proxy = t;
 	r->route = &proxy_route;
 	return true;
+}
+
+void api_proxy_take(struct api_req *r, const char *sbx, unsigned port)
+{
+	struct api_proxy_target t = {.port = port, .any_port = true, .target = r->raw_uri};
+
+	snprintf(t.sbx, sizeof(t.sbx), "%s", sbx);
+	r->proxy = xzalloc(sizeof(t));
+	*r->proxy = t;
+	r->route = &proxy_route;
 }
 
 /* --- the request upstream ----------------------------------------------------------------- */
@@ -405,7 +416,7 @@ static void api_proxy_serve(struct api_req *r)
 	long h;
 	int fd;
 
-	if (dm_sandbox_port_connect(r->api->d, NULL, t->sbx, t->port, &fd, &err) < 0) {
+	if (dm_sandbox_port_connect(r->api->d, NULL, t->sbx, t->port, t->any_port, &fd, &err) < 0) {
 		unsigned st = proxy_error(r, err);
 
 		if (st != 404) /* a sandbox that is not there has no log */

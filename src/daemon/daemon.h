@@ -113,13 +113,14 @@ int dm_sandbox_set_ports(struct daemon *d, const char *team, const char *id, con
 /*
  * A TCP connection to 127.0.0.1:port inside the sandbox's network namespace (a short-lived
  * thread enters it with setns on a pidfd of the sandbox's PID 1; the socket keeps the
- * namespace). Only a declared port: EACCES otherwise; ECONNREFUSED when nothing listens
- * there, ETIMEDOUT when the connect does not finish in 5 s, ESRCH for a stopped sandbox.
- * Any front end may use it (the Vercel preview URLs, E2B's getHost). team NULL: a sandbox
- * of any team (the preview URLs are public, as Vercel's).
+ * namespace). Only a declared port unless any_port (E2B's getHost reaches every port, as
+ * E2B's does): EACCES otherwise; ECONNREFUSED when nothing listens there, ETIMEDOUT when the
+ * connect does not finish in 5 s, ESRCH for a stopped sandbox. Any front end may use it
+ * (the Vercel preview URLs, E2B's getHost). team NULL: a sandbox of any team (the preview
+ * URLs are public, as Vercel's and E2B's).
  */
 int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, unsigned port,
-			    int *fd, struct al_error **err);
+			    bool any_port, int *fd, struct al_error **err);
 /* One inbound line in the sandbox's egress log: {"direction":"in", "port", "what",
  * "status", "bytes_in" (into the sandbox), "bytes_out"}. Best effort, never over 64 MiB. */
 void dm_sandbox_inbound_log(struct daemon *d, const char *id, unsigned port, const char *what,

@@ -125,7 +125,7 @@ static void *connect_inside(void *arg)
 }
 
 int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, unsigned port,
-			    int *fd, struct al_error **err)
+			    bool any_port, int *fd, struct al_error **err)
 {
 	struct netns_connect nc = {.pidfd = -1, .port = port, .fd = -1};
 	struct dm_sbx *s;
@@ -138,7 +138,7 @@ int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, 
 	if (s && s->state != DM_SBX_RUNNING)
 		al_error_msg(err, ESRCH, "sandbox '%s' is %s", s->id, dm_sbx_state_name(s->state)),
 		    s = NULL;
-	else if (s && !declared(s, port))
+	else if (s && !any_port && !declared(s, port))
 		al_error_msg(err, EACCES, "port %u is not one of sandbox '%s''s ports", port,
 			     s->id),
 		    s = NULL;

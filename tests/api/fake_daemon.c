@@ -333,7 +333,7 @@ int dm_sandbox_set_ports(struct daemon *d, const char *team, const char *id, con
 }
 
 int dm_sandbox_port_connect(struct daemon *d, const char *team, const char *id, unsigned port,
-			    int *fd, struct al_error **err)
+			    bool any_port, int *fd, struct al_error **err)
 {
 	return al_error_msg(err, ENOENT, "no sandbox '%.64s'", id);
 }

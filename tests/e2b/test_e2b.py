@@ -536,6 +536,62 @@ def test_domain_routing(daemon, sbx):
                        "Content-Type": "application/json"})
     assert st == 200 and json.loads(data)["entry"]["type"] == "FILE_TYPE_DIRECTORY"
     st, _, data = req(daemon, "GET", "/", headers={"Host": f"8080-{sid}.{DOMAIN}"})
-    assert st == 502 and b"not proxied" in data
+    assert st == 502 and b"port_not_listening" in data, data
     st, _, data = req(daemon, "GET", "/health", headers={"Host": f"49983-{sid}.other.test"})
     assert st != 204  # not our domain: the normal router, which has no /health
+
+
+def test_get_host_reaches_a_server_in_the_sandbox(daemon, sbx):
+    """sandbox.getHost(port): <port>-<id>.<domain> is reverse-proxied to that port inside
+    the sandbox (any port, public as E2B's own URLs are by default), and the request is an
+    inbound line of the sandbox's egress log."""
+    sid, _ = sbx
+    st, _, data = req(daemon, "POST", f"/v1/sandboxes/{sid}/commands",
+                      json.dumps({"cmd": "python3", "args": ["-c", (
+                          "import http.server as h\n"
+                          "class H(h.BaseHTTPRequestHandler):\n"
+                          "  def do_GET(s):\n"
+                          "    s.send_response(200); s.send_header('Content-Length', '9')\n"
+                          "    s.end_headers(); s.wfile.write(b'from-e2b!')\n"
+                          "h.HTTPServer(('127.0.0.1', 8181), H).serve_forever()")]}).encode(),
+                      {"Authorization": f"Bearer {TOKENS['A']}",
+                       "Content-Type": "application/json"})
+    assert st == 201, data
+    deadline = time.monotonic() + 20
+    while True:
+        st, _, data = req(daemon, "GET", "/x", headers={"Host": f"8181-{sid}.{DOMAIN}"})
+        if st == 200 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert st == 200 and data == b"from-e2b!", (st, data)
+    st, _, data = req(daemon, "GET", f"/v1/sandboxes/{sid}/egress",
+                      headers={"Authorization": f"Bearer {TOKENS['A']}"})
+    assert st == 200 and b"8181" in data and b'"in"' in data, data[-2000:]
+    # an id that is not a sandbox of the E2B front end
+    st, _, data = req(daemon, "GET", "/", headers={"Host": f"8181-nosuch.{DOMAIN}"})
+    assert st == 404, data
+
+
+def test_private_ports_need_the_traffic_token(daemon):
+    """network.allowPublicTraffic: false: the create answers a trafficAccessToken, and a
+    port is reached only with it in e2b-traffic-access-token (403 without, or a wrong one)."""
+    st, _, j = api(daemon, "POST", "/v2/sandboxes",
+                   {"templateID": "base", "timeout": 60,
+                    "network": {"allowPublicTraffic": False}})
+    assert st == 201, j
+    sid, traffic = j["sandboxID"], j["trafficAccessToken"]
+    try:
+        assert traffic and len(traffic) == 64
+        host = {"Host": f"8282-{sid}.{DOMAIN}"}
+        st, _, data = req(daemon, "GET", "/", headers=host)
+        assert st == 403 and b"trafficAccessToken" in data, data
+        st, _, _ = req(daemon, "GET", "/", headers={**host, "e2b-traffic-access-token": "0" * 64})
+        assert st == 403
+        st, _, data = req(daemon, "GET", "/",
+                          headers={**host, "e2b-traffic-access-token": traffic})
+        assert st == 502 and b"port_not_listening" in data, data  # past the gate: nothing there
+    finally:
+        api(daemon, "DELETE", f"/sandboxes/{sid}")
+    st, _, j = api(daemon, "POST", "/v2/sandboxes", {"templateID": "base", "timeout": 60})
+    assert st == 201 and j["trafficAccessToken"] is None, j
+    api(daemon, "DELETE", f"/sandboxes/{j['sandboxID']}")

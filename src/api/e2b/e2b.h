@@ -80,6 +80,13 @@ struct e2b {
 
 void e2b_watchers_close(struct e2b *e);
 
+/* network.allowPublicTraffic: false: the sandbox's ports (getHost) need its
+ * trafficAccessToken (the envd token) in e2b-traffic-access-token. */
+static inline bool e2b_traffic_private(const struct e2b_sbx *s)
+{
+	return json_is_false(json_object_get(s->network, "allowPublicTraffic"));
+}
+
 /* --- the table (routes_e2b.c) -------------------------------------------------------- */
 
 /* e->mu held: the entry of a sandbox of team (NULL team: any), or NULL. */

@@ -279,6 +279,30 @@ static char *e2b_authorize(struct api_req *r, const char *id, bool signed_ok)
 	return team;
 }
 
+/*
+ * May r reach a port of sandbox id other than envd's and the interpreter's (getHost)? As on
+ * E2B: yes, unless its create said network.allowPublicTraffic: false; then the header
+ * e2b-traffic-access-token must carry the create's trafficAccessToken. Only sandboxes of
+ * the E2B front end are reached this way (others: their preview URLs, docs/ports.md).
+ */
+static int e2b_traffic_status(struct api_req *r, const char *id)
+{
+	const char *tok =
+	    MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "e2b-traffic-access-token");
+	struct e2b *e = r->api->e2b;
+	struct e2b_sbx *s;
+	int st = 0;
+
+	pthread_mutex_lock(&e->mu);
+	s = e2b_find(e, NULL, id);
+	if (!s)
+		st = 404;
+	else if (e2b_traffic_private(s) && !e2b_token_eq(tok, s->token))
+		st = 403;
+	pthread_mutex_unlock(&e->mu);
+	return st;
+}
+
 static bool e2b_is_rpc(const char *url)
 {
 	return strncmp(url, "/process.Process/", 17) == 0 ||
@@ -306,12 +330,18 @@ int e2b_envd_begin(struct api_req *r)
 		return 1;
 	}
 	if (port != E2B_ENVD_PORT && port != E2B_JUPYTER_PORT) {
-		api_reply_json(
-		    r, 502,
-		    json_pack("{s:s,s:s}", "code", "unavailable", "message",
-			      "airlock serves envd (port 49983) and the code interpreter "
-			      "(49999) only: other ports of the sandbox are not proxied "
-			      "(docs/e2b.md)"));
+		/* another port: the sandbox's own server, reverse-proxied (docs/ports.md) */
+		int st = e2b_traffic_status(r, id);
+
+		if (st == 404)
+			api_reply_error_code(r, 404, "not_found", "no such sandbox");
+		else if (st == 403)
+			api_reply_error_code(r, 403, "forbidden",
+					     "this sandbox's ports are private "
+					     "(allowPublicTraffic: false): send its "
+					     "trafficAccessToken as e2b-traffic-access-token");
+		else
+			api_proxy_take(r, id, port);
 		return 1;
 	}
 	m = api_router_match(port == E2B_JUPYTER_PORT ? &ci : &rt, r->method, r->url, &r->route,

@@ -179,9 +179,10 @@ static json_t *e2b_view(struct api *a, json_t *view, const struct e2b_sbx *s, bo
 /* The create / connect answer. */
 static json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
 {
-	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:n}", "sandboxID", s->id, "templateID",
+	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "sandboxID", s->id, "templateID",
 			      s->template_id, "clientID", "airlock", "envdVersion",
-			      E2B_ENVD_VERSION, "envdAccessToken", s->token, "trafficAccessToken");
+			      E2B_ENVD_VERSION, "envdAccessToken", s->token, "trafficAccessToken",
+			      e2b_traffic_private(s) ? json_string(s->token) : json_null());
 
 	if (!o)
 		al_oom();
