@@ -215,8 +215,13 @@ static void api_req_begin(struct api_req *r, const char *version)
 			      ? MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "X-API-KEY")
 			      : NULL;
 
-	m = api_router_match(key ? &a->e2b_router : r->listener->router, r->method, r->url,
-			     &r->route, &r->params, &allow);
+	m = key ? api_router_match(&a->e2b_router, r->method, r->url, &r->route, &r->params, &allow)
+		: API_MATCH_NO_PATH;
+	if (key && m == API_MATCH_NO_PATH)
+		key = NULL; /* not an E2B route: X-API-KEY is no credential of the other APIs */
+	if (!key)
+		m = api_router_match(r->listener->router, r->method, r->url, &r->route, &r->params,
+				     &allow);
 	if (key) {
 		r->team = key[0] ? api_auth_team(a->auth, key, strlen(key)) : NULL;
 		if (!r->team) /* E2B's error shape: {code, message} */

@@ -179,7 +179,8 @@ def node_modules():
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         pytest.skip("node and npm are needed to run the @vercel/sandbox SDK flow")
-    if not (HERE / "node_modules" / "@vercel" / "sandbox").is_dir():
+    deps = json.load(open(HERE / "package.json"))["dependencies"]  # every pinned package
+    if not all((HERE / "node_modules" / d).is_dir() for d in deps):
         r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=HERE,
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, f"npm ci failed:\n{r.stdout}\n{r.stderr}"

@@ -4,6 +4,7 @@
 Run: /usr/bin/python3 -m pytest tests/sdk/test_sdk_snapshots.py -v
 """
 
+import json
 import http.client
 import os
 import pathlib
@@ -67,7 +68,8 @@ def test_sdk_snapshots_and_fork(snapd):
     node, npm = shutil.which("node"), shutil.which("npm")
     if not node or not npm:
         pytest.skip("node and npm are needed to run the @vercel/sandbox SDK")
-    if not (HERE / "node_modules" / "@vercel" / "sandbox").is_dir():
+    deps = json.load(open(HERE / "package.json"))["dependencies"]  # every pinned package
+    if not all((HERE / "node_modules" / d).is_dir() for d in deps):
         r = subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=HERE,
                            capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, f"npm ci failed:\n{r.stdout}\n{r.stderr}"
@@ -99,8 +101,10 @@ def test_corrupted_snapshot_refused_on_restore(snapd):
     r = api.req("POST", "/v3/sandboxes", {"projectId": "prj", "source": {
         "type": "snapshot", "snapshotId": s["id"]}})
     assert r.status == 422 and "corrupt" in r.json["error"]["message"], r
-    # the snapshot list filters and the SDK's unsupported sources
+    # a snapshot source without its id, and one of an id that is not there
+    r = api.req("POST", "/v3/sandboxes", {"projectId": "prj", "source": {"type": "snapshot"}})
+    assert r.status == 400 and "snapshotId" in r.json["error"]["message"], r
     r = api.req("POST", "/v3/sandboxes", {"projectId": "prj", "source": {
-        "type": "git", "url": "https://example.test/x.git"}})
-    assert r.status == 400 and "snapshot" in r.json["error"]["message"], r
+        "type": "snapshot", "snapshotId": "snap_nosuch"}})
+    assert r.status == 404, r
     api.req("POST", api.ses(sid, "/stop"))

@@ -411,6 +411,9 @@ static int vc_source(json_t *body, struct dm_source *src, bool *has, struct al_e
 	*has = v && !json_is_null(v) && !vc_source_snapshot(body);
 	if (!*has) /* none, or a snapshot (the create restores it: dm_sandbox_create_from) */
 		return 0;
+	if (json_is_object(v) && json_is_string(json_object_get(v, "type")) &&
+	    strcmp(json_string_value(json_object_get(v, "type")), "snapshot") == 0)
+		return api_bad(err, "a snapshot source needs its snapshotId (a string)");
 	if (!json_is_object(v) || api_json_fields(v, "source", fields, err) < 0 ||
 	    api_json_string(v, "type", true, &src->type, err) < 0 ||
 	    api_json_string(v, "url", true, &src->url, err) < 0 ||
@@ -418,8 +421,9 @@ static int vc_source(json_t *body, struct dm_source *src, bool *has, struct al_e
 	    api_json_string(v, "revision", false, &src->revision, err) < 0)
 		return *err ? -EINVAL : api_bad(err, "field 'source' must be an object");
 	if (strcmp(src->type, "git") != 0 && strcmp(src->type, "tarball") != 0)
-		return api_bad(err, "a 'source' of type '%.32s' is not supported (git, tarball)",
-			       src->type);
+		return api_bad(
+		    err, "a 'source' of type '%.32s' is not supported (git, tarball, snapshot)",
+		    src->type);
 	if (strncmp(src->url, "https://", 8) != 0 && strncmp(src->url, "http://", 7) != 0)
 		return api_bad(err, "a source's url is an http:// or https:// URL");
 	if (strcmp(src->type, "git") != 0 && (depth || src->revision))
