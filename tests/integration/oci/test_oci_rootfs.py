@@ -1,0 +1,111 @@
+"""root.readonly false: a writable root (src/jail/oci_root.c), an overlay of the bundle's
+rootfs and a tmpfs private to the container. The image itself is never written: each test
+that writes hashes the bundle's rootfs on the host before and after."""
+import hashlib
+import json
+import os
+import uuid
+
+from .escape import assert_all_ok, script
+
+
+def tree_hash(root):
+    """Every path, its type, mode, owner, size, link target and content under root."""
+    h = hashlib.sha256()
+    for d, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(dirs + files):
+            p = os.path.join(d, name)
+            st = os.lstat(p)
+            h.update(("%s %o %d %d %d\n" % (os.path.relpath(p, root), st.st_mode, st.st_uid,
+                                            st.st_gid, st.st_size)).encode())
+            if os.path.islink(p):
+                h.update(os.readlink(p).encode())
+            elif os.path.isfile(p):
+                with open(p, "rb") as f:
+                    h.update(f.read())
+    return h.hexdigest()
+
+
+def writable(bundle, args, annotations=None, **kw):
+    b = bundle(args, annotations=annotations, **kw)
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["root"]["readonly"] = False
+    (b / "config.json").write_text(json.dumps(cfg))
+    return b
+
+
+def test_a_writable_root_takes_writes_and_the_image_never_changes(bundle, lifecycle, rootfs):
+    before = tree_hash(rootfs)
+    r = lifecycle(writable(bundle, ["sh", "-c",
+                                    "echo hello > /etc/foo && cat /etc/foo && "
+                                    "echo more >> /etc/passwd && rm /etc/group && "
+                                    "mkdir /mnt/d && touch /bin/new && "
+                                    "test ! -e /etc/group && stat -c '%u %g' /etc/passwd && "
+                                    "tail -1 /etc/passwd"]))
+    assert r.create_rc == 0, r.create_err
+    assert (r.status, r.out.split()) == (0, ["hello", "0", "0", "more"]), (r.out, r.err)
+    assert tree_hash(rootfs) == before
+    assert not (rootfs / "etc" / "foo").exists() and (rootfs / "etc" / "group").exists()
+
+
+def test_two_containers_of_one_image_do_not_see_each_others_writes(bundle, lifecycle, rootfs):
+    before = tree_hash(rootfs)
+    first = lifecycle(writable(bundle, ["sh", "-c", "echo one > /etc/mark; cat /etc/mark"]))
+    second = lifecycle(writable(bundle, ["sh", "-c", "cat /etc/mark || echo absent"]))
+    assert (first.status, first.out) == (0, "one\n"), first.err
+    assert second.out == "absent\n", second.err
+    assert tree_hash(rootfs) == before
+
+
+def test_the_writable_roots_size_is_capped(bundle, lifecycle, rootfs):
+    before = tree_hash(rootfs)
+    r = lifecycle(writable(bundle, ["sh", "-c",
+                                    "dd if=/dev/zero of=/etc/big bs=1M count=16; echo dd=$?"],
+                           annotations={"airlock.dev/root-size": "4M"}))
+    assert "dd=1" in r.out and "No space left on device" in r.err, (r.out, r.err)
+    assert tree_hash(rootfs) == before
+
+
+def test_a_bad_root_size_fails_create_naming_the_annotation(bundle, lifecycle):
+    r = lifecycle(writable(bundle, ["true"], annotations={"airlock.dev/root-size": "lots"}))
+    assert r.create_rc != 0 and "airlock.dev/root-size" in r.create_err
+
+
+def test_a_read_only_root_stays_read_only(bundle, lifecycle, rootfs):
+    r = lifecycle(bundle(["sh", "-c", "echo x > /etc/foo; echo rc=$?"]))
+    assert "rc=1" in r.out and "Read-only file system" in r.err, (r.out, r.err)
+    assert not (rootfs / "etc" / "foo").exists()
+
+
+def test_escape_checks_hold_with_a_writable_root(bundle, lifecycle, rootfs, tmp_path):
+    before = tree_hash(rootfs)
+    marker = tmp_path / "host-only-marker"
+    marker.write_text("x")
+    r = lifecycle(writable(bundle, ["sh", "-c", script(str(marker), writable_root=True)]))
+    assert_all_ok(r.out)
+    assert tree_hash(rootfs) == before
+
+
+def test_the_writable_root_is_nosuid_and_owns_nothing_of_the_host(bundle, lifecycle, rootfs,
+                                                                 tmp_path):
+    # A symlink in the image to a host path resolves inside the container's root: a write
+    # through it never reaches the host. The overlay and its binds are nosuid and nodev.
+    host = tmp_path / ("host-" + uuid.uuid4().hex)
+    host.mkdir()
+    img = rootfs.parent / ("img-" + uuid.uuid4().hex[:8])
+    os.system("cp -a %s %s" % (rootfs, img))
+    os.symlink(str(host), img / "escape")
+    os.mkdir(img / ".airlock-root")
+    b = writable(bundle, ["sh", "-c",
+                          "echo x > /escape/f; echo rc=$?; ls -a /.airlock-root | wc -l; "
+                          "grep -E ' /(etc|bin) ' /proc/self/mounts"])
+    cfg = json.loads((b / "config.json").read_text())
+    cfg["root"]["path"] = str(img)
+    (b / "config.json").write_text(json.dumps(cfg))
+    r = lifecycle(b)
+    assert "rc=1" in r.out and os.listdir(host) == [], (r.out, r.err)
+    assert "\n2\n" in r.out or "ls: /.airlock-root" in r.err, r.out  # the image's, empty
+    mounts = [line for line in r.out.splitlines() if line.startswith("overlay ")]
+    assert len(mounts) == 2 and all("nosuid" in m and "nodev" in m and " rw," in m
+                                    for m in mounts), r.out
