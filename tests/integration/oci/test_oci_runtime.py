@@ -45,8 +45,12 @@ def test_a_signal_death_is_128_plus_the_signal(bundle, lifecycle):
     assert r.status == 128 + 9
 
 
-def test_command_not_found_is_127(bundle, lifecycle):
-    assert lifecycle(bundle(["no-such-command"])).status == 127
+def test_command_not_found_is_127_and_says_why(bundle, lifecycle):
+    r = lifecycle(bundle(["no-such-command"]))
+    assert r.status == 127
+    assert r.err == 'airlock-oci: exec "no-such-command": No such file or directory\n', r.err
+    r = lifecycle(bundle(["/etc/passwd"]))
+    assert (r.status, r.err) == (126, 'airlock-oci: exec "/etc/passwd": Permission denied\n')
 
 
 def test_env_cwd_user_groups_and_hostname_come_from_config(bundle, lifecycle):
