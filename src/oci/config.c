@@ -252,6 +252,7 @@ static int one_mount(json_t *m, size_t i, struct oci_config *c, struct al_error 
 		    "sysfs, cgroup, ...) would show the host's",
 		    src, dst);
 	jm->src = src;
+	jm->recursive = has_option(opts, "rbind");
 	c->oci.n_mounts++;
 	jm->dir = S_ISDIR(st.st_mode);
 	return 0;
