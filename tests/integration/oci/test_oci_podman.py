@@ -90,12 +90,13 @@ def test_podman_run_writes_its_root_and_the_image_never_changes(podman):
     assert r.returncode == 0, r.stderr
     cid = r.stdout.strip()
     try:
+        # podman itself makes the /etc/mtab link in the container's rootfs when it starts it.
         root = podman(["mount", cid]).stdout.strip()
-        before = tree_hash(root)
+        before = tree_hash(root, skip={"etc/mtab"})
         r = podman(["start", "-a", cid])
         assert (r.returncode, r.stdout) == (0, "x\n"), r.stderr
         root = podman(["mount", cid]).stdout.strip()
-        assert tree_hash(root) == before and not os.path.exists(root + "/etc/foo")
+        assert tree_hash(root, skip={"etc/mtab"}) == before and not os.path.exists(root + "/etc/foo")
     finally:
         podman(["rm", "-f", cid])
     # Another container of the same image sees none of it.

@@ -9,13 +9,16 @@ import uuid
 from .escape import assert_all_ok, script
 
 
-def tree_hash(root):
-    """Every path, its type, mode, owner, size, link target and content under root."""
+def tree_hash(root, skip=()):
+    """Every path, its type, mode, owner, size, link target and content under root (but the
+    relative paths in skip)."""
     h = hashlib.sha256()
     for d, dirs, files in os.walk(root):
         dirs.sort()
         for name in sorted(dirs + files):
             p = os.path.join(d, name)
+            if os.path.relpath(p, root) in skip:
+                continue
             st = os.lstat(p)
             h.update(("%s %o %d %d %d\n" % (os.path.relpath(p, root), st.st_mode, st.st_uid,
                                             st.st_gid, st.st_size)).encode())
