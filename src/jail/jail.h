@@ -228,12 +228,22 @@ int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, const int *fds, str
 bool jail_kernel_fs(int fd);
 /* oci_mounts.c: ctx->oci's masked and read-only /proc paths, /proc being at top/proc. */
 int jail_oci_proc_paths(const char *top, const struct jail_ctx *ctx, struct al_error **err);
-/* oci_root.c: an OCI container's writable root (ctx->oci->writable_root): an overlay of the
- * image (image_fd) and a private tmpfs, made under stage_fd (at stage, the new root being
- * built); *merged gets an O_PATH fd on it. jail_oci_root_hide detaches what it left under
- * stage (the overlay lives on through what was bound from it). */
+/* oci_root.c: an OCI container's writable root (ctx->oci->writable_root). _open: the image's
+ * layers (image_fd, or the layers of an engine's overlay), idmapped clones, while host paths
+ * are still reachable (none for a read-only root). _overlay: an overlay of them and a private
+ * tmpfs, made under stage_fd (at stage, the new root being built); *merged gets an O_PATH fd
+ * on it. _hide detaches what it left under stage (the overlay lives on through what was
+ * bound from it). */
+#define JAIL_OCI_LAYERS_MAX 128
+struct jail_oci_root {
+	int trees[JAIL_OCI_LAYERS_MAX];
+	size_t n;
+};
+int jail_oci_root_open(const struct jail_ctx *ctx, int image_fd, struct jail_oci_root *root,
+		       struct al_error **err);
+void jail_oci_root_close(struct jail_oci_root *root);
 int jail_oci_root_overlay(const struct jail_ctx *ctx, const char *stage, int stage_fd,
-			  int image_fd, int *merged, struct al_error **err);
+			  const struct jail_oci_root *root, int *merged, struct al_error **err);
 int jail_oci_root_hide(const char *stage, int stage_fd, struct al_error **err);
 
 /* pin.c: keep namespace ns_fd at path (a new empty file, bind-mounted; removed again if the

@@ -4,9 +4,11 @@
  * as host root while rootfs.c builds the new root, before /tmp is left:
  *
  *   STAGE/.airlock-root         a tmpfs of root_size bytes, private to this container
- *     lower/                    the image (the bundle's rootfs), an idmapped read-only
+ *     lower/0                   the image (the bundle's rootfs), an idmapped read-only
  *                               clone of its mount: host uid/gid 0..65535 shown as the
  *                               container's own range, so its root owns the image's files
+ *     lower/0..n-1              or, where the image is an engine's overlay (which cannot
+ *                               be idmapped), each of its layers so, upper first
  *     upper/ work/              overlayfs's upper and work directories
  *     merged/                   the overlay (nosuid, nodev)
  *
@@ -30,6 +32,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +48,7 @@ struct al_mount_attr {
 };
 
 #define DIR_NAME ".airlock-root"
+#define OPTS_MAX 8192
 
 /* A user namespace whose maps are the container's (0..65535 -> base): the idmapping of the
  * image's mount. A child unshares one and waits; we write its maps (we are host root) and
@@ -93,43 +97,210 @@ static int idmap_userns(uid_t base, struct al_error **err)
 	return fd;
 }
 
-/* The image, idmapped and read-only, at `at` (a directory under the stage). */
-static int lower_layer(const struct jail_ctx *ctx, int image_fd, int at, struct al_error **err)
+/* A detached clone of src's mount, idmapped (userns) and read-only: its fd, or -1 (errno
+ * set) where src's filesystem cannot be idmapped, or -2 with err set. */
+static int idmap_tree(int src, int userns, struct al_error **err)
 {
-	_cleanup_close_ int userns = idmap_userns(ctx->host_base, err), tree = -1;
 	struct al_mount_attr attr = {.attr_set = AL_MOUNT_ATTR_IDMAP | AL_MOUNT_ATTR_RDONLY |
-						 AL_MOUNT_ATTR_NOSUID | AL_MOUNT_ATTR_NODEV};
+						 AL_MOUNT_ATTR_NOSUID | AL_MOUNT_ATTR_NODEV,
+				     .userns_fd = (uint64_t)userns};
+	_cleanup_close_ int tree = -1;
 
+	tree = (int)syscall(SYS_open_tree, src, "", AL_OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0) {
+		al_error_set(err, errno, "open_tree of an image layer");
+		return -2;
+	}
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+		return -1; /* the caller says what */
+	return TAKE_FD(tree);
+}
+
+/* mountinfo's octal escapes (\040, \054, \134) and overlayfs's "\:" in place; splits at an
+ * unescaped `sep` (returns what follows, or NULL at the end). */
+static char *next_field(char *s, char sep)
+{
+	char *o = s;
+
+	for (; *s && *s != sep; s++, o++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else if (s[0] == '\\' && s[1]) {
+			*o = *++s;
+		} else {
+			*o = *s;
+		}
+	}
+	if (!*s) {
+		*o = '\0';
+		return NULL;
+	}
+	*o = '\0';
+	return s + 1;
+}
+
+/* One layer of the engine's overlay: its host path, idmapped, as root->trees[n]. */
+static int engine_layer(const char *path, int userns, struct jail_oci_root *root,
+			struct al_error **err)
+{
+	_cleanup_close_ int fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int t;
+
+	if (path[0] != '/' || fd < 0)
+		return al_error_msg(err, EINVAL, "the image's overlay layer '%s' cannot be opened",
+				    path);
+	if (root->n >= JAIL_OCI_LAYERS_MAX)
+		return al_error_msg(err, E2BIG, "the image's overlay has over %d layers",
+				    JAIL_OCI_LAYERS_MAX);
+	t = idmap_tree(fd, userns, err);
+	if (t == -1)
+		return al_error_set(err, errno, "an idmapped mount of '%s'", path);
+	if (t < 0)
+		return -1;
+	root->trees[root->n++] = t;
+	return 0;
+}
+
+/* The image is an engine's overlay (podman's overlay driver, containerd's snapshotter),
+ * which cannot be idmapped itself: its layers can. Its upper first, then its lowers, as
+ * its mount options (this namespace's mountinfo) list them. */
+static int engine_layers(int image_fd, int userns, struct jail_oci_root *root,
+			 struct al_error **err)
+{
+	char self[64], top[PATH_MAX], *line = NULL, *opts = NULL, *upper = NULL, *lowers = NULL;
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	size_t cap = 0;
+	ssize_t len;
+	int r = 0;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", image_fd);
+	len = readlink(self, top, sizeof(top) - 1);
+	if (len <= 0 || !f)
+		return al_error_set(err, errno, "the image's overlay layers");
+	top[len] = '\0';
+	while (getline(&line, &cap, f) > 0) { /* the last mount on top is the one seen */
+		char at[PATH_MAX], *sep = strstr(line, " - overlay ");
+
+		if (sep && sscanf(line, "%*s %*s %*s %*s %4095s", at) == 1 &&
+		    (next_field(at, ' '), strcmp(at, top) == 0)) {
+			free(opts);
+			opts = strdup(strchr(sep + 11, ' ') ? strchr(sep + 11, ' ') + 1 : "");
+			if (opts)
+				opts[strcspn(opts, "\n")] = '\0';
+		}
+	}
+	free(line);
+	for (char *o = opts, *next; o && *o; o = next) {
+		next = next_field(o, ',');
+		if (strncmp(o, "upperdir=", 9) == 0)
+			upper = o + 9;
+		else if (strncmp(o, "lowerdir=", 9) == 0)
+			lowers = o + 9;
+		else if (strncmp(o, "lowerdir+=", 10) == 0 || strncmp(o, "datadir+=", 9) == 0)
+			r = al_error_msg(err, EINVAL,
+					 "the image's overlay option '%.20s' is not "
+					 "served",
+					 o);
+	}
+	if (r == 0 && !lowers)
+		r = al_error_msg(err, EINVAL, "the image's overlay layers are not listed");
+	if (r == 0 && upper)
+		r = engine_layer(upper, userns, root, err);
+	for (char *l = lowers, *next; r == 0 && l && *l; l = next) {
+		next = next_field(l, ':');
+		r = engine_layer(l, userns, root, err);
+	}
+	free(opts);
+	return r;
+}
+
+int jail_oci_root_open(const struct jail_ctx *ctx, int image_fd, struct jail_oci_root *root,
+		       struct al_error **err)
+{
+	_cleanup_close_ int userns = -1;
+	struct statfs sf;
+	int t, e;
+
+	root->n = 0;
+	if (!ctx->oci || !ctx->oci->writable_root || image_fd < 0)
+		return 0;
+	userns = idmap_userns(ctx->host_base, err);
 	if (userns < 0)
 		return -1;
-	attr.userns_fd = (uint64_t)userns;
-	tree = (int)syscall(SYS_open_tree, image_fd, "",
-			    AL_OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH);
-	if (tree < 0)
-		return al_error_set(err, errno, "open_tree of the image");
-	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-		return al_error_set(err, errno,
-				    "an idmapped mount of the image (its filesystem must "
-				    "support idmapped mounts for a writable root)");
-	if (syscall(SYS_move_mount, tree, "", at, "",
-		    AL_MOVE_MOUNT_F_EMPTY_PATH | 0x40u /* MOVE_MOUNT_T_EMPTY_PATH */) < 0)
-		return al_error_set(err, errno, "move_mount of the image");
+	t = idmap_tree(image_fd, userns, err);
+	if (t >= 0)
+		root->trees[root->n++] = t;
+	if (t >= 0 || t == -2)
+		return t >= 0 ? 0 : al_error_wrap(err, "the writable root");
+	e = errno;
+	if (fstatfs(image_fd, &sf) == 0 && sf.f_type == 0x794c7630 /* overlayfs */)
+		return engine_layers(image_fd, userns, root, err) < 0
+			   ? al_error_wrap(err, "the writable root")
+			   : 0;
+	return al_error_set(err, e,
+			    "the writable root: an idmapped mount of the image (its filesystem "
+			    "must support idmapped mounts)");
+}
+
+void jail_oci_root_close(struct jail_oci_root *root)
+{
+	for (size_t i = 0; i < root->n; i++)
+		al_closep(&root->trees[i]);
+	root->n = 0;
+}
+
+/* The layers (root->trees) at lower/0..n-1. */
+static int place_layers(const struct jail_oci_root *root, int lower, struct al_error **err)
+{
+	for (size_t i = 0; i < root->n; i++) {
+		_cleanup_close_ int at = -1;
+		char name[24];
+
+		snprintf(name, sizeof(name), "%zu", i);
+		if (mkdirat(lower, name, 0755) < 0 ||
+		    (at = openat(lower, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+			return al_error_set(err, errno, "mkdir a lower layer's place");
+		if (syscall(SYS_move_mount, root->trees[i], "", at, "",
+			    AL_MOVE_MOUNT_F_EMPTY_PATH | 0x40u /* MOVE_MOUNT_T_EMPTY_PATH */) < 0)
+			return al_error_set(err, errno, "move_mount of an image layer");
+	}
+	return 0;
+}
+
+/* "lowerdir=AT/lower/0:AT/lower/1...,upperdir=AT/upper,workdir=AT/work" */
+static int overlay_opts(const char *at, size_t n, char *buf, size_t len, struct al_error **err)
+{
+	size_t used = (size_t)snprintf(buf, len, "lowerdir=");
+
+	for (size_t i = 0; i < n && used < len; i++)
+		used +=
+		    (size_t)snprintf(buf + used, len - used, "%s%s/lower/%zu", i ? ":" : "", at, i);
+	if (used < len)
+		used += (size_t)snprintf(buf + used, len - used,
+					 ",upperdir=%s/upper,workdir=%s/work", at, at);
+	if (used >= len)
+		return al_error_msg(err, E2BIG, "the writable root's overlay options are too long");
 	return 0;
 }
 
 int jail_oci_root_overlay(const struct jail_ctx *ctx, const char *stage, int stage_fd,
-			  int image_fd, int *merged, struct al_error **err)
+			  const struct jail_oci_root *root, int *merged, struct al_error **err)
 {
 	static const char *const dirs[] = {"lower", "upper", "work", "merged"};
 	uint64_t size = ctx->oci->root_size ? ctx->oci->root_size : JAIL_DISK_DEFAULT;
 	_cleanup_close_ int dir = -1, lower = -1;
-	char at[PATH_MAX], opts[PATH_MAX * 3 + 64];
+	_cleanup_free_ char *opts = malloc(OPTS_MAX);
+	char at[PATH_MAX];
 
 	*merged = -1;
+	if (!opts)
+		return al_error_set(err, ENOMEM, "the writable root");
 	snprintf(at, sizeof(at), "%s/" DIR_NAME, stage);
 	if (mkdirat(stage_fd, DIR_NAME, 0700) < 0)
 		return al_error_set(err, errno, "mkdir '%s'", at);
-	snprintf(opts, sizeof(opts), "size=%llu,mode=0700", (unsigned long long)size);
+	snprintf(opts, OPTS_MAX, "size=%llu,mode=0700", (unsigned long long)size);
 	if (mount("airlock-root", at, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return al_error_set(err, errno, "mount tmpfs on '%s'", at);
 	dir = openat(stage_fd, DIR_NAME, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -141,10 +312,9 @@ int jail_oci_root_overlay(const struct jail_ctx *ctx, const char *stage, int sta
 	lower = openat(dir, "lower", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (lower < 0)
 		return al_error_set(err, errno, "open '%s/lower'", at);
-	if (lower_layer(ctx, image_fd, lower, err) < 0)
+	if (place_layers(root, lower, err) < 0 ||
+	    overlay_opts(at, root->n, opts, OPTS_MAX, err) < 0)
 		return al_error_wrap(err, "the writable root");
-	snprintf(opts, sizeof(opts), "lowerdir=%s/lower,upperdir=%s/upper,workdir=%s/work", at, at,
-		 at);
 	snprintf(at + strlen(at), sizeof(at) - strlen(at), "/merged");
 	if (mount("overlay", at, "overlay", MS_NOSUID | MS_NODEV, opts) < 0)
 		return al_error_set(err, errno, "mount the writable root's overlay on '%s'", at);

@@ -46,8 +46,8 @@ static int bind_at(const char *src, const char *dst, bool rw, struct al_error **
 {
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return mount_err(err, src, dst);
-	if (mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | (rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,
-		  NULL) < 0)
+	if (mount(NULL, dst, NULL,
+		  MS_REMOUNT | MS_BIND | (rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV, NULL) < 0)
 		return mount_err(err, rw ? "(nosuid remount)" : "(read-only remount)", dst);
 	return 0;
 }
@@ -215,7 +215,7 @@ static int build_host_runtime(int root_fd, const char *hostname, bool net, struc
  * ourselves. The name of oci_root.c's scratch directory is never taken from an image. */
 static int build_image(int root_fd, int image_fd, const char *image, bool rw, struct al_error **err)
 {
-	static const char *const ours[] = {"proc", "dev",  "sys",	    "tmp",
+	static const char *const ours[] = {"proc",	"dev",	"sys", "tmp",
 					   "workspace", "home", "run", ".airlock-root"};
 	_cleanup_closedir_ DIR *d = NULL;
 	char src[PATH_MAX];
@@ -401,13 +401,13 @@ static void disk_opts(const struct al_config *cfg, char *buf, size_t len)
 /* The image's entries: read-only, or from an OCI container's overlay (oci_root.c), whose
  * scratch directory is detached again once they are bound. */
 static int build_image_root(const struct jail_ctx *ctx, int root_fd, int image_fd,
-			    struct al_error **err)
+			    const struct jail_oci_root *layers, struct al_error **err)
 {
 	_cleanup_close_ int merged = -1;
 
 	if (!ctx->oci || !ctx->oci->writable_root)
 		return build_image(root_fd, image_fd, ctx->cfg->image, false, err);
-	if (jail_oci_root_overlay(ctx, STAGE, root_fd, image_fd, &merged, err) < 0 ||
+	if (jail_oci_root_overlay(ctx, STAGE, root_fd, layers, &merged, err) < 0 ||
 	    build_image(root_fd, merged, ctx->cfg->image, true, err) < 0)
 		return -1;
 	al_closep(&merged);
@@ -417,8 +417,8 @@ static int build_image_root(const struct jail_ctx *ctx, int root_fd, int image_f
 /* The staging tmpfs at STAGE with everything that depends neither on the sandbox's pid
  * namespace nor on its owner: the runtime (or the image), /etc, the CA's place, the
  * writable directories, /dev. */
-static int build_stage(const struct jail_ctx *ctx, int image_fd, int *root_fd,
-		       struct al_error **err)
+static int build_stage(const struct jail_ctx *ctx, int image_fd, const struct jail_oci_root *layers,
+		       int *root_fd, struct al_error **err)
 {
 	const struct al_config *cfg = ctx->cfg;
 	char opts[128];
@@ -429,7 +429,7 @@ static int build_stage(const struct jail_ctx *ctx, int image_fd, int *root_fd,
 		return mount_err(err, "tmpfs", STAGE);
 	if ((*root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return al_error_set(err, errno, "open '%s'", STAGE);
-	r = cfg->image ? build_image_root(ctx, *root_fd, image_fd, err)
+	r = cfg->image ? build_image_root(ctx, *root_fd, image_fd, layers, err)
 		       : build_host_runtime(*root_fd,
 					    cfg->hostname ? cfg->hostname : JAIL_HOSTNAME_DEFAULT,
 					    ctx->net_link, err);
@@ -492,7 +492,7 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
 	if (r == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		r = mount_err(err, "(make-rprivate)", "/");
 	if (r == 0)
-		r = build_stage(ctx, -1, &root_fd, err);
+		r = build_stage(ctx, -1, NULL, &root_fd, err);
 	if (r == 0)
 		r = enter_root("/", err);
 	back = go_home(home, cwd, old_umask, r < 0 ? NULL : err);
@@ -538,6 +538,7 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	const struct al_config *cfg = ctx->cfg;
 	const char *workdir = cfg->workdir ? cfg->workdir : "/workspace";
 	int src_fds[MAX_FILES], oci_fds[JAIL_OCI_MOUNTS_MAX];
+	struct jail_oci_root layers = {.n = 0};
 	_cleanup_close_ int image_fd = -1, root_fd = -1, wd_fd = -1;
 	size_t i;
 	int r;
@@ -558,8 +559,11 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	r = open_sources(cfg, src_fds, err);
 	if (r == 0) /* an OCI container's bind sources (oci_mounts.c), before /tmp is hidden */
 		r = jail_oci_mounts_open(ctx, oci_fds, err);
+	if (r == 0) /* an OCI container's writable root: the image's layers, idmapped */
+		r = jail_oci_root_open(ctx, image_fd, &layers, err);
 	if (r == 0)
-		r = build_stage(ctx, image_fd, &root_fd, err);
+		r = build_stage(ctx, image_fd, &layers, &root_fd, err);
+	jail_oci_root_close(&layers);
 	if (r == 0)
 		r = chown_writable(root_fd, ctx, err);
 	/* /proc is mounted after the workdir is made: it would hide it. */

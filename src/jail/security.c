@@ -213,8 +213,9 @@ static int add_root_dirs(int rs, struct al_error **err)
 	if (!d)
 		return al_error_set(err, errno, "landlock: opendir '/'");
 	while ((de = readdir(d))) {
-		if (de->d_type != DT_DIR || de->d_name[0] == '.' || strcmp(de->d_name, "proc") == 0 ||
-		    strcmp(de->d_name, "sys") == 0 || strcmp(de->d_name, "dev") == 0)
+		if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+		    strcmp(de->d_name, "proc") == 0 || strcmp(de->d_name, "sys") == 0 ||
+		    strcmp(de->d_name, "dev") == 0)
 			continue;
 		snprintf(path, sizeof(path), "/%s", de->d_name);
 		if (add_path(rs, path, landlock_all(), err) < 0)

@@ -4,6 +4,7 @@ that writes hashes the bundle's rootfs on the host before and after."""
 import hashlib
 import json
 import os
+import subprocess
 import uuid
 
 from .escape import assert_all_ok, script
@@ -112,3 +113,30 @@ def test_the_writable_root_is_nosuid_and_owns_nothing_of_the_host(bundle, lifecy
     mounts = [line for line in r.out.splitlines() if line.startswith("overlay ")]
     assert len(mounts) == 2 and all("nosuid" in m and "nodev" in m and " rw," in m
                                     for m in mounts), r.out
+
+
+def test_an_engines_overlay_image_is_layered_by_its_layers(bundle, lifecycle, rootfs, tmp_path):
+    # podman's overlay driver and containerd's snapshotter give an overlay as the rootfs,
+    # which cannot be idmapped itself: its upper and lower layers are, whiteouts and all.
+    d = tmp_path / "engine"
+    for sub in ("upper", "work", "merged"):
+        (d / sub).mkdir(parents=True)
+    assert subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                           "lowerdir=%s,upperdir=%s,workdir=%s" % (rootfs, d / "upper",
+                                                                  d / "work"),
+                           str(d / "merged")]).returncode == 0
+    try:
+        (d / "merged" / "etc" / "engine").write_text("from the engine\n")
+        os.unlink(d / "merged" / "etc" / "group")  # a whiteout in the engine's upper
+        before = (tree_hash(rootfs), tree_hash(d / "upper"))
+        b = writable(bundle, ["sh", "-c", "cat /etc/engine; test -e /etc/group || echo gone; "
+                              "echo x > /etc/foo && cat /etc/foo"])
+        cfg = json.loads((b / "config.json").read_text())
+        cfg["root"]["path"] = str(d / "merged")
+        (b / "config.json").write_text(json.dumps(cfg))
+        r = lifecycle(b)
+        assert r.out.split("\n") == ["from the engine", "gone", "x", ""], (r.out, r.err,
+                                                                           r.create_err)
+        assert (tree_hash(rootfs), tree_hash(d / "upper")) == before
+    finally:
+        subprocess.run(["umount", str(d / "merged")])
