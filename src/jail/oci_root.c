@@ -116,22 +116,45 @@ static int idmap_tree(int src, int userns, struct al_error **err)
 	return TAKE_FD(tree);
 }
 
-/* mountinfo's octal escapes (\040, \054, \134) and overlayfs's "\:" in place; splits at an
- * unescaped `sep` (returns what follows, or NULL at the end). */
-static char *next_field(char *s, char sep)
+/* mountinfo's octal escapes (\040 a space, \054 a comma, \134 a backslash), in place. */
+static void unescape_octal(char *s)
 {
 	char *o = s;
 
-	for (; *s && *s != sep; s++, o++) {
+	for (; *s; s++, o++) {
 		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
 		    s[3] >= '0' && s[3] <= '7') {
 			*o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
 			s += 3;
-		} else if (s[0] == '\\' && s[1]) {
-			*o = *++s;
 		} else {
 			*o = *s;
 		}
+	}
+	*o = '\0';
+}
+
+/* Ends s at the first `sep` (none escaped: mountinfo escapes commas) and returns what
+ * follows, or NULL. */
+static char *split_at(char *s, char sep)
+{
+	char *end = strchr(s, sep);
+
+	if (!end)
+		return NULL;
+	*end = '\0';
+	return end + 1;
+}
+
+/* overlayfs's lowerdir list (octal escapes already undone): ends s at the first ':' that
+ * no backslash escapes, undoing those escapes, and returns what follows, or NULL. */
+static char *split_layer(char *s)
+{
+	char *o = s;
+
+	for (; *s && *s != ':'; s++, o++) {
+		if (s[0] == '\\' && s[1])
+			s++;
+		*o = *s;
 	}
 	if (!*s) {
 		*o = '\0';
@@ -184,7 +207,7 @@ static int engine_layers(int image_fd, int userns, struct jail_oci_root *root,
 		char at[PATH_MAX], *sep = strstr(line, " - overlay ");
 
 		if (sep && sscanf(line, "%*s %*s %*s %*s %4095s", at) == 1 &&
-		    (next_field(at, ' '), strcmp(at, top) == 0)) {
+		    (unescape_octal(at), strcmp(at, top) == 0)) {
 			free(opts);
 			opts = strdup(strchr(sep + 11, ' ') ? strchr(sep + 11, ' ') + 1 : "");
 			if (opts)
@@ -193,7 +216,8 @@ static int engine_layers(int image_fd, int userns, struct jail_oci_root *root,
 	}
 	free(line);
 	for (char *o = opts, *next; o && *o; o = next) {
-		next = next_field(o, ',');
+		next = split_at(o, ',');
+		unescape_octal(o);
 		if (strncmp(o, "upperdir=", 9) == 0)
 			upper = o + 9;
 		else if (strncmp(o, "lowerdir=", 9) == 0)
@@ -209,7 +233,7 @@ static int engine_layers(int image_fd, int userns, struct jail_oci_root *root,
 	if (r == 0 && upper)
 		r = engine_layer(upper, userns, root, err);
 	for (char *l = lowers, *next; r == 0 && l && *l; l = next) {
-		next = next_field(l, ':');
+		next = split_layer(l);
 		r = engine_layer(l, userns, root, err);
 	}
 	free(opts);

@@ -118,25 +118,27 @@ def test_the_writable_root_is_nosuid_and_owns_nothing_of_the_host(bundle, lifecy
 def test_an_engines_overlay_image_is_layered_by_its_layers(bundle, lifecycle, rootfs, tmp_path):
     # podman's overlay driver and containerd's snapshotter give an overlay as the rootfs,
     # which cannot be idmapped itself: its upper and lower layers are, whiteouts and all.
-    d = tmp_path / "engine"
-    for sub in ("upper", "work", "merged"):
+    # Two lowers, and a space in the layers' paths (escaped in mountinfo).
+    d = tmp_path / "engine dir"
+    for sub in ("upper", "work", "merged", "l2/etc"):
         (d / sub).mkdir(parents=True)
+    (d / "l2" / "etc" / "l2").write_text("second layer\n")
     assert subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
-                           "lowerdir=%s,upperdir=%s,workdir=%s" % (rootfs, d / "upper",
-                                                                  d / "work"),
+                           "lowerdir=%s:%s,upperdir=%s,workdir=%s" % (
+                               d / "l2", rootfs, d / "upper", d / "work"),
                            str(d / "merged")]).returncode == 0
     try:
         (d / "merged" / "etc" / "engine").write_text("from the engine\n")
         os.unlink(d / "merged" / "etc" / "group")  # a whiteout in the engine's upper
-        before = (tree_hash(rootfs), tree_hash(d / "upper"))
-        b = writable(bundle, ["sh", "-c", "cat /etc/engine; test -e /etc/group || echo gone; "
+        before = (tree_hash(rootfs), tree_hash(d / "upper"), tree_hash(d / "l2"))
+        b = writable(bundle, ["sh", "-c", "cat /etc/engine /etc/l2; test -e /etc/group || echo gone; "
                               "echo x > /etc/foo && cat /etc/foo"])
         cfg = json.loads((b / "config.json").read_text())
         cfg["root"]["path"] = str(d / "merged")
         (b / "config.json").write_text(json.dumps(cfg))
         r = lifecycle(b)
-        assert r.out.split("\n") == ["from the engine", "gone", "x", ""], (r.out, r.err,
+        assert r.out.split("\n") == ["from the engine", "second layer", "gone", "x", ""], (r.out, r.err,
                                                                            r.create_err)
-        assert (tree_hash(rootfs), tree_hash(d / "upper")) == before
+        assert (tree_hash(rootfs), tree_hash(d / "upper"), tree_hash(d / "l2")) == before
     finally:
         subprocess.run(["umount", str(d / "merged")])
