@@ -111,6 +111,8 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 		snprintf(rep.text, sizeof(rep.text), "working directory '%s': %s", ctx->cwd,
 			 strerror(errno));
 		(void)!write(exec_pipe, &rep, sizeof(rep));
+		if (ctx->oci)
+			dprintf(2, "airlock-oci: %s\n", rep.text);
 		_exit(AL_EXIT_NOEXEC);
 	}
 
@@ -131,6 +133,10 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 	environ = ctx->envp;
 	jail_execvp(ctx->argv ? ctx->argv : ctx->cfg->argv);
 	e = errno;
+	/* An OCI process says why on its own stderr, as runc and crun do (an engine shows it). */
+	if (ctx->oci)
+		dprintf(2, "airlock-oci: exec \"%s\": %s\n",
+			(ctx->argv ? ctx->argv : ctx->cfg->argv)[0], strerror(e));
 	{
 		struct jail_exec_report rep = {.err = e};
 		(void)!write(exec_pipe, &rep, sizeof(rep));

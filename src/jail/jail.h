@@ -31,6 +31,7 @@ struct jail_mount {
 	const char *dst;     /* normal form, absolute, inside the sandbox */
 	bool dir;	     /* the target is a directory (tmpfs always) */
 	bool rdonly;	     /* read-only (every mount is nosuid and nodev) */
+	bool recursive;	     /* rbind: the source's submounts too, each checked as it is */
 	uint64_t tmpfs_size; /* tmpfs: its size in bytes */
 };
 
@@ -65,6 +66,11 @@ struct jail_oci {
 	size_t n_masked;
 	const char *const *readonly;
 	size_t n_readonly;
+	/* root.readonly false: the image's top-level entries come from an overlay whose lower
+	 * is the image (idmapped, never written) and whose upper is a tmpfs of root_size
+	 * bytes (oci_root.c); else they are bound read-only */
+	bool writable_root;
+	uint64_t root_size;
 };
 
 /* Everything the child needs, prepared by the parent before clone. */
@@ -222,6 +228,23 @@ int jail_oci_mounts(int root_fd, const struct jail_ctx *ctx, const int *fds, str
 bool jail_kernel_fs(int fd);
 /* oci_mounts.c: ctx->oci's masked and read-only /proc paths, /proc being at top/proc. */
 int jail_oci_proc_paths(const char *top, const struct jail_ctx *ctx, struct al_error **err);
+/* oci_root.c: an OCI container's writable root (ctx->oci->writable_root). _open: the image's
+ * layers (image_fd, or the layers of an engine's overlay), idmapped clones, while host paths
+ * are still reachable (none for a read-only root). _overlay: an overlay of them and a private
+ * tmpfs, made under stage_fd (at stage, the new root being built); *merged gets an O_PATH fd
+ * on it. _hide detaches what it left under stage (the overlay lives on through what was
+ * bound from it). */
+#define JAIL_OCI_LAYERS_MAX 128
+struct jail_oci_root {
+	int trees[JAIL_OCI_LAYERS_MAX];
+	size_t n;
+};
+int jail_oci_root_open(const struct jail_ctx *ctx, int image_fd, struct jail_oci_root *root,
+		       struct al_error **err);
+void jail_oci_root_close(struct jail_oci_root *root);
+int jail_oci_root_overlay(const struct jail_ctx *ctx, const char *stage, int stage_fd,
+			  const struct jail_oci_root *root, int *merged, struct al_error **err);
+int jail_oci_root_hide(const char *stage, int stage_fd, struct al_error **err);
 
 /* pin.c: keep namespace ns_fd at path (a new empty file, bind-mounted; removed again if the
  * mount fails). */

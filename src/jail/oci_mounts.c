@@ -6,7 +6,9 @@
  * a symlink (jail_mkdir_p, O_NOFOLLOW), and every mount goes on through that fd, so a
  * symlink in an image cannot point a mount elsewhere. Binds come from an fd the caller
  * opened and vetted (src/oci/config.c); a device node is refused here too, whatever the
- * caller did. Every mount is nosuid and nodev.
+ * caller did. Every mount is nosuid and nodev. An rbind brings the source's submounts
+ * too, each checked as the source is (no kernel filesystem, nothing but files and
+ * directories), all nosuid and nodev.
  */
 #include "jail/jail.h"
 #include "common/cleanup.h"
@@ -105,6 +107,70 @@ bool jail_kernel_fs(int fd)
 	return false;
 }
 
+/* mountinfo's octal escapes (\040 for a space, ...), in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++, o++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 3;
+		} else {
+			*o = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/* One submount of an rbind, checked as the bind's own source is. */
+static int check_submount(const struct jail_mount *m, const char *at, struct al_error **err)
+{
+	_cleanup_close_ int fd = open(at, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+
+	if (fd < 0)
+		return al_error_set(err, errno, "rbind of '%s' on '%s': submount '%s'", m->src,
+				    m->dst, at);
+	if (fstat(fd, &st) < 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) ||
+	    jail_kernel_fs(fd))
+		return al_error_msg(err, EPERM,
+				    "rbind of '%s' on '%s' refused: its submount '%s' is a kernel "
+				    "filesystem or not a file or directory",
+				    m->src, m->dst, at);
+	return 0;
+}
+
+/* rbind: every mount below the source (this mount namespace's, still the host's copy). */
+static int check_submounts(const struct jail_mount *m, int src_fd, struct al_error **err)
+{
+	char self[64], top[PATH_MAX], *line = NULL;
+	_cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+	size_t cap = 0, len;
+	ssize_t n;
+	int r = 0;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", src_fd);
+	n = readlink(self, top, sizeof(top) - 1);
+	if (n <= 0 || !f)
+		return al_error_set(err, errno, "rbind of '%s': its submounts", m->src);
+	top[n] = '\0';
+	len = strcmp(top, "/") == 0 ? 0 : (size_t)n;
+	while (r == 0 && getline(&line, &cap, f) > 0) {
+		char at[PATH_MAX];
+
+		/* id parent major:minor root mount-point ... */
+		if (sscanf(line, "%*s %*s %*s %*s %4095s", at) != 1)
+			continue;
+		unescape(at);
+		if (strncmp(at, top, len) == 0 && at[len] == '/' && at[len + 1])
+			r = check_submount(m, at, err);
+	}
+	free(line);
+	return r;
+}
+
 int jail_oci_mounts_open(const struct jail_ctx *ctx, int *fds, struct al_error **err)
 {
 	for (size_t i = 0; ctx->oci && i < ctx->oci->n_mounts; i++) {
@@ -121,6 +187,8 @@ int jail_oci_mounts_open(const struct jail_ctx *ctx, int *fds, struct al_error *
 			    "bind of '%s' on '%s' refused: a kernel filesystem would "
 			    "show the host's",
 			    m->src, m->dst);
+		if (m->recursive && check_submounts(m, fds[i], err) < 0)
+			return -1;
 	}
 	return 0;
 }
@@ -139,11 +207,15 @@ static int bind_one(const struct jail_mount *m, int src_fd, int target, struct a
 				    "bind mount on '%s': the source is not a file or a directory "
 				    "(no host device, socket or FIFO enters a sandbox)",
 				    m->dst);
-	tree =
-	    (int)syscall(SYS_open_tree, src_fd, "", AL_OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH);
+	/* rbind: the whole tree (its submounts vetted by jail_oci_mounts_open), every mount of
+	 * it nosuid, nodev (read-only with ro). */
+	tree = (int)syscall(SYS_open_tree, src_fd, "",
+			    AL_OPEN_TREE_CLONE | O_CLOEXEC | AT_EMPTY_PATH |
+				(m->recursive ? AT_RECURSIVE : 0));
 	if (tree < 0)
 		return al_error_set(err, errno, "open_tree (bind on '%s')", m->dst);
-	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
+	if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | (m->recursive ? AT_RECURSIVE : 0),
+		    &attr, sizeof(attr)) < 0)
 		return al_error_set(err, errno, "mount_setattr (bind on '%s')", m->dst);
 	if (syscall(SYS_move_mount, tree, "", target, "",
 		    AL_MOVE_MOUNT_F_EMPTY_PATH | AL_MOVE_MOUNT_T_EMPTY_PATH) < 0)

@@ -41,14 +41,20 @@ static int mount_err(struct al_error **err, const char *what, const char *dst)
 	return al_error_set(err, errno, "mount %s on '%s'", what, dst);
 }
 
-static int bind_ro(const char *src, const char *dst, struct al_error **err)
+/* A bind, nosuid, nodev, and read-only unless rw (an OCI container's writable root). */
+static int bind_at(const char *src, const char *dst, bool rw, struct al_error **err)
 {
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return mount_err(err, src, dst);
-	if (mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
-	    0)
-		return mount_err(err, "(read-only remount)", dst);
+	if (mount(NULL, dst, NULL,
+		  MS_REMOUNT | MS_BIND | (rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV, NULL) < 0)
+		return mount_err(err, rw ? "(nosuid remount)" : "(read-only remount)", dst);
 	return 0;
+}
+
+static int bind_ro(const char *src, const char *dst, struct al_error **err)
+{
+	return bind_at(src, dst, false, err);
 }
 
 static int write_file(int root_fd, const char *path, const char *content, struct al_error **err)
@@ -66,7 +72,8 @@ static int write_file(int root_fd, const char *path, const char *content, struct
 
 /* A host file, read-only, nosuid, nodev, on an empty file made for it (a 43 KB
  * ld.so.cache costs 11 us bound and ~50 us copied, and no tmpfs pages). */
-static int bind_host_file(const char *src, int root_fd, const char *dst, struct al_error **err)
+static int bind_host_file(const char *src, int root_fd, const char *dst, bool rw,
+			  struct al_error **err)
 {
 	char at[PATH_MAX];
 	int fd = openat(root_fd, dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
@@ -75,15 +82,15 @@ static int bind_host_file(const char *src, int root_fd, const char *dst, struct 
 		return al_error_set(err, errno, "create '/%s'", dst);
 	close(fd);
 	snprintf(at, sizeof(at), STAGE "/%s", dst);
-	return bind_ro(src, at, err);
+	return bind_at(src, at, rw, err);
 }
 
 /*
  * Bring one host path into the new root as what it is: a symlink is recreated,
- * a directory or a regular file is bind-mounted read-only. A missing host path
- * is skipped.
+ * a directory or a regular file is bind-mounted read-only (writable with rw: from an OCI
+ * container's own overlay). A missing host path is skipped.
  */
-static int import_host_entry(int root_fd, const char *host_path, const char *rel,
+static int import_host_entry(int root_fd, const char *host_path, const char *rel, bool rw,
 			     struct al_error **err)
 {
 	char target[PATH_MAX], dst[PATH_MAX];
@@ -102,13 +109,13 @@ static int import_host_entry(int root_fd, const char *host_path, const char *rel
 		return 0;
 	}
 	if (S_ISREG(st.st_mode))
-		return bind_host_file(host_path, root_fd, rel, err);
+		return bind_host_file(host_path, root_fd, rel, rw, err);
 	if (!S_ISDIR(st.st_mode))
 		return 0;
 	if (mkdirat(root_fd, rel, 0755) < 0 && errno != EEXIST)
 		return al_error_set(err, errno, "mkdir '/%s'", rel);
 	snprintf(dst, sizeof(dst), STAGE "/%s", rel);
-	return bind_ro(host_path, dst, err);
+	return bind_at(host_path, dst, rw, err);
 }
 
 static const char etc_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
@@ -176,7 +183,7 @@ static int build_host_runtime(int root_fd, const char *hostname, bool net, struc
 	r = bind_ro("/usr", STAGE "/usr", err);
 	for (i = 0; r == 0 && i < ARRAY_SIZE(host_top); i++) {
 		snprintf(host_path, sizeof(host_path), "/%s", host_top[i]);
-		r = import_host_entry(root_fd, host_path, host_top[i], err);
+		r = import_host_entry(root_fd, host_path, host_top[i], false, err);
 	}
 	if (r < 0)
 		return r;
@@ -197,17 +204,19 @@ static int build_host_runtime(int root_fd, const char *hostname, bool net, struc
 	for (i = 0; i < ARRAY_SIZE(host_etc); i++) {
 		snprintf(host_path, sizeof(host_path), "/etc/%s", host_etc[i]);
 		snprintf(rel, sizeof(rel), "etc/%s", host_etc[i]);
-		if (import_host_entry(root_fd, host_path, rel, err) < 0)
+		if (import_host_entry(root_fd, host_path, rel, false, err) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-/* --image DIR: every top-level entry of DIR, read-only; we provide /proc, /dev and the
- * writable places ourselves. */
-static int build_image(int root_fd, int image_fd, const char *image, struct al_error **err)
+/* --image DIR: every top-level entry of DIR, read-only (writable with rw: DIR is an OCI
+ * container's overlay, oci_root.c); we provide /proc, /dev and the writable places
+ * ourselves. The name of oci_root.c's scratch directory is never taken from an image. */
+static int build_image(int root_fd, int image_fd, const char *image, bool rw, struct al_error **err)
 {
-	static const char *const ours[] = {"proc", "dev", "sys", "tmp", "workspace", "home", "run"};
+	static const char *const ours[] = {"proc",	"dev",	"sys", "tmp",
+					   "workspace", "home", "run", ".airlock-root"};
 	_cleanup_closedir_ DIR *d = NULL;
 	char src[PATH_MAX];
 	struct dirent *de;
@@ -230,7 +239,7 @@ static int build_image(int root_fd, int image_fd, const char *image, struct al_e
 			continue;
 		/* Through the fd, so the image path cannot be swapped under us. */
 		snprintf(src, sizeof(src), "/proc/self/fd/%d/%s", image_fd, de->d_name);
-		if (import_host_entry(root_fd, src, de->d_name, err) < 0)
+		if (import_host_entry(root_fd, src, de->d_name, rw, err) < 0)
 			return al_error_wrap(err, "image '%s'", image);
 	}
 	if (errno)
@@ -389,11 +398,27 @@ static void disk_opts(const struct al_config *cfg, char *buf, size_t len)
 		 (unsigned long long)inodes);
 }
 
+/* The image's entries: read-only, or from an OCI container's overlay (oci_root.c), whose
+ * scratch directory is detached again once they are bound. */
+static int build_image_root(const struct jail_ctx *ctx, int root_fd, int image_fd,
+			    const struct jail_oci_root *layers, struct al_error **err)
+{
+	_cleanup_close_ int merged = -1;
+
+	if (!ctx->oci || !ctx->oci->writable_root)
+		return build_image(root_fd, image_fd, ctx->cfg->image, false, err);
+	if (jail_oci_root_overlay(ctx, STAGE, root_fd, layers, &merged, err) < 0 ||
+	    build_image(root_fd, merged, ctx->cfg->image, true, err) < 0)
+		return -1;
+	al_closep(&merged);
+	return jail_oci_root_hide(STAGE, root_fd, err);
+}
+
 /* The staging tmpfs at STAGE with everything that depends neither on the sandbox's pid
  * namespace nor on its owner: the runtime (or the image), /etc, the CA's place, the
  * writable directories, /dev. */
-static int build_stage(const struct jail_ctx *ctx, int image_fd, int *root_fd,
-		       struct al_error **err)
+static int build_stage(const struct jail_ctx *ctx, int image_fd, const struct jail_oci_root *layers,
+		       int *root_fd, struct al_error **err)
 {
 	const struct al_config *cfg = ctx->cfg;
 	char opts[128];
@@ -404,7 +429,7 @@ static int build_stage(const struct jail_ctx *ctx, int image_fd, int *root_fd,
 		return mount_err(err, "tmpfs", STAGE);
 	if ((*root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return al_error_set(err, errno, "open '%s'", STAGE);
-	r = cfg->image ? build_image(*root_fd, image_fd, cfg->image, err)
+	r = cfg->image ? build_image_root(ctx, *root_fd, image_fd, layers, err)
 		       : build_host_runtime(*root_fd,
 					    cfg->hostname ? cfg->hostname : JAIL_HOSTNAME_DEFAULT,
 					    ctx->net_link, err);
@@ -467,7 +492,7 @@ int jail_rootfs_ahead(const struct jail_ctx *ctx, int *out, struct al_error **er
 	if (r == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		r = mount_err(err, "(make-rprivate)", "/");
 	if (r == 0)
-		r = build_stage(ctx, -1, &root_fd, err);
+		r = build_stage(ctx, -1, NULL, &root_fd, err);
 	if (r == 0)
 		r = enter_root("/", err);
 	back = go_home(home, cwd, old_umask, r < 0 ? NULL : err);
@@ -513,6 +538,7 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	const struct al_config *cfg = ctx->cfg;
 	const char *workdir = cfg->workdir ? cfg->workdir : "/workspace";
 	int src_fds[MAX_FILES], oci_fds[JAIL_OCI_MOUNTS_MAX];
+	struct jail_oci_root layers = {.n = 0};
 	_cleanup_close_ int image_fd = -1, root_fd = -1, wd_fd = -1;
 	size_t i;
 	int r;
@@ -533,8 +559,11 @@ int jail_rootfs_build(struct jail_ctx *ctx, struct al_error **err)
 	r = open_sources(cfg, src_fds, err);
 	if (r == 0) /* an OCI container's bind sources (oci_mounts.c), before /tmp is hidden */
 		r = jail_oci_mounts_open(ctx, oci_fds, err);
+	if (r == 0) /* an OCI container's writable root: the image's layers, idmapped */
+		r = jail_oci_root_open(ctx, image_fd, &layers, err);
 	if (r == 0)
-		r = build_stage(ctx, image_fd, &root_fd, err);
+		r = build_stage(ctx, image_fd, &layers, &root_fd, err);
+	jail_oci_root_close(&layers);
 	if (r == 0)
 		r = chown_writable(root_fd, ctx, err);
 	/* /proc is mounted after the workdir is made: it would hide it. */

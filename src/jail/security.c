@@ -12,10 +12,13 @@
 #include "common/cleanup.h"
 #include "common/error.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
 #include <linux/capability.h>
@@ -199,6 +202,28 @@ int jail_landlock_restrict(int ruleset, struct al_error **err)
 	return 0;
 }
 
+/* An OCI container's writable root (oci_root.c): every top-level directory of it but /proc,
+ * /sys and /dev (whose writable parts are in the base rules). */
+static int add_root_dirs(int rs, struct al_error **err)
+{
+	_cleanup_closedir_ DIR *d = opendir("/");
+	struct dirent *de;
+	char path[PATH_MAX];
+
+	if (!d)
+		return al_error_set(err, errno, "landlock: opendir '/'");
+	while ((de = readdir(d))) {
+		if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+		    strcmp(de->d_name, "proc") == 0 || strcmp(de->d_name, "sys") == 0 ||
+		    strcmp(de->d_name, "dev") == 0)
+			continue;
+		snprintf(path, sizeof(path), "/%s", de->d_name);
+		if (add_path(rs, path, landlock_all(), err) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
 {
 	_cleanup_close_ int rs = -1;
@@ -210,6 +235,8 @@ int jail_landlock_apply(const struct jail_ctx *ctx, struct al_error **err)
 		if (!ctx->oci->mounts[i].rdonly &&
 		    add_path(rs, ctx->oci->mounts[i].dst, landlock_all(), err) < 0)
 			return -1;
+	if (rs >= 0 && ctx->oci && ctx->oci->writable_root && add_root_dirs(rs, err) < 0)
+		return -1;
 	return jail_landlock_restrict(rs, err);
 }
 

@@ -8,6 +8,7 @@
 #include "oci/oci.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/parse.h"
 #include "common/path.h"
 #include "common/xalloc.h"
 
@@ -251,6 +252,7 @@ static int one_mount(json_t *m, size_t i, struct oci_config *c, struct al_error 
 		    "sysfs, cgroup, ...) would show the host's",
 		    src, dst);
 	jm->src = src;
+	jm->recursive = has_option(opts, "rbind");
 	c->oci.n_mounts++;
 	jm->dir = S_ISDIR(st.st_mode);
 	return 0;
@@ -336,6 +338,23 @@ static int load_doc(const char *bundle, struct oci_config *c, struct al_error **
 	return 0;
 }
 
+/* root.readonly false: a writable root (src/jail/oci_root.c), an overlay whose upper is a
+ * tmpfs of the airlock.dev/root-size annotation's size, else JAIL_DISK_DEFAULT. */
+static int root_options(struct oci_config *c, json_t *ann, struct al_error **err)
+{
+	json_t *ro = json_object_get(json_object_get(c->doc, "root"), "readonly");
+	const char *size = json_string_value(json_object_get(ann, OCI_ROOT_SIZE_ANNOTATION));
+
+	if (ro && !json_is_boolean(ro))
+		return al_error_msg(err, EINVAL, "config.json: root.readonly is not a boolean");
+	c->oci.writable_root = !json_is_true(ro);
+	c->oci.root_size = JAIL_DISK_DEFAULT;
+	if (size && (al_parse_size(size, &c->oci.root_size) < 0 || c->oci.root_size < 4096))
+		return al_error_msg(err, EINVAL, "annotation %s: '%s' is not a size of 4K or more",
+				    OCI_ROOT_SIZE_ANNOTATION, size);
+	return 0;
+}
+
 int oci_config_load(const char *bundle, struct oci_config *c, struct al_error **err)
 {
 	json_t *linux_, *m, *ann;
@@ -374,6 +393,8 @@ int oci_config_load(const char *bundle, struct oci_config *c, struct al_error **
 	c->oci.readonly = c->readonly;
 	c->oci.n_readonly = json_array_size(json_object_get(linux_, "readonlyPaths"));
 	ann = json_object_get(c->doc, "annotations");
+	if (root_options(c, ann, err) < 0)
+		return -1;
 	c->policy = json_string_value(json_object_get(ann, OCI_POLICY_ANNOTATION));
 	if (c->policy && c->netns_fd >= 0)
 		return al_error_msg(err, EINVAL,

@@ -18,6 +18,7 @@
 #define OCI_ROOT_DEFAULT "/run/airlock-oci"
 #define OCI_POLICY_ANNOTATION "airlock.dev/network-policy"
 #define OCI_EGRESS_LOG_ANNOTATION "airlock.dev/egress-log"
+#define OCI_ROOT_SIZE_ANNOTATION "airlock.dev/root-size" /* a writable root's cap */
 /* Host uid ranges of OCI containers: 0x20000000 + slot * 65536 (airlock run and airlockd
  * use 0x40000000 and up). */
 #define OCI_SLOT_BASE 0x20000000u

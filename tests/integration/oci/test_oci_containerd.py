@@ -119,8 +119,20 @@ def test_a_pod_pair_under_containerd(ctr):
 def test_escape_checks_hold_under_containerd(ctr, tmp_path):
     marker = tmp_path / ("marker-" + uuid.uuid4().hex)
     marker.write_text("x")
-    r = ctr_run(ctr, ["sh", "-c", script(str(marker))])
+    r = ctr_run(ctr, ["sh", "-c", script(str(marker), writable_root=True)])
     assert_all_ok(r.stdout)
+    r = ctr_run(ctr, ["sh", "-c", script(str(marker))], extra=["--read-only"])
+    assert_all_ok(r.stdout)
+
+
+def test_ctr_run_writes_its_root_and_the_image_never_changes(ctr):
+    from .test_oci_rootfs import tree_hash
+    before = tree_hash(ctr.rootfs)
+    r = ctr_run(ctr, ["sh", "-c", "echo x > /etc/foo && cat /etc/foo && rm /etc/group"])
+    assert (r.returncode, r.stdout) == (0, "x\n"), r.stderr
+    r = ctr_run(ctr, ["sh", "-c", "cat /etc/foo || echo absent; test -e /etc/group"])
+    assert (r.returncode, r.stdout) == (0, "absent\n"), r.stderr
+    assert tree_hash(ctr.rootfs) == before
 
 
 def test_ctr_task_exec(ctr):
@@ -131,6 +143,12 @@ def test_ctr_task_exec(ctr):
     try:
         r = ctr(["task", "exec", "--exec-id", "e1", cid, "sh", "-c", "echo ctr-exec; exit 3"])
         assert (r.returncode, r.stdout) == (3, "ctr-exec\n"), r.stderr
+        r = ctr(["task", "exec", "--exec-id", "e2", cid, "no-such-command"])
+        assert r.returncode == 127, (r.returncode, r.stderr)
+        assert 'airlock-oci: exec "no-such-command": No such file or directory' in r.stderr
+        r = ctr(["task", "exec", "--exec-id", "e3", cid, "/etc/passwd"])
+        assert r.returncode == 126, (r.returncode, r.stderr)
+        assert 'airlock-oci: exec "/etc/passwd": Permission denied' in r.stderr
     finally:
         ctr(["tasks", "kill", "-s", "KILL", cid])
         time.sleep(0.2)

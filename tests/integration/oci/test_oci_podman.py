@@ -77,8 +77,54 @@ def test_pids_limit(podman):
 def test_escape_checks_hold_under_podman(podman, tmp_path):
     marker = tmp_path / ("marker-" + uuid.uuid4().hex)
     marker.write_text("x")
-    r = prun(podman, [], script(str(marker)))
+    r = prun(podman, [], script(str(marker), writable_root=True))
     assert_all_ok(r.stdout)
+    r = prun(podman, ["--read-only"], script(str(marker)))
+    assert_all_ok(r.stdout)
+
+
+def test_podman_run_writes_its_root_and_the_image_never_changes(podman):
+    from .test_oci_rootfs import tree_hash
+    r = podman(["create", "--network", "none", IMAGE, "sh", "-c",
+                "echo x > /etc/foo && cat /etc/foo && echo y >> /etc/passwd && rm /etc/group"])
+    assert r.returncode == 0, r.stderr
+    cid = r.stdout.strip()
+    try:
+        # podman itself makes the /etc/mtab link in the container's rootfs when it starts it.
+        root = podman(["mount", cid]).stdout.strip()
+        before = tree_hash(root, skip={"etc/mtab"})
+        r = podman(["start", "-a", cid])
+        assert (r.returncode, r.stdout) == (0, "x\n"), r.stderr
+        root = podman(["mount", cid]).stdout.strip()
+        assert tree_hash(root, skip={"etc/mtab"}) == before and not os.path.exists(root + "/etc/foo")
+    finally:
+        podman(["rm", "-f", cid])
+    # Another container of the same image sees none of it.
+    r = prun(podman, [], "cat /etc/foo || echo absent; grep -c . /etc/group")
+    assert r.stdout.split() == ["absent", "1"], r.stderr
+
+
+def test_podman_read_only_and_the_root_size_cap(podman):
+    r = prun(podman, ["--read-only"], "echo x > /etc/foo")
+    assert r.returncode == 1 and "Read-only file system" in r.stderr, r.stderr
+    r = prun(podman, ["--annotation", "airlock.dev/root-size=4M"],
+             "dd if=/dev/zero of=/etc/big bs=1M count=16 2>&1; echo dd=$?")
+    assert "No space left on device" in r.stdout and "dd=1" in r.stdout, r.stdout
+
+
+def test_podman_exec_of_what_cannot_run_says_why(podman):
+    r = podman(["run", "-d", "--network", "none", IMAGE, "sleep", "1000"])
+    assert r.returncode == 0, r.stderr
+    cid = r.stdout.strip()
+    try:
+        r = podman(["exec", cid, "no-such-command"])
+        assert r.returncode == 127, (r.returncode, r.stderr)
+        assert 'airlock-oci: exec "no-such-command": No such file or directory' in r.stderr
+        r = podman(["exec", cid, "/etc/passwd"])
+        assert r.returncode == 126, (r.returncode, r.stderr)
+        assert 'airlock-oci: exec "/etc/passwd": Permission denied' in r.stderr
+    finally:
+        podman(["rm", "-f", cid])
 
 
 def test_podman_exec_with_and_without_a_terminal(podman):

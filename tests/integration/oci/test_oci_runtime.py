@@ -45,8 +45,12 @@ def test_a_signal_death_is_128_plus_the_signal(bundle, lifecycle):
     assert r.status == 128 + 9
 
 
-def test_command_not_found_is_127(bundle, lifecycle):
-    assert lifecycle(bundle(["no-such-command"])).status == 127
+def test_command_not_found_is_127_and_says_why(bundle, lifecycle):
+    r = lifecycle(bundle(["no-such-command"]))
+    assert r.status == 127
+    assert r.err == 'airlock-oci: exec "no-such-command": No such file or directory\n', r.err
+    r = lifecycle(bundle(["/etc/passwd"]))
+    assert (r.status, r.err) == (126, 'airlock-oci: exec "/etc/passwd": Permission denied\n')
 
 
 def test_env_cwd_user_groups_and_hostname_come_from_config(bundle, lifecycle):
@@ -169,6 +173,49 @@ def test_binds_and_tmpfs_are_honoured_and_nosuid_nodev(bundle, lifecycle, tmp_pa
     for line in lines[3:5]:
         assert "nosuid" in line and "nodev" in line
     assert not (src / "f2").exists()
+
+
+def test_rbind_brings_submounts_each_nosuid_nodev_and_read_only(bundle, lifecycle, tmp_path):
+    src = tmp_path / "tree"
+    (src / "sub").mkdir(parents=True)
+    (src / "top").write_text("top\n")
+    assert subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "sub", str(src / "sub")]
+                          ).returncode == 0
+    try:
+        (src / "sub" / "f").write_text("below\n")
+        b = bundle(["sh", "-c", "cat /t/top /t/sub/f; touch /t/sub/x || echo ro; "
+                    "grep -E ' /t(/sub)? ' /proc/mounts"],
+                   mounts=[{"destination": "/t", "type": "bind", "source": str(src),
+                            "options": ["rbind", "ro"]}])
+        r = lifecycle(b)
+        lines = r.out.splitlines()
+        assert lines[:3] == ["top", "below", "ro"], r.out + r.err
+        assert len(lines[3:]) == 2, r.out
+        for line in lines[3:]:
+            assert "nosuid" in line and "nodev" in line and " ro," in line, line
+        # bind (not rbind): the top mount only, as runc.
+        b = bundle(["sh", "-c", "cat /t/sub/f || echo none"],
+                   mounts=[{"destination": "/t", "type": "bind", "source": str(src),
+                            "options": ["bind", "ro"]}])
+        assert lifecycle(b).out == "none\n"
+    finally:
+        subprocess.run(["umount", str(src / "sub")])
+
+
+def test_rbind_of_a_tree_with_a_kernel_filesystem_below_is_refused_by_name(oci, bundle,
+                                                                            tmp_path):
+    src = tmp_path / "tree"
+    (src / "p").mkdir(parents=True)
+    assert subprocess.run(["mount", "-t", "proc", "proc", str(src / "p")]).returncode == 0
+    try:
+        b = bundle(["true"], mounts=[{"destination": "/t", "type": "bind",
+                                      "source": str(src), "options": ["rbind"]}])
+        r = oci(["create", "--bundle", str(b), "rb"])
+        assert r.returncode == 1 and "refused" in r.stderr and str(src / "p") in r.stderr, \
+            r.stderr
+        assert "does not exist" in oci(["state", "rb"]).stderr
+    finally:
+        subprocess.run(["umount", str(src / "p")])
 
 
 def test_capabilities_are_cut_to_the_configs_never_widened(bundle, lifecycle):
