@@ -6,6 +6,7 @@
  *
  *   host  http://<port>-<sandbox>.<--preview-domain>[:api-port]/path
  *   path  http://<api address>/preview/<sandbox>/<port>/path   (prefix stripped upstream)
+ * (https:// both, on a listener with TLS: docs/daemon.md)
  *
  * A plain request goes upstream as HTTP/1.0 with "Connection: close" (so the answer is
  * never chunked and ends with the connection), its body collected first (up to
@@ -456,6 +457,7 @@ json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports)
 {
 	const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host");
 	const char *colon = host ? strchr(host, ':') : NULL;
+	const char *scheme = api_req_tls(r) ? "https" : "http";
 	json_t *out = json_array(), *p;
 	size_t i;
 
@@ -466,10 +468,10 @@ json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports)
 		json_int_t port = json_integer_value(p);
 		char *sub = xasprintf("%d-%s", (int)port, sbx), *url;
 
-		url = r->api->preview_domain ? xasprintf("http://%s.%s%s/", sub,
+		url = r->api->preview_domain ? xasprintf("%s://%s.%s%s/", scheme, sub,
 							 r->api->preview_domain, colon ? colon : "")
-					     : xasprintf("http://%s" API_PREVIEW_PREFIX "%s/%d/",
-							 host, sbx, (int)port);
+					     : xasprintf("%s://%s" API_PREVIEW_PREFIX "%s/%d/",
+							 scheme, host, sbx, (int)port);
 		json_array_append_new(
 		    out, json_pack("{s:I,s:s,s:s}", "port", port, "subdomain", sub, "url", url));
 		free(sub);

@@ -485,7 +485,7 @@ void api_pty_offer(struct api_req *r, const char *prefix, const char *suffix)
 	if (!host || !host[0] || strpbrk(host, "/?#@ \t"))
 		host = "localhost";
 	api_reply_json(r, 200,
-		       json_pack("{s:s++++,s:s,s:I}", "url", "ws://", host, prefix, sbx, suffix,
-				 "token", token, "expiresInMs",
+		       json_pack("{s:s++++,s:s,s:I}", "url", api_req_tls(r) ? "wss://" : "ws://",
+				 host, prefix, sbx, suffix, "token", token, "expiresInMs",
 				 (json_int_t)api_pty_ttl(r->api->pty)));
 }
