@@ -117,6 +117,7 @@ struct api {
 	struct e2b *e2b;	    /* the E2B front end's state (src/api/e2b/) */
 	char *tls_cert, *tls_key;   /* PEM, NUL-terminated (tls.c), or NULL: no TLS */
 	struct MHD_Daemon *mhd_tls; /* --tls-listen's listener, or NULL */
+	unsigned upgrades;	    /* handlers of upgraded TLS connections running (__atomic) */
 	int tls_port;
 };
 
@@ -189,6 +190,15 @@ int api_tls_load(struct api *a, const struct api_opts *o, struct al_error **err)
 void api_tls_free(struct api *a);
 /* Did r come over TLS? Then the URLs it is given are https:// and wss://. */
 bool api_req_tls(const struct api_req *r);
+/*
+ * Runs the handler of an upgraded connection (the PTY, a proxied WebSocket), fn(arg), which
+ * ends with MHD_upgrade_action(CLOSE). Over plain TCP in the connection's thread, as MHD
+ * hands it the client's socket; over TLS in a thread of its own, for libmicrohttpd relays
+ * between the TLS session and the handler's socket in the connection's thread only once
+ * the upgrade callback has returned. api_stop waits for those threads (api_upgrade_wait).
+ */
+void api_upgrade_run(struct MHD_Connection *c, struct api *a, void (*fn)(void *), void *arg);
+void api_upgrade_wait(struct api *a);
 
 /* --- metrics (metrics.c) -------------------------------------------------- */
 

@@ -271,6 +271,10 @@ struct relay {
 	char *rest; /* bytes after the head */
 	size_t rest_len, rest_off;
 	uint64_t in, out; /* into the sandbox, out of it */
+	int sock;	  /* an upgraded connection's: the client's side */
+	struct MHD_UpgradeResponseHandle *urh;
+	char *extra; /* bytes after the request, read by MHD already */
+	size_t extra_len;
 };
 
 static void relay_free(void *cls)
@@ -281,6 +285,7 @@ static void relay_free(void *cls)
 			       rl->out);
 	close(rl->fd);
 	free(rl->rest);
+	free(rl->extra);
 	free(rl);
 }
 
@@ -338,20 +343,33 @@ static void pump_both(struct relay *rl, int client)
 	}
 }
 
+static void run_relay(void *cls)
+{
+	struct relay *rl = cls;
+	int sock = rl->sock;
+
+	fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) & ~O_NONBLOCK);
+	if ((!rl->extra_len || send_all(rl->fd, rl->extra, rl->extra_len) == 0) &&
+	    (rl->rest_len == 0 || send_all(sock, rl->rest, rl->rest_len) == 0)) {
+		rl->in += rl->extra_len;
+		rl->out += rl->rest_len;
+		pump_both(rl, sock);
+	}
+	MHD_upgrade_action(rl->urh, MHD_UPGRADE_ACTION_CLOSE);
+	relay_free(rl);
+}
+
 static void on_upgrade(void *cls, struct MHD_Connection *c, void *req_cls, const char *extra,
 		       size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
 	struct relay *rl = cls;
 
-	fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) & ~O_NONBLOCK);
-	if ((!extra_len || send_all(rl->fd, extra, extra_len) == 0) &&
-	    (rl->rest_len == 0 || send_all(sock, rl->rest, rl->rest_len) == 0)) {
-		rl->in += extra_len;
-		rl->out += rl->rest_len;
-		pump_both(rl, sock);
-	}
-	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-	relay_free(rl);
+	rl->sock = sock;
+	rl->urh = urh;
+	rl->extra = xzalloc(extra_len + 1);
+	memcpy(rl->extra, extra, extra_len);
+	rl->extra_len = extra_len;
+	api_upgrade_run(c, rl->api, run_relay, rl);
 }
 
 static bool skip_response_header(const struct net_http_span *name)

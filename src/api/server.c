@@ -464,6 +464,7 @@ void api_stop(struct api *a)
 		MHD_stop_daemon(a->mhd_tls);
 	if (a->mhd_metrics)
 		MHD_stop_daemon(a->mhd_metrics);
+	api_upgrade_wait(a); /* a TLS connection's PTY or relay, in its own thread */
 	api_auth_free(a->metrics_auth);
 	if (a->socket_path)
 		unlink(a->socket_path);

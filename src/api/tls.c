@@ -15,9 +15,11 @@
 #include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define API_TLS_FILE_MAX (1024 * 1024) /* a certificate chain or a key, PEM */
@@ -151,4 +153,51 @@ bool api_req_tls(const struct api_req *r)
 	    MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
 
 	return i && i->tls_session;
+}
+
+struct upgrade_job {
+	struct api *api;
+	void (*fn)(void *);
+	void *arg;
+};
+
+static void *upgrade_thread(void *p)
+{
+	struct upgrade_job *j = p;
+	struct api *a = j->api;
+
+	j->fn(j->arg);
+	free(j);
+	__atomic_sub_fetch(&a->upgrades, 1, __ATOMIC_ACQ_REL);
+	return NULL;
+}
+
+void api_upgrade_run(struct MHD_Connection *c, struct api *a, void (*fn)(void *), void *arg)
+{
+	const union MHD_ConnectionInfo *i =
+	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+	struct upgrade_job *j;
+	pthread_attr_t at;
+	pthread_t th;
+	int r;
+
+	if (!i || !i->tls_session)
+		return fn(arg); /* plain TCP or the Unix socket: sock is the client's */
+	j = xzalloc(sizeof(*j));
+	*j = (struct upgrade_job){a, fn, arg};
+	__atomic_add_fetch(&a->upgrades, 1, __ATOMIC_ACQ_REL);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&th, &at, upgrade_thread, j);
+	pthread_attr_destroy(&at);
+	if (r != 0) /* no thread: the handler sees no data and ends at its idle limit */
+		upgrade_thread(j);
+}
+
+void api_upgrade_wait(struct api *a)
+{
+	const struct timespec tick = {0, 10 * 1000 * 1000};
+
+	while (__atomic_load_n(&a->upgrades, __ATOMIC_ACQUIRE) > 0)
+		nanosleep(&tick, NULL);
 }
