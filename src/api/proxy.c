@@ -47,7 +47,9 @@ static void api_proxy_serve(struct api_req *r);
 static const struct api_route proxy_route = {"*", "(preview)", api_proxy_serve,
 					     API_ROUTE_NO_AUTH | API_ROUTE_RAW | API_ROUTE_UPLOAD};
 
-/* "<port>-<sandbox>" with port 1..65535 and an id of [a-z0-9_]. */
+/* "<port>-<sandbox>" with port 1..65535 and an id of [a-z0-9_]. A '-' in the id stands for
+ * its '_' (ids have none): "3000-sbx-abc" is sbx_abc, a DNS name's form, the one a TLS
+ * listener hands out, for GnuTLS refuses a server name with '_' in the handshake. */
 static bool parse_label(const char *p, size_t n, struct api_proxy_target *t)
 {
 	size_t i = 0;
@@ -59,10 +61,12 @@ static bool parse_label(const char *p, size_t n, struct api_proxy_target *t)
 	    n - i - 1 > API_PTY_ID_MAX)
 		return false;
 	for (size_t k = i + 1; k < n; k++)
-		if (!islower((unsigned char)p[k]) && !isdigit((unsigned char)p[k]) && p[k] != '_')
+		if (!islower((unsigned char)p[k]) && !isdigit((unsigned char)p[k]) && p[k] != '_' &&
+		    p[k] != '-')
 			return false;
 	t->port = (unsigned)port;
-	memcpy(t->sbx, p + i + 1, n - i - 1);
+	for (size_t k = i + 1; k < n; k++)
+		t->sbx[k - i - 1] = p[k] == '-' ? '_' : p[k];
 	t->sbx[n - i - 1] = '\0';
 	return true;
 }
@@ -475,7 +479,8 @@ json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports)
 {
 	const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host");
 	const char *colon = host ? strchr(host, ':') : NULL;
-	const char *scheme = api_req_tls(r) ? "https" : "http";
+	bool tls = api_req_tls(r);
+	const char *scheme = tls ? "https" : "http";
 	json_t *out = json_array(), *p;
 	size_t i;
 
@@ -484,15 +489,19 @@ json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports)
 	json_array_foreach(ports, i, p)
 	{
 		json_int_t port = json_integer_value(p);
-		char *sub = xasprintf("%d-%s", (int)port, sbx), *url;
+		char *sub = xasprintf("%d-%s", (int)port, sbx), *url, *label = xstrdup(sub);
 
-		url = r->api->preview_domain ? xasprintf("%s://%s.%s%s/", scheme, sub,
+		if (tls) /* the DNS form (parse_label): no '_' in a TLS server name */
+			for (char *c = label; *c; c++)
+				*c = *c == '_' ? '-' : *c;
+		url = r->api->preview_domain ? xasprintf("%s://%s.%s%s/", scheme, label,
 							 r->api->preview_domain, colon ? colon : "")
 					     : xasprintf("%s://%s" API_PREVIEW_PREFIX "%s/%d/",
 							 scheme, host, sbx, (int)port);
 		json_array_append_new(
 		    out, json_pack("{s:I,s:s,s:s}", "port", port, "subdomain", sub, "url", url));
 		free(sub);
+		free(label);
 		free(url);
 	}
 	return out;

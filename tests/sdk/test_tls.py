@@ -209,8 +209,11 @@ def test_pty_and_preview_websocket_over_wss(pki, daemon, sbx, node_modules):
 
 def test_preview_urls_are_https_and_served_with_the_wildcard_cert(pki, daemon, sbx):
     sid, j = sbx
-    assert j["routes"][0]["url"] == f"https://3000-{sid}.{DOMAIN}:{daemon}/", j["routes"]
-    host = f"3000-{sid}.{DOMAIN}"
+    # the DNS form of the id ('-' for '_'): GnuTLS refuses a server name with '_'
+    dns = sid.replace("_", "-")
+    assert j["routes"][0]["url"] == f"https://3000-{dns}.{DOMAIN}:{daemon}/", j["routes"]
+    assert j["routes"][0]["subdomain"] == f"3000-{sid}", j["routes"]
+    host = f"3000-{dns}.{DOMAIN}"
     deadline = time.monotonic() + 15
     while True:
         with socket.create_connection(("127.0.0.1", daemon), timeout=10) as s, \
@@ -231,6 +234,9 @@ def test_bad_flags_and_files_are_start_up_errors(pki):
     loose = os.path.join(pki, "loose.key")
     shutil.copy(srv + ".key", loose)
     os.chmod(loose, 0o644)
+    certkey = os.path.join(pki, "cert-as-key.pem")  # a certificate where the key goes
+    shutil.copy(srv + ".pem", certkey)
+    os.chmod(certkey, 0o600)
     junk = os.path.join(pki, "junk.pem")
     with open(junk, "w") as f:
         f.write("not a certificate\n")
@@ -244,8 +250,8 @@ def test_bad_flags_and_files_are_start_up_errors(pki):
          % loose),
         (["--tls-cert", junk, "--tls-key", srv + ".key"], "--tls-cert '%s': no PEM certificate"
          % junk),
-        (["--tls-cert", srv + ".pem", "--tls-key", srv + ".pem"], "--tls-key '%s.pem': no "
-         "unencrypted PEM private key" % srv),
+        (["--tls-cert", srv + ".pem", "--tls-key", certkey], "--tls-key '%s': no "
+         "unencrypted PEM private key" % certkey),
         (["--tls-cert", srv + ".nope", "--tls-key", srv + ".key"], "--tls-cert '%s.nope': No "
          "such file" % srv),
     ]

@@ -100,10 +100,11 @@ await step("native-pty-wss", async () => {
   check(r.exit === 5 && r.closeCode === 1000, `exit ${r.exit} close ${r.closeCode}`);
 });
 
-// <port>-<sandbox>.<preview domain> has no DNS here: connect to the listener, and name the
-// host in SNI (checked against *.<domain> of the certificate) and in Host.
+// <port>-<sandbox>.<preview domain> (the DNS form: '-' for the id's '_', which GnuTLS refuses
+// in a server name) has no DNS here: connect to the listener, and name the host in SNI
+// (checked against *.<domain> of the certificate) and in Host.
 await step("preview-websocket-wss", async () => {
-  const host = `3002-${SBX}.${process.env.AIRLOCK_PREVIEW_DOMAIN}`;
+  const host = `3002-${SBX.replaceAll("_", "-")}.${process.env.AIRLOCK_PREVIEW_DOMAIN}`;
   const port = new URL(BASE).port;
   const got = await new Promise((resolve, reject) => {
     const ws = new WebSocket(`wss://127.0.0.1:${port}/`, {
