@@ -273,7 +273,20 @@ def test_tls_listen_beside_a_plain_listener(pki):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)  # plain
         c.request("GET", "/v1/health")
         assert c.getresponse().status == 200
-        st, _ = req(pki, tport, "GET", "/v1/sandboxes")
-        assert st == 200
+        st, data = req(pki, tport, "POST", "/v1/sandboxes", {})
+        assert st in (200, 201), data
+        sid = json.loads(data)["sandbox"]["id"]
+        # the URL's scheme is the connection's: ws:// on the plain listener, wss:// on TLS
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("POST", f"/v1/sandboxes/{sid}/pty",
+                  headers={"Authorization": f"Bearer {TOKENS['A']}"})
+        r = c.getresponse()
+        assert json.loads(r.read())["url"] == f"ws://127.0.0.1:{port}/v1/sandboxes/{sid}/pty/ws"
+        st, data = req(pki, tport, "POST", f"/v1/sandboxes/{sid}/pty", team="A")
+        assert json.loads(data)["url"] == f"wss://127.0.0.1:{tport}/v1/sandboxes/{sid}/pty/ws"
+        # the plain listener is not TLS, the TLS one not plain
+        with pytest.raises(ssl.SSLError):
+            req(pki, port, "GET", "/v1/health", team=None)
+        req(pki, tport, "POST", f"/v1/sandboxes/{sid}/stop", team="A")
     finally:
         stop(proc)
