@@ -400,9 +400,11 @@ int cli_serve(int argc, char **argv)
 		daemon_close(d);
 		return AL_EXIT_SETUP;
 	}
-	fprintf(stderr, "airlock: serving on %s%s%s (state in %s)\n",
-		aopt.listen ? aopt.listen : "", aopt.listen && aopt.socket_path ? " and " : "",
-		aopt.socket_path ? aopt.socket_path : "", dopt.state_dir);
+	if (aopt.listen || aopt.socket_path)
+		fprintf(stderr, "airlock: serving on %s%s%s (state in %s)\n",
+			aopt.listen ? aopt.listen : "",
+			aopt.listen && aopt.socket_path ? " and " : "",
+			aopt.socket_path ? aopt.socket_path : "", dopt.state_dir);
 	if (aopt.tls_cert)
 		fprintf(stderr, "airlock: HTTPS on %s (TLS 1.2+)\n",
 			aopt.tls_listen ? aopt.tls_listen : aopt.listen);
