@@ -398,6 +398,8 @@ int cli_serve(int argc, char **argv)
 		fprintf(stderr, "airlock: serve: %s\n", err ? err->msg : "failed to start");
 		al_error_free(err);
 		daemon_close(d);
+		free(agent);
+		free(tokens);
 		return AL_EXIT_SETUP;
 	}
 	if (aopt.listen || aopt.socket_path)
