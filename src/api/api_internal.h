@@ -197,7 +197,8 @@ bool api_req_tls(const struct api_req *r);
  * between the TLS session and the handler's socket in the connection's thread only once
  * the upgrade callback has returned. api_stop waits for those threads (api_upgrade_wait).
  */
-void api_upgrade_run(struct MHD_Connection *c, struct api *a, void (*fn)(void *), void *arg);
+void api_upgrade_run(struct MHD_Connection *c, struct api *a, int sock, void (*fn)(void *),
+		     void *arg);
 void api_upgrade_wait(struct api *a);
 
 /* --- metrics (metrics.c) -------------------------------------------------- */

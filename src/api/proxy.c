@@ -373,7 +373,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *c, void *req_cls, const
 	rl->extra = xzalloc(extra_len + 1);
 	memcpy(rl->extra, extra, extra_len);
 	rl->extra_len = extra_len;
-	api_upgrade_run(c, rl->api, run_relay, rl);
+	api_upgrade_run(c, rl->api, sock, run_relay, rl);
 }
 
 static bool skip_response_header(const struct net_http_span *name)

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -172,7 +173,8 @@ static void *upgrade_thread(void *p)
 	return NULL;
 }
 
-void api_upgrade_run(struct MHD_Connection *c, struct api *a, void (*fn)(void *), void *arg)
+void api_upgrade_run(struct MHD_Connection *c, struct api *a, int sock, void (*fn)(void *),
+		     void *arg)
 {
 	const union MHD_ConnectionInfo *i =
 	    MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
@@ -190,8 +192,10 @@ void api_upgrade_run(struct MHD_Connection *c, struct api *a, void (*fn)(void *)
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	r = pthread_create(&th, &at, upgrade_thread, j);
 	pthread_attr_destroy(&at);
-	if (r != 0) /* no thread: the handler sees no data and ends at its idle limit */
+	if (r != 0) { /* no thread: the handler meets the end of its socket and cleans up */
+		shutdown(sock, SHUT_RDWR);
 		upgrade_thread(j);
+	}
 }
 
 void api_upgrade_wait(struct api *a)

@@ -418,7 +418,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *c, void *req_cls, const
 	s->extra = xzalloc(extra_len + 1);
 	memcpy(s->extra, extra, extra_len);
 	s->extra_len = extra_len;
-	api_upgrade_run(c, s->api, run_session, s);
+	api_upgrade_run(c, s->api, sock, run_session, s);
 }
 
 /* --- the routes ---------------------------------------------------------------------------- */
