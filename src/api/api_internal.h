@@ -195,7 +195,8 @@ bool api_req_tls(const struct api_req *r);
  * ends with MHD_upgrade_action(CLOSE). Over plain TCP in the connection's thread, as MHD
  * hands it the client's socket; over TLS in a thread of its own, for libmicrohttpd relays
  * between the TLS session and the handler's socket in the connection's thread only once
- * the upgrade callback has returned. api_stop waits for those threads (api_upgrade_wait).
+ * the upgrade callback has returned. api_stop waits for those threads (api_upgrade_wait)
+ * before it stops the daemons, which free the connections.
  */
 void api_upgrade_run(struct MHD_Connection *c, struct api *a, int sock, void (*fn)(void *),
 		     void *arg);

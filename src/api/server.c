@@ -455,7 +455,10 @@ void api_stop(struct api *a)
 {
 	if (!a)
 		return;
-	__atomic_store_n(&a->stopping, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&a->stopping, true, __ATOMIC_SEQ_CST); /* api_upgrade_run reads it */
+	/* Before the daemons stop: they free an upgraded TLS connection whose handler, in
+	 * its own thread, has not closed it yet (the handlers end on stopping). */
+	api_upgrade_wait(a);
 	if (a->mhd_tcp)
 		MHD_stop_daemon(a->mhd_tcp);
 	if (a->mhd_unix)
@@ -464,7 +467,6 @@ void api_stop(struct api *a)
 		MHD_stop_daemon(a->mhd_tls);
 	if (a->mhd_metrics)
 		MHD_stop_daemon(a->mhd_metrics);
-	api_upgrade_wait(a); /* a TLS connection's PTY or relay, in its own thread */
 	api_auth_free(a->metrics_auth);
 	if (a->socket_path)
 		unlink(a->socket_path);

@@ -169,7 +169,7 @@ static void *upgrade_thread(void *p)
 
 	j->fn(j->arg);
 	free(j);
-	__atomic_sub_fetch(&a->upgrades, 1, __ATOMIC_ACQ_REL);
+	__atomic_sub_fetch(&a->upgrades, 1, __ATOMIC_SEQ_CST);
 	return NULL;
 }
 
@@ -187,7 +187,15 @@ void api_upgrade_run(struct MHD_Connection *c, struct api *a, int sock, void (*f
 		return fn(arg); /* plain TCP or the Unix socket: sock is the client's */
 	j = xzalloc(sizeof(*j));
 	*j = (struct upgrade_job){a, fn, arg};
-	__atomic_add_fetch(&a->upgrades, 1, __ATOMIC_ACQ_REL);
+	/* Counted before stopping is read, as api_stop sets stopping before it reads the
+	 * count (both sequentially consistent): a handler api_stop does not wait for sees
+	 * stopping here, and runs (and ends) inside this callback, while MHD still runs. */
+	__atomic_add_fetch(&a->upgrades, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&a->stopping, __ATOMIC_SEQ_CST)) {
+		shutdown(sock, SHUT_RDWR);
+		upgrade_thread(j);
+		return;
+	}
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	r = pthread_create(&th, &at, upgrade_thread, j);
@@ -202,6 +210,6 @@ void api_upgrade_wait(struct api *a)
 {
 	const struct timespec tick = {0, 10 * 1000 * 1000};
 
-	while (__atomic_load_n(&a->upgrades, __ATOMIC_ACQUIRE) > 0)
+	while (__atomic_load_n(&a->upgrades, __ATOMIC_SEQ_CST) > 0)
 		nanosleep(&tick, NULL);
 }

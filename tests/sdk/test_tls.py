@@ -67,10 +67,10 @@ def ctx(pki, ca="ca"):
     return c
 
 
-def start(pki, *flags, listen=True):
+def start(pki, *flags, listen=True, state=None):
     """airlock serve with flags; (proc, plain port or None, tls port, log path)."""
     port, tport = free_port(), None
-    args = [AIRLOCK_BIN, "serve", "--state-dir", os.path.join(pki, f"state-{port}"),
+    args = [AIRLOCK_BIN, "serve", "--state-dir", state or os.path.join(pki, f"state-{port}"),
             "--tokens", os.path.join(pki, "tokens"),
             "--listen", f"127.0.0.1:{port}" if listen else "none", *flags]
     if "--tls-listen" in flags:
@@ -290,3 +290,45 @@ def test_tls_listen_beside_a_plain_listener(pki):
         req(pki, tport, "POST", f"/v1/sandboxes/{sid}/stop", team="A")
     finally:
         stop(proc)
+
+
+def test_stop_with_a_wss_session_open(pki):
+    """SIGTERM while a PTY runs over TLS (its handler in a thread of its own): the daemon
+    ends promptly, the client gets a close frame (1001) and the end of the connection, and
+    the handler is done before libmicrohttpd frees the connection (ASan saw a use after it
+    when it was not)."""
+    srv, state = os.path.join(pki, "srv"), os.path.join(pki, "state-stop")
+    tls = ("--tls-cert", srv + ".pem", "--tls-key", srv + ".key")
+    proc, _, port, _ = start(pki, *tls, state=state)
+    sid = None
+    try:
+        st, data = req(pki, port, "POST", "/v1/sandboxes", {})
+        sid = json.loads(data)["sandbox"]["id"]
+        st, data = req(pki, port, "POST", f"/v1/sandboxes/{sid}/pty")
+        t = json.loads(data)
+        assert t["url"].startswith("wss://"), t
+        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+        ws = ctx(pki).wrap_socket(raw, server_hostname="localhost")
+        ws.sendall((f"GET /v1/sandboxes/{sid}/pty/ws?token={t['token']} HTTP/1.1\r\n"
+                    f"Host: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    "Sec-WebSocket-Version: 13\r\n\r\n").encode())
+        assert ws.recv(4096).startswith(b"HTTP/1.1 101"), "no upgrade"
+        t0 = time.monotonic()
+        proc.terminate()
+        proc.wait(15)
+        assert time.monotonic() - t0 < 10
+        got = b""
+        try:  # a close frame, 1001 "going away", then the end of the connection
+            while (d := ws.recv(4096)):
+                got += d
+        except (ConnectionError, ssl.SSLError):
+            pass
+        assert got in (b"",) or got.startswith(b"\x88") and got[2:4] == b"\x03\xe9", got
+        ws.close()
+    finally:
+        stop(proc)
+        if sid:  # the sandbox outlived the daemon
+            proc, _, port, _ = start(pki, *tls, state=state)
+            req(pki, port, "POST", f"/v1/sandboxes/{sid}/stop")
+            stop(proc)
