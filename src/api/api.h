@@ -34,12 +34,20 @@ struct api_opts {
 	/* Preview URLs <port>-<sandbox>.DOMAIN (docs/ports.md); NULL: only the path form. */
 	const char *preview_domain;
 	const char *e2b_domain; /* E2B's <port>-<id>.<domain> hosts are envd's (NULL: none) */
+	/* HTTPS (docs/daemon.md, "TLS"): PEM files, both or neither. With them the TCP
+	 * listener (listen) speaks TLS, or, with tls_listen ("ADDR:PORT" as listen), a listener
+	 * of its own does and listen stays plain. The Unix socket is always plain. */
+	const char *tls_cert;
+	const char *tls_key;
+	const char *tls_listen;
 };
 
-/* Starts serving at once; at least one of listen and socket_path must be set. */
+/* Starts serving at once; at least one of listen, tls_listen and socket_path must be set. */
 int api_start(struct daemon *d, const struct api_opts *o, struct api **out, struct al_error **err);
 /* The bound TCP port (useful with port 0), or 0 without a TCP listener. */
 int api_tcp_port(const struct api *a);
+/* The bound port of the HTTPS listener (listen's with TLS on it, else tls_listen's), or 0. */
+int api_tls_port(const struct api *a);
 /* The bound port of the metrics listener, or 0 without one. */
 int api_metrics_port(const struct api *a);
 /* Stops the server (waits for the connection threads) and removes the Unix socket. */

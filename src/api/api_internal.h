@@ -112,9 +112,13 @@ struct api {
 	struct api_router metrics_router;
 	struct MHD_Daemon *mhd_metrics;
 	int metrics_port;
-	struct api_pty *pty;  /* PTY tickets (pty_tickets.c) */
-	char *preview_domain; /* proxy.c: <port>-<sandbox>.preview_domain, or NULL */
-	struct e2b *e2b;      /* the E2B front end's state (src/api/e2b/) */
+	struct api_pty *pty;	    /* PTY tickets (pty_tickets.c) */
+	char *preview_domain;	    /* proxy.c: <port>-<sandbox>.preview_domain, or NULL */
+	struct e2b *e2b;	    /* the E2B front end's state (src/api/e2b/) */
+	char *tls_cert, *tls_key;   /* PEM, NUL-terminated (tls.c), or NULL: no TLS */
+	struct MHD_Daemon *mhd_tls; /* --tls-listen's listener, or NULL */
+	unsigned upgrades;	    /* handlers of upgraded TLS connections running (__atomic) */
+	int tls_port;
 };
 
 static inline bool api_stopping(const struct api *a)
@@ -161,7 +165,7 @@ int api_pty_ticket_new(struct api_pty *p, const char *team, const char *sbx,
 /* Spends the ticket of token: 0 with its team, -ENOENT (unknown or spent), -ETIMEDOUT
  * (expired), -EXDEV (for another sandbox). */
 int api_pty_ticket_take(struct api_pty *p, const char *token, const char *sbx, const char **team);
-/* POST: a ticket for sandbox {id}: {url (ws://Host prefix id suffix), token, expiresInMs}.
+/* POST: a ticket for sandbox {id}: {url (ws[s]://Host prefix id suffix), token, expiresInMs}.
  * GET (the WebSocket, token in ?token=): the session. */
 void api_pty_offer(struct api_req *r, const char *prefix, const char *suffix);
 void api_pty_ws(struct api_req *r);
@@ -178,6 +182,26 @@ void api_proxy_take(struct api_req *r, const char *sbx, unsigned port);
 #define API_PREVIEW_PREFIX "/preview/"
 json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports);
 
+/* --- TLS (tls.c) ----------------------------------------------------------------------- */
+
+extern const char api_tls_priorities[]; /* GnuTLS priorities: TLS 1.2 and 1.3 only */
+/* Reads and checks o's certificate and key into a (nothing without them). */
+int api_tls_load(struct api *a, const struct api_opts *o, struct al_error **err);
+void api_tls_free(struct api *a);
+/* Did r come over TLS? Then the URLs it is given are https:// and wss://. */
+bool api_req_tls(const struct api_req *r);
+/*
+ * Runs the handler of an upgraded connection (the PTY, a proxied WebSocket), fn(arg), which
+ * ends with MHD_upgrade_action(CLOSE). Over plain TCP in the connection's thread, as MHD
+ * hands it the client's socket; over TLS in a thread of its own, for libmicrohttpd relays
+ * between the TLS session and the handler's socket in the connection's thread only once
+ * the upgrade callback has returned. api_stop waits for those threads (api_upgrade_wait)
+ * before it stops the daemons, which free the connections.
+ */
+void api_upgrade_run(struct MHD_Connection *c, struct api *a, int sock, void (*fn)(void *),
+		     void *arg);
+void api_upgrade_wait(struct api *a);
+
 /* --- metrics (metrics.c) -------------------------------------------------- */
 
 /* The metrics tokens and listener of o (api_start, before the API's listeners). */
@@ -185,7 +209,8 @@ int api_metrics_start(struct api *a, const struct api_opts *o, struct al_error *
 /* Who may read a metrics route here: true if r was refused (401, 403, or 404 where
  * metrics are not served), false to go on. */
 bool api_metrics_refused(struct api_req *r);
-struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_conn);
+/* A libmicrohttpd daemon for l on fd; with tls, HTTPS with a's certificate. */
+struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_conn, bool tls);
 
 /* --- the E2B front end (src/api/e2b/) ----------------------------------------------- */
 

@@ -83,7 +83,7 @@ int api_metrics_start(struct api *a, const struct api_opts *o, struct al_error *
 	a->metrics_l = (struct api_listener){a, &a->metrics_router, true};
 	if (api_listen_tcp(o->metrics_listen, &fd, &a->metrics_port, err) < 0)
 		return al_error_wrap(err, "--metrics-listen");
-	a->mhd_metrics = api_mhd_start(&a->metrics_l, fd, API_METRICS_MAX_CONN);
+	a->mhd_metrics = api_mhd_start(&a->metrics_l, fd, API_METRICS_MAX_CONN, false);
 	if (!a->mhd_metrics) {
 		close(fd);
 		return al_error_msg(err, EIO, "start the metrics server on '%s'",

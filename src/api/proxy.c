@@ -6,6 +6,7 @@
  *
  *   host  http://<port>-<sandbox>.<--preview-domain>[:api-port]/path
  *   path  http://<api address>/preview/<sandbox>/<port>/path   (prefix stripped upstream)
+ * (https:// both, on a listener with TLS: docs/daemon.md)
  *
  * A plain request goes upstream as HTTP/1.0 with "Connection: close" (so the answer is
  * never chunked and ends with the connection), its body collected first (up to
@@ -46,7 +47,9 @@ static void api_proxy_serve(struct api_req *r);
 static const struct api_route proxy_route = {"*", "(preview)", api_proxy_serve,
 					     API_ROUTE_NO_AUTH | API_ROUTE_RAW | API_ROUTE_UPLOAD};
 
-/* "<port>-<sandbox>" with port 1..65535 and an id of [a-z0-9_]. */
+/* "<port>-<sandbox>" with port 1..65535 and an id of [a-z0-9_]. A '-' in the id stands for
+ * its '_' (ids have none): "3000-sbx-abc" is sbx_abc, a DNS name's form, the one a TLS
+ * listener hands out, for GnuTLS refuses a server name with '_' in the handshake. */
 static bool parse_label(const char *p, size_t n, struct api_proxy_target *t)
 {
 	size_t i = 0;
@@ -58,10 +61,12 @@ static bool parse_label(const char *p, size_t n, struct api_proxy_target *t)
 	    n - i - 1 > API_PTY_ID_MAX)
 		return false;
 	for (size_t k = i + 1; k < n; k++)
-		if (!islower((unsigned char)p[k]) && !isdigit((unsigned char)p[k]) && p[k] != '_')
+		if (!islower((unsigned char)p[k]) && !isdigit((unsigned char)p[k]) && p[k] != '_' &&
+		    p[k] != '-')
 			return false;
 	t->port = (unsigned)port;
-	memcpy(t->sbx, p + i + 1, n - i - 1);
+	for (size_t k = i + 1; k < n; k++)
+		t->sbx[k - i - 1] = p[k] == '-' ? '_' : p[k];
 	t->sbx[n - i - 1] = '\0';
 	return true;
 }
@@ -270,6 +275,10 @@ struct relay {
 	char *rest; /* bytes after the head */
 	size_t rest_len, rest_off;
 	uint64_t in, out; /* into the sandbox, out of it */
+	int sock;	  /* an upgraded connection's: the client's side */
+	struct MHD_UpgradeResponseHandle *urh;
+	char *extra; /* bytes after the request, read by MHD already */
+	size_t extra_len;
 };
 
 static void relay_free(void *cls)
@@ -280,6 +289,7 @@ static void relay_free(void *cls)
 			       rl->out);
 	close(rl->fd);
 	free(rl->rest);
+	free(rl->extra);
 	free(rl);
 }
 
@@ -337,20 +347,33 @@ static void pump_both(struct relay *rl, int client)
 	}
 }
 
+static void run_relay(void *cls)
+{
+	struct relay *rl = cls;
+	int sock = rl->sock;
+
+	fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) & ~O_NONBLOCK);
+	if ((!rl->extra_len || send_all(rl->fd, rl->extra, rl->extra_len) == 0) &&
+	    (rl->rest_len == 0 || send_all(sock, rl->rest, rl->rest_len) == 0)) {
+		rl->in += rl->extra_len;
+		rl->out += rl->rest_len;
+		pump_both(rl, sock);
+	}
+	MHD_upgrade_action(rl->urh, MHD_UPGRADE_ACTION_CLOSE);
+	relay_free(rl);
+}
+
 static void on_upgrade(void *cls, struct MHD_Connection *c, void *req_cls, const char *extra,
 		       size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
 	struct relay *rl = cls;
 
-	fcntl(sock, F_SETFL, fcntl(sock, F_GETFL) & ~O_NONBLOCK);
-	if ((!extra_len || send_all(rl->fd, extra, extra_len) == 0) &&
-	    (rl->rest_len == 0 || send_all(sock, rl->rest, rl->rest_len) == 0)) {
-		rl->in += extra_len;
-		rl->out += rl->rest_len;
-		pump_both(rl, sock);
-	}
-	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-	relay_free(rl);
+	rl->sock = sock;
+	rl->urh = urh;
+	rl->extra = xzalloc(extra_len + 1);
+	memcpy(rl->extra, extra, extra_len);
+	rl->extra_len = extra_len;
+	api_upgrade_run(c, rl->api, sock, run_relay, rl);
 }
 
 static bool skip_response_header(const struct net_http_span *name)
@@ -456,6 +479,8 @@ json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports)
 {
 	const char *host = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Host");
 	const char *colon = host ? strchr(host, ':') : NULL;
+	bool tls = api_req_tls(r);
+	const char *scheme = tls ? "https" : "http";
 	json_t *out = json_array(), *p;
 	size_t i;
 
@@ -464,15 +489,19 @@ json_t *api_preview_routes(struct api_req *r, const char *sbx, json_t *ports)
 	json_array_foreach(ports, i, p)
 	{
 		json_int_t port = json_integer_value(p);
-		char *sub = xasprintf("%d-%s", (int)port, sbx), *url;
+		char *sub = xasprintf("%d-%s", (int)port, sbx), *url, *label = xstrdup(sub);
 
-		url = r->api->preview_domain ? xasprintf("http://%s.%s%s/", sub,
+		if (tls) /* the DNS form (parse_label): no '_' in a TLS server name */
+			for (char *c = label; *c; c++)
+				*c = *c == '_' ? '-' : *c;
+		url = r->api->preview_domain ? xasprintf("%s://%s.%s%s/", scheme, label,
 							 r->api->preview_domain, colon ? colon : "")
-					     : xasprintf("http://%s" API_PREVIEW_PREFIX "%s/%d/",
-							 host, sbx, (int)port);
+					     : xasprintf("%s://%s" API_PREVIEW_PREFIX "%s/%d/",
+							 scheme, host, sbx, (int)port);
 		json_array_append_new(
 		    out, json_pack("{s:I,s:s,s:s}", "port", port, "subdomain", sub, "url", url));
 		free(sub);
+		free(label);
 		free(url);
 	}
 	return out;

@@ -340,13 +340,20 @@ static void api_mhd_log(void *cls, const char *fmt, va_list ap)
 	/* Library code does not print; libmicrohttpd's messages are dropped. */
 }
 
-struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_conn)
+struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_conn, bool tls)
 {
 	struct api *a = l->api;
+	/* HTTPS: the PEM strings stay in a until the daemon stops (tls.c). */
+	struct MHD_OptionItem tls_opts[] = {
+	    {MHD_OPTION_HTTPS_MEM_CERT, 0, a->tls_cert},
+	    {MHD_OPTION_HTTPS_MEM_KEY, 0, a->tls_key},
+	    {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)api_tls_priorities},
+	    {MHD_OPTION_END, 0, NULL}};
 
 	return MHD_start_daemon(
 	    MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-		MHD_ALLOW_UPGRADE, /* the PTY's WebSocket (ws_session.c) */
+		MHD_ALLOW_UPGRADE | /* the PTY's WebSocket (ws_session.c) */
+		(tls ? MHD_USE_TLS : 0),
 	    0, NULL, NULL, api_access, l, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
 	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
 	    MHD_OPTION_CONNECTION_LIMIT, max_conn, MHD_OPTION_CONNECTION_TIMEOUT, a->timeout_s,
@@ -356,28 +363,47 @@ struct MHD_Daemon *api_mhd_start(struct api_listener *l, int fd, unsigned max_co
 	    api_completed, a, MHD_OPTION_EXTERNAL_LOGGER, api_mhd_log, NULL,
 	    MHD_OPTION_NOTIFY_CONNECTION, api_conn_notify, NULL, MHD_OPTION_UNESCAPE_CALLBACK,
 	    api_unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, api_uri_log, NULL,
-	    MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
+	    MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_ARRAY, tls ? tls_opts : &tls_opts[3],
+	    MHD_OPTION_END);
+}
+
+/* A TCP listener on spec (TLS with tls): its daemon and bound port. */
+static int api_start_tcp(struct api *a, const char *spec, bool tls, unsigned max_conn,
+			 struct MHD_Daemon **mhd, int *port, struct al_error **err)
+{
+	int fd = -1;
+
+	if (api_listen_tcp(spec, &fd, port, err) < 0)
+		return -EINVAL;
+	*mhd = api_mhd_start(&a->main_l, fd, max_conn, tls);
+	if (!*mhd) {
+		close(fd);
+		return al_error_msg(err, EIO, "start the %s server on '%s'", tls ? "HTTPS" : "HTTP",
+				    spec);
+	}
+	return 0;
 }
 
 static int api_start_listeners(struct api *a, const struct api_opts *o, struct al_error **err)
 {
 	unsigned max_conn = o->max_connections ? o->max_connections : 8192;
+	/* With a certificate, the TCP listener is HTTPS unless --tls-listen has its own. */
+	bool tls_main = a->tls_cert && !o->tls_listen;
 	int fd = -1;
 
-	if (o->listen) {
-		if (api_listen_tcp(o->listen, &fd, &a->tcp_port, err) < 0)
-			return -EINVAL;
-		a->mhd_tcp = api_mhd_start(&a->main_l, fd, max_conn);
-		if (!a->mhd_tcp) {
-			close(fd);
-			return al_error_msg(err, EIO, "start the HTTP server on '%s'", o->listen);
-		}
-	}
+	if (o->listen &&
+	    api_start_tcp(a, o->listen, tls_main, max_conn, &a->mhd_tcp, &a->tcp_port, err) < 0)
+		return -EINVAL;
+	if (tls_main && a->mhd_tcp)
+		a->tls_port = a->tcp_port;
+	if (o->tls_listen &&
+	    api_start_tcp(a, o->tls_listen, true, max_conn, &a->mhd_tls, &a->tls_port, err) < 0)
+		return -EINVAL;
 	if (o->socket_path) {
 		if (api_listen_unix(o->socket_path, &fd, err) < 0)
 			return -EINVAL;
 		a->socket_path = xstrdup(o->socket_path);
-		a->mhd_unix = api_mhd_start(&a->main_l, fd, max_conn);
+		a->mhd_unix = api_mhd_start(&a->main_l, fd, max_conn, false);
 		if (!a->mhd_unix) {
 			close(fd);
 			return al_error_msg(err, EIO, "start the HTTP server on '%s'",
@@ -391,7 +417,7 @@ int api_start(struct daemon *d, const struct api_opts *o, struct api **out, stru
 {
 	struct api *a;
 
-	if (!o->listen && !o->socket_path)
+	if (!o->listen && !o->tls_listen && !o->socket_path)
 		return al_error_from(err, EINVAL, "api: no listen address and no socket path");
 	a = xzalloc(sizeof(*a));
 	a->d = d;
@@ -406,8 +432,8 @@ int api_start(struct daemon *d, const struct api_opts *o, struct api **out, stru
 	a->main_l = (struct api_listener){a, &a->router, false};
 	a->pty = api_pty_new(o->pty_ticket_ms);
 	a->preview_domain = o->preview_domain ? xstrdup(o->preview_domain) : NULL;
-	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 || api_metrics_start(a, o, err) < 0 ||
-	    api_start_listeners(a, o, err) < 0) {
+	if (api_auth_load(o->tokens_path, &a->auth, err) < 0 || api_tls_load(a, o, err) < 0 ||
+	    api_metrics_start(a, o, err) < 0 || api_start_listeners(a, o, err) < 0) {
 		api_stop(a);
 		return al_error_wrap(err, "api");
 	}
@@ -420,15 +446,25 @@ int api_tcp_port(const struct api *a)
 	return a->mhd_tcp ? a->tcp_port : 0;
 }
 
+int api_tls_port(const struct api *a)
+{
+	return a->tls_port;
+}
+
 void api_stop(struct api *a)
 {
 	if (!a)
 		return;
-	__atomic_store_n(&a->stopping, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&a->stopping, true, __ATOMIC_SEQ_CST); /* api_upgrade_run reads it */
+	/* Before the daemons stop: they free an upgraded TLS connection whose handler, in
+	 * its own thread, has not closed it yet (the handlers end on stopping). */
+	api_upgrade_wait(a);
 	if (a->mhd_tcp)
 		MHD_stop_daemon(a->mhd_tcp);
 	if (a->mhd_unix)
 		MHD_stop_daemon(a->mhd_unix);
+	if (a->mhd_tls)
+		MHD_stop_daemon(a->mhd_tls);
 	if (a->mhd_metrics)
 		MHD_stop_daemon(a->mhd_metrics);
 	api_auth_free(a->metrics_auth);
@@ -439,5 +475,6 @@ void api_stop(struct api *a)
 	api_pty_free(a->pty);
 	free(a->preview_domain);
 	e2b_close(a->e2b);
+	api_tls_free(a); /* after the daemons: they read the PEM strings */
 	free(a);
 }

@@ -52,6 +52,9 @@ struct ws_sess {
 	uint8_t *msg; /* the data message being assembled */
 	size_t msg_len;
 	uint8_t msg_op;
+	struct MHD_UpgradeResponseHandle *urh;
+	char *extra; /* bytes after the request, read by MHD already */
+	size_t extra_len;
 };
 
 static bool sess_done(struct ws_sess *s)
@@ -391,19 +394,31 @@ static void session(struct ws_sess *s, const char *extra, size_t extra_len)
 		pthread_join(th, NULL);
 }
 
+static void run_session(void *cls)
+{
+	struct ws_sess *s = cls;
+
+	session(s, s->extra, s->extra_len);
+	MHD_upgrade_action(s->urh, MHD_UPGRADE_ACTION_CLOSE);
+	pthread_mutex_destroy(&s->wmu);
+	free(s->cmd);
+	free(s->in);
+	free(s->msg);
+	free(s->extra);
+	free(s);
+}
+
 static void on_upgrade(void *cls, struct MHD_Connection *c, void *req_cls, const char *extra,
 		       size_t extra_len, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
 	struct ws_sess *s = cls;
 
 	s->fd = sock;
-	session(s, extra, extra_len);
-	MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-	pthread_mutex_destroy(&s->wmu);
-	free(s->cmd);
-	free(s->in);
-	free(s->msg);
-	free(s);
+	s->urh = urh;
+	s->extra = xzalloc(extra_len + 1);
+	memcpy(s->extra, extra, extra_len);
+	s->extra_len = extra_len;
+	api_upgrade_run(c, s->api, sock, run_session, s);
 }
 
 /* --- the routes ---------------------------------------------------------------------------- */
@@ -485,7 +500,7 @@ void api_pty_offer(struct api_req *r, const char *prefix, const char *suffix)
 	if (!host || !host[0] || strpbrk(host, "/?#@ \t"))
 		host = "localhost";
 	api_reply_json(r, 200,
-		       json_pack("{s:s++++,s:s,s:I}", "url", "ws://", host, prefix, sbx, suffix,
-				 "token", token, "expiresInMs",
+		       json_pack("{s:s++++,s:s,s:I}", "url", api_req_tls(r) ? "wss://" : "ws://",
+				 host, prefix, sbx, suffix, "token", token, "expiresInMs",
 				 (json_int_t)api_pty_ttl(r->api->pty)));
 }

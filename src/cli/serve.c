@@ -81,6 +81,13 @@ void cli_serve_usage(FILE *out)
 	      "  --pty-ticket-ttl DURATION\n"
 	      "                      how long a PTY ticket (POST .../interactive, .../pty) may\n"
 	      "                      wait for its WebSocket (default 60s; 1s to 1h; docs/pty.md)\n"
+	      "  --tls-cert FILE, --tls-key FILE\n"
+	      "                      serve HTTPS (TLS 1.2+) on the TCP listener with this PEM\n"
+	      "                      certificate chain and key (the key mode 0600 or tighter);\n"
+	      "                      PTY URLs are then wss://, preview URLs https://\n"
+	      "  --tls-listen ADDR:PORT\n"
+	      "                      serve HTTPS there instead, --listen staying plain HTTP\n"
+	      "                      (e.g. --listen 127.0.0.1:7070 --tls-listen 0.0.0.0:443)\n"
 	      "SIGTERM or SIGINT stops the daemon; running sandboxes keep running and are\n"
 	      "found again at the next start.\n",
 	      out);
@@ -172,6 +179,9 @@ static const struct option serve_opts[] = {{"listen", required_argument, NULL, '
 					   {"metrics-token-file", required_argument, NULL, 'm'},
 					   {"pty-ticket-ttl", required_argument, NULL, 'P'},
 					   {"preview-domain", required_argument, NULL, 'D'},
+					   {"tls-cert", required_argument, NULL, 'C'},
+					   {"tls-key", required_argument, NULL, 'Y'},
+					   {"tls-listen", required_argument, NULL, 'L'},
 					   {"help", no_argument, NULL, 'h'},
 					   {NULL, 0, NULL, 0}};
 
@@ -282,6 +292,15 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 			return AL_EXIT_USAGE;
 		}
 		break;
+	case 'C':
+		aopt->tls_cert = optarg;
+		break;
+	case 'Y':
+		aopt->tls_key = optarg;
+		break;
+	case 'L':
+		aopt->tls_listen = optarg;
+		break;
 	case 'h':
 		cli_serve_usage(stdout);
 		return 0;
@@ -290,6 +309,24 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 		cli_serve_usage(stderr);
 		return AL_EXIT_USAGE;
 	}
+	return -1;
+}
+
+/* The TLS flags go together (the files themselves are checked by api_start). */
+static int tls_usage(const struct api_opts *o)
+{
+	const char *why = NULL;
+
+	if (!!o->tls_cert != !!o->tls_key)
+		why = o->tls_cert ? "--tls-cert without --tls-key: give both or neither"
+				  : "--tls-key without --tls-cert: give both or neither";
+	else if (o->tls_listen && !o->tls_cert)
+		why = "--tls-listen needs --tls-cert and --tls-key";
+	else if (o->tls_cert && !o->listen && !o->tls_listen)
+		why = "--tls-cert with --listen none: nothing to serve HTTPS on (--tls-listen)";
+	if (!why)
+		return 0;
+	fprintf(stderr, "airlock: serve: %s\n", why);
 	return -1;
 }
 
@@ -334,11 +371,13 @@ int cli_serve(int argc, char **argv)
 			strerror(errno));
 		return AL_EXIT_USAGE;
 	}
-	if (!aopt.listen && !aopt.socket_path) {
+	if (!aopt.listen && !aopt.tls_listen && !aopt.socket_path) {
 		fputs("airlock: serve: nothing to listen on (--listen none and no --socket)\n",
 		      stderr);
 		return AL_EXIT_USAGE;
 	}
+	if (tls_usage(&aopt) < 0)
+		return AL_EXIT_USAGE;
 	if (mkdir(dopt.state_dir, 0700) < 0 && errno != EEXIST) {
 		fprintf(stderr, "airlock: state dir '%s': %s\n", dopt.state_dir, strerror(errno));
 		return AL_EXIT_SETUP;
@@ -359,11 +398,18 @@ int cli_serve(int argc, char **argv)
 		fprintf(stderr, "airlock: serve: %s\n", err ? err->msg : "failed to start");
 		al_error_free(err);
 		daemon_close(d);
+		free(agent);
+		free(tokens);
 		return AL_EXIT_SETUP;
 	}
-	fprintf(stderr, "airlock: serving on %s%s%s (state in %s)\n",
-		aopt.listen ? aopt.listen : "", aopt.listen && aopt.socket_path ? " and " : "",
-		aopt.socket_path ? aopt.socket_path : "", dopt.state_dir);
+	if (aopt.listen || aopt.socket_path)
+		fprintf(stderr, "airlock: serving on %s%s%s (state in %s)\n",
+			aopt.listen ? aopt.listen : "",
+			aopt.listen && aopt.socket_path ? " and " : "",
+			aopt.socket_path ? aopt.socket_path : "", dopt.state_dir);
+	if (aopt.tls_cert)
+		fprintf(stderr, "airlock: HTTPS on %s (TLS 1.2+)\n",
+			aopt.tls_listen ? aopt.tls_listen : aopt.listen);
 	if (aopt.metrics_listen)
 		fprintf(stderr, "airlock: metrics on %s (GET /metrics, no token)\n",
 			aopt.metrics_listen);

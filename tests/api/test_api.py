@@ -39,7 +39,7 @@ def build(tmp):
         "src/common/xalloc.c", "src/common/utf8.c", "src/common/parse.c", "src/common/path.c",
         "src/jail/spec.c", "src/net/http_req.c")]
     pc = subprocess.run(["pkg-config", "--cflags", "--libs", "libmicrohttpd", "jansson", "libarchive",
-                         "libcrypto", "zlib"],
+                         "libcrypto", "zlib", "gnutls"],
                         check=True, capture_output=True, text=True).stdout.split()
     subprocess.run(["gcc", *CFLAGS, "-I" + os.path.join(ROOT, "include"),
                     "-I" + os.path.join(ROOT, "src"), "-o", out, *srcs, *pc,
