@@ -1,5 +1,5 @@
 // Drives airlockd with the unmodified E2B SDK (pinned in package.json): every public
-// method of Sandbox, sandbox.commands, sandbox.files, network options. Run by test_e2b.py:
+// method of Sandbox, sandbox.commands, sandbox.files, network options, fork and snapshots. Run by test_e2b.py:
 //
 //   E2B_API_URL=http://127.0.0.1:PORT E2B_SANDBOX_URL=http://127.0.0.1:PORT \
 //   E2B_API_KEY=TOKEN AIRLOCK_TOKEN=TOKEN node flow.mjs [STEP...]
@@ -261,6 +261,29 @@ await step("network", async () => {
   const e = await rejects(Sandbox.create({ network: { denyOut: ["evil.example"] } }),
                           "a name in denyOut");
   check(/denyOut/.test(e.message), e.message);
+});
+
+await step("fork+snapshots", async () => {
+  await sbx.files.write("/home/user/snapflow.txt", "kept");
+  const forks = await sbx.fork({ timeoutMs: 60000 });
+  eq(forks.length, 1, "one fork");
+  const f = forks[0];
+  check(f instanceof Sandbox && f.sandboxId !== sbx.sandboxId, `fork ${f}`);
+  eq(await f.files.read("/home/user/snapflow.txt"), "kept", "a fork's file");
+  eq((await f.commands.run("echo forked")).stdout, "forked\n", "a fork runs");
+  eq(await f.kill(), true, "fork kill");
+  const snap = await sbx.createSnapshot();
+  check(/^snp_/.test(snap.snapshotId), `snapshot ${JSON.stringify(snap)}`);
+  eq(await sbx.files.read("/home/user/snapflow.txt"), "kept", "the source runs on");
+  const listed = await sbx.listSnapshots().nextItems();
+  check(listed.some((s) => s.snapshotId === snap.snapshotId), `listSnapshots ${JSON.stringify(listed)}`);
+  const made = await Sandbox.create(snap.snapshotId, { timeoutMs: 60000 });
+  eq(await made.files.read("/home/user/snapflow.txt"), "kept", "a sandbox from the snapshot");
+  eq((await made.getInfo()).templateId, snap.snapshotId, "its templateId");
+  await made.kill();
+  eq(await Sandbox.deleteSnapshot(snap.snapshotId), true, "deleteSnapshot");
+  eq(await Sandbox.deleteSnapshot(snap.snapshotId), false, "deleteSnapshot again");
+  await rejects(Sandbox.create(snap.snapshotId), "a create from a deleted snapshot");
 });
 
 await step("kill", async () => {

@@ -159,7 +159,7 @@ def node_modules():
 FLOW_STEPS = ["create", "commands.run", "commands.background+wait+list", "commands.kill",
               "commands.sendStdin+closeStdin", "commands.connect", "files", "files.url",
               "files.watchDir", "pty", "setTimeout+connect", "list+getHost+getMetrics",
-              "network", "kill", "sdk-2.50", "runCode"]
+              "network", "fork+snapshots", "kill", "sdk-2.50", "runCode"]
 
 
 def test_sdk_flow(daemon, node_modules):
@@ -443,12 +443,81 @@ def test_429_carries_retry_after(daemon):
 
 
 @pytest.mark.parametrize("path,status", [
-    ("/sandboxes/{id}/pause", 501), ("/sandboxes/{id}/fork", 501),
-    ("/sandboxes/{id}/snapshots", 501),
+    ("/sandboxes/{id}/pause", 501), ("/sandboxes/{id}/resume", 501),
 ])
-def test_snapshot_machinery_is_a_typed_error(daemon, sbx, path, status):
+def test_pause_is_a_typed_error(daemon, sbx, path, status):
     st, _, j = api(daemon, "POST", path.format(id=sbx[0]), {})
     assert st == status and "not supported" in j["message"]
+
+
+def sh(port, sb, script):
+    """stdout of /bin/sh -c script in sandbox sb (which must answer 200)."""
+    body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", script]}, "stdin": False})
+    st, _, data = envd(port, sb, START, body, STREAM)
+    assert st == 200, data
+    return b"".join(base64.b64decode(m["event"]["data"].get("stdout", "")) for f, m in envelopes(data)
+                    if f == 0 and "data" in m.get("event", {})).decode()
+
+
+def test_fork_copies_the_files_and_the_source_runs_on(daemon, sbx):
+    mark = secrets.token_hex(8)
+    sh(daemon, sbx, f"echo {mark} > /home/user/fork.txt")
+    st, _, j = api(daemon, "POST", f"/sandboxes/{sbx[0]}/fork", {"timeout": 60, "count": 2})
+    assert st == 201 and len(j) == 2, j
+    kids = [(x["sandbox"]["sandboxID"], x["sandbox"]["envdAccessToken"]) for x in j]
+    try:
+        assert len({sbx[0], kids[0][0], kids[1][0]}) == 3 and len({sbx[1], kids[0][1], kids[1][1]}) == 3
+        for k in kids:
+            assert sh(daemon, k, "cat /home/user/fork.txt") == mark + "\n"
+            st, _, info = api(daemon, "GET", f"/sandboxes/{k[0]}")
+            assert st == 200 and info["state"] == "running" and info["templateID"] == "base"
+        # each its own token and files; the source runs on, unchanged
+        assert envd(daemon, (sbx[0], kids[0][1]), "/filesystem.Filesystem/Stat", b'{"path":"/"}')[0] == 401
+        sh(daemon, kids[0], "echo changed > /home/user/fork.txt")
+        assert sh(daemon, sbx, "cat /home/user/fork.txt") == mark + "\n"
+        assert api(daemon, "GET", f"/sandboxes/{sbx[0]}")[2]["state"] == "running"
+    finally:
+        for k in kids:
+            api(daemon, "DELETE", f"/sandboxes/{k[0]}")
+
+
+@pytest.mark.parametrize("team,body,status", [
+    ("B", {}, 404), ("A", {"count": 9}, 400), ("A", {"count": 0}, 400), ("A", {"what": 1}, 400),
+])
+def test_fork_refusals(daemon, sbx, team, body, status):
+    st, _, j = api(daemon, "POST", f"/sandboxes/{sbx[0]}/fork", body, team=team)
+    assert st == status and j["code"] == status, j
+    assert api(daemon, "POST", "/sandboxes/nosuch/fork", {})[0] == 404
+
+
+def test_snapshots_create_list_restore_delete(daemon, sbx):
+    mark = secrets.token_hex(8)
+    sh(daemon, sbx, f"echo {mark} > /home/user/snap.txt")
+    st, _, j = api(daemon, "POST", f"/sandboxes/{sbx[0]}/snapshots", {"name": "mine"})
+    assert st == 201 and j["snapshotID"].startswith("snp_") and j["names"] == [], j
+    snap = j["snapshotID"]
+    sh(daemon, sbx, "echo later > /home/user/snap.txt")  # the source runs on
+    st, _, lst = api(daemon, "GET", f"/snapshots?sandboxID={sbx[0]}")
+    assert st == 200 and {"snapshotID": snap, "names": []} in lst
+    st, h, page = api(daemon, "GET", "/snapshots?limit=1")
+    assert st == 200 and len(page) == 1 and page[0]["snapshotID"] == snap
+    # another team sees nothing of it
+    assert snap not in [s["snapshotID"] for s in api(daemon, "GET", "/snapshots", team="B")[2]]
+    assert api(daemon, "POST", f"/sandboxes/{sbx[0]}/snapshots", {}, team="B")[0] == 404
+    assert api(daemon, "DELETE", f"/templates/{snap}", team="B")[0] == 404
+    assert api(daemon, "POST", "/v2/sandboxes", {"templateID": snap}, team="B")[0] == 404
+    st, _, c = api(daemon, "POST", "/v2/sandboxes", {"templateID": snap, "timeout": 60})
+    assert st == 201, c
+    try:
+        assert sh(daemon, (c["sandboxID"], c["envdAccessToken"]), "cat /home/user/snap.txt") == mark + "\n"
+        assert api(daemon, "GET", f"/sandboxes/{c['sandboxID']}")[2]["templateID"] == snap
+    finally:
+        api(daemon, "DELETE", f"/sandboxes/{c['sandboxID']}")
+    assert api(daemon, "DELETE", f"/templates/{snap}")[0] == 204
+    assert api(daemon, "DELETE", f"/templates/{snap}")[0] == 404
+    assert api(daemon, "DELETE", "/templates/base")[0] == 404
+    st, _, j = api(daemon, "POST", "/v2/sandboxes", {"templateID": snap})
+    assert st == 404 and j["code"] == 404 and j["message"], j
 
 
 @pytest.mark.parametrize("body,words", [

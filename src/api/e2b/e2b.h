@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 /*
  * The envd version we report. The SDK turns features on by comparing it with its gates:
@@ -91,6 +92,28 @@ static inline bool e2b_traffic_private(const struct e2b_sbx *s)
 
 /* e->mu held: the entry of a sandbox of team (NULL team: any), or NULL. */
 struct e2b_sbx *e2b_find(struct e2b *e, const char *team, const char *id);
+/* e->mu held: adds s (taken), after dropping the entries of ended sandboxes. */
+struct daemon;
+void e2b_add(struct e2b *e, struct daemon *d, struct e2b_sbx *s);
+void e2b_sbx_free(struct e2b_sbx *s);
+/* A fresh envd access token. */
+void e2b_token(char out[E2B_TOKEN_HEX + 1]);
+/* The create / connect answer of s (e->mu held). */
+json_t *e2b_created(struct api *a, const struct e2b_sbx *s);
+/* {code: status, message}. */
+void e2b_reply_code(struct api_req *r, unsigned status, const char *msg);
+/* A templateID that is a snapshot's id (the daemon's "snp_" ids). */
+static inline bool e2b_is_snapshot(const char *tmpl)
+{
+	return tmpl && strncmp(tmpl, "snp_", 4) == 0;
+}
+
+/* --- fork and snapshots (routes_e2b_snap.c) ------------------------------------------ */
+
+void e2b_fork(struct api_req *r);
+void e2b_snap_create(struct api_req *r);
+void e2b_snap_list(struct api_req *r);
+void e2b_snap_delete(struct api_req *r);
 
 /* --- network and metrics (routes_e2b_net.c) ------------------------------------------ */
 

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The E2B control plane (docs/e2b.md): create, connect, get, list, kill, timeout,
- * network, metrics; pause, fork and snapshots answer a typed 4xx. Authenticated with
- * X-API-KEY, an airlock token (the tokens file and teams of the other front ends).
- * Errors are {code, message} with code the HTTP status, as the SDK reads them.
+ * network, metrics; fork and snapshots (routes_e2b_snap.c); pause and resume answer 501.
+ * Authenticated with X-API-KEY, an airlock token (the tokens file and teams of the other front
+ * ends). Errors are {code, message} with code the HTTP status, as the SDK reads them.
  */
 #include "api/e2b/e2b.h"
 #include "common/cleanup.h"
@@ -31,7 +31,7 @@ struct e2b_sbx *e2b_find(struct e2b *e, const char *team, const char *id)
 	return NULL;
 }
 
-static void e2b_sbx_free(struct e2b_sbx *s)
+void e2b_sbx_free(struct e2b_sbx *s)
 {
 	for (size_t i = 0; i < s->n_procs; i++) {
 		free(s->procs[i].cmd_id);
@@ -86,6 +86,13 @@ static void e2b_prune(struct e2b *e, struct daemon *d)
 	}
 }
 
+void e2b_add(struct e2b *e, struct daemon *d, struct e2b_sbx *s)
+{
+	e2b_prune(e, d);
+	e->v = xrealloc(e->v, (e->n + 1) * sizeof(*e->v));
+	e->v[e->n++] = s;
+}
+
 struct e2b *e2b_open(const char *domain)
 {
 	struct e2b *e = xzalloc(sizeof(*e));
@@ -110,7 +117,7 @@ void e2b_close(struct e2b *e)
 
 /* --- errors and views ----------------------------------------------------------------- */
 
-static void e2b_reply_code(struct api_req *r, unsigned status, const char *msg)
+void e2b_reply_code(struct api_req *r, unsigned status, const char *msg)
 {
 	api_reply_json(r, status, json_pack("{s:i,s:s}", "code", (int)status, "message", msg));
 }
@@ -176,8 +183,7 @@ static json_t *e2b_view(struct api *a, json_t *view, const struct e2b_sbx *s, bo
 	return o;
 }
 
-/* The create / connect answer. */
-static json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
+json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
 {
 	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "sandboxID", s->id, "templateID",
 			      s->template_id, "clientID", "airlock", "envdVersion",
@@ -193,8 +199,9 @@ static json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
 
 /* --- create --------------------------------------------------------------------------- */
 
-/* The template: "base" and "code-interpreter-v1" (and none) are the host runtime; any
- * other name is an image under the daemon's --images (the daemon refuses an unknown one). */
+/* The template: "base" and "code-interpreter-v1" (and none) are the host runtime; a
+ * snapshot's id (createSnapshot's) is that snapshot's files; any other name is an image under the
+ * daemon's --images (the daemon refuses an unknown one). */
 static int e2b_template(json_t *body, struct dm_create *c, const char **name, struct al_error **err)
 {
 	*name = "base";
@@ -203,8 +210,9 @@ static int e2b_template(json_t *body, struct dm_create *c, const char **name, st
 	if (!(*name)[0] || strchr(*name, '/') || strcmp(*name, "..") == 0 ||
 	    strcmp(*name, ".") == 0)
 		return api_bad(err, "templateID '%.100s' is not a template name", *name);
-	if (strcmp(*name, "base") == 0 || strcmp(*name, "code-interpreter-v1") == 0)
-		return 0;
+	if (strcmp(*name, "base") == 0 || strcmp(*name, "code-interpreter-v1") == 0 ||
+	    e2b_is_snapshot(*name))
+		return 0; /* a snapshot's id: dm_sandbox_create_from (e2b_create) */
 	return JAIL_SPEC_SET(c->spec.image, *name, "templateID", err);
 }
 
@@ -253,7 +261,7 @@ static int e2b_metadata(json_t *body, json_t **out, struct al_error **err)
 	return 0;
 }
 
-static void e2b_token(char out[E2B_TOKEN_HEX + 1])
+void e2b_token(char out[E2B_TOKEN_HEX + 1])
 {
 	unsigned char raw[E2B_TOKEN_HEX / 2];
 
@@ -311,7 +319,9 @@ static void e2b_create(struct api_req *r)
 	s->next_pid = 1000;
 	if (api_body_object(r, &body, &err) < 0 ||
 	    e2b_create_parse(body, &c, &env, &n_env, s, &err) < 0 ||
-	    dm_sandbox_create(r->api->d, r->team, &c, &id, &err) < 0) {
+	    (e2b_is_snapshot(s->template_id)
+		 ? dm_sandbox_create_from(r->api->d, r->team, &c, s->template_id, &id, &err)
+		 : dm_sandbox_create(r->api->d, r->team, &c, &id, &err)) < 0) {
 		e2b_reply_err(r, err);
 		e2b_sbx_free(s);
 		goto out;
@@ -321,9 +331,7 @@ static void e2b_create(struct api_req *r)
 	s->started_ms = (int64_t)time(NULL) * 1000;
 	e2b_token(s->token);
 	pthread_mutex_lock(&e->mu);
-	e2b_prune(e, r->api->d);
-	e->v = xrealloc(e->v, (e->n + 1) * sizeof(*e->v));
-	e->v[e->n++] = s;
+	e2b_add(e, r->api->d, s);
 	api_reply_json(r, 201, e2b_created(r->api, s));
 	pthread_mutex_unlock(&e->mu);
 out:
@@ -564,12 +572,10 @@ static void e2b_list(struct api_req *r)
 
 /* --- network, metrics, what is not served --------------------------------------------- */
 
-/* Pause, resume, fork and snapshots: airlock has no snapshot machinery (yet). */
+/* Pause and resume: not served yet (docs/e2b.md). */
 static void e2b_unserved(struct api_req *r)
 {
-	e2b_reply_code(r, 501,
-		       "pause, resume, fork and snapshots are not supported by airlock "
-		       "(docs/e2b.md)");
+	e2b_reply_code(r, 501, "pause and resume are not supported by airlock (docs/e2b.md)");
 }
 
 #define SBX "/sandboxes/{id}"
@@ -587,8 +593,9 @@ const struct api_route api_e2b_routes[] = {
     {"GET", SBX "/metrics", e2b_metrics, 0},
     {"POST", SBX "/pause", e2b_unserved, 0},
     {"POST", SBX "/resume", e2b_unserved, 0},
-    {"POST", SBX "/fork", e2b_unserved, 0},
-    {"POST", SBX "/snapshots", e2b_unserved, 0},
-    {"GET", "/snapshots", e2b_unserved, 0},
+    {"POST", SBX "/fork", e2b_fork, 0},
+    {"POST", SBX "/snapshots", e2b_snap_create, 0},
+    {"GET", "/snapshots", e2b_snap_list, 0},
+    {"DELETE", "/templates/{id}", e2b_snap_delete, 0},
 };
 const size_t api_e2b_routes_n = sizeof(api_e2b_routes) / sizeof(api_e2b_routes[0]);
