@@ -159,7 +159,7 @@ def node_modules():
 FLOW_STEPS = ["create", "commands.run", "commands.background+wait+list", "commands.kill",
               "commands.sendStdin+closeStdin", "commands.connect", "files", "files.url",
               "files.watchDir", "pty", "setTimeout+connect", "list+getHost+getMetrics",
-              "network", "fork+snapshots", "kill", "sdk-2.50", "runCode"]
+              "network", "fork+snapshots", "pause+connect", "kill", "sdk-2.50", "runCode"]
 
 
 def test_sdk_flow(daemon, node_modules):
@@ -442,12 +442,50 @@ def test_429_carries_retry_after(daemon):
             api(daemon, "DELETE", f"/sandboxes/{s}", team="B")
 
 
-@pytest.mark.parametrize("path,status", [
-    ("/sandboxes/{id}/pause", 501), ("/sandboxes/{id}/resume", 501),
-])
-def test_pause_is_a_typed_error(daemon, sbx, path, status):
-    st, _, j = api(daemon, "POST", path.format(id=sbx[0]), {})
-    assert st == status and "not supported" in j["message"]
+def test_pause_and_resume_keep_the_files_under_the_same_id(daemon):
+    st, _, j = api(daemon, "POST", "/v2/sandboxes", {"timeout": 60, "envVars": {"PV": "kept"},
+                                                      "metadata": {"pz": "1"}})
+    assert st == 201, j
+    sid, sb = j["sandboxID"], (j["sandboxID"], j["envdAccessToken"])
+    try:
+        mark = secrets.token_hex(8)
+        sh(daemon, sb, f"echo {mark} > /home/user/pause.txt")
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {"memory": True})[0] == 400
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {}, team="B")[0] == 404
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {})[0] == 204
+        st, _, info = api(daemon, "GET", f"/sandboxes/{sid}")
+        assert st == 200 and info["state"] == "paused" and info["metadata"] == {"pz": "1"}
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {})[0] == 409  # the SDK's false
+        assert sid in [s["sandboxID"] for s in api(daemon, "GET", "/v2/sandboxes?state=paused")[2]]
+        assert sid not in [s["sandboxID"] for s in api(daemon, "GET", "/v2/sandboxes?state=running")[2]]
+        # envd of a paused sandbox: not running; the control plane: 409 where it must run
+        assert envd(daemon, sb, START, envelope(ECHO), STREAM)[0] == 502
+        assert req(daemon, "GET", "/health", headers={"E2b-Sandbox-Id": sid})[0] == 502
+        for path, body in (("timeout", {"timeout": 5}), ("fork", {}), ("snapshots", {})):
+            assert api(daemon, "POST", f"/sandboxes/{sid}/{path}", body)[0] == 409, path
+        assert api(daemon, "GET", f"/snapshots?sandboxID={sid}")[2] == []  # its own is not listed
+        assert api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", {}, team="B")[0] == 404
+        st, _, c = api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", {"timeout": 30})
+        assert st == 201 and c["sandboxID"] == sid and c["envdAccessToken"] == sb[1], c
+        assert sh(daemon, sb, "cat /home/user/pause.txt; echo $PV") == f"{mark}\nkept\n"
+        st, _, info = api(daemon, "GET", f"/sandboxes/{sid}")
+        assert info["state"] == "running"
+        end = time.mktime(time.strptime(info["endAt"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+        assert 20 < end - time.time() <= 31, info  # the connect's timeout, not the create's
+        assert api(daemon, "POST", f"/sandboxes/{sid}/connect", {})[0] == 200  # running now
+        assert api(daemon, "POST", f"/sandboxes/{sid}/resume", {})[0] == 409
+        # the legacy resume, and a second round on the new daemon sandbox
+        sh(daemon, sb, "echo two >> /home/user/pause.txt")
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {})[0] == 204
+        assert api(daemon, "POST", f"/sandboxes/{sid}/resume", {"timeout": 30})[0] == 201
+        assert sh(daemon, sb, "cat /home/user/pause.txt") == f"{mark}\ntwo\n"
+        # a paused sandbox is killed (its snapshot deleted)
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {})[0] == 204
+    finally:
+        assert api(daemon, "DELETE", f"/sandboxes/{sid}")[0] == 204
+    assert api(daemon, "GET", f"/sandboxes/{sid}")[0] == 404
+    assert api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", {})[0] == 404
+    assert api(daemon, "GET", "/v2/sandboxes?state=paused")[2] == []
 
 
 def sh(port, sb, script):
@@ -537,7 +575,7 @@ def test_list_filters(daemon, sbx):
     st, h, lst = api(daemon, "GET", "/v2/sandboxes?state=running")
     assert st == 200 and sbx[0] in [s["sandboxID"] for s in lst]
     assert all(s["state"] == "running" and s["envdVersion"] == "0.5.7" for s in lst)
-    assert api(daemon, "GET", "/v2/sandboxes?state=paused")[2] == []  # nothing is ever paused
+    assert api(daemon, "GET", "/v2/sandboxes?state=paused")[2] == []  # none is paused now
     assert api(daemon, "GET", "/v2/sandboxes?template=code-interpreter-v1")[2] == []
     assert sbx[0] in [s["sandboxID"] for s in api(daemon, "GET", "/v2/sandboxes?template=base")[2]]
     assert api(daemon, "GET", "/v2/sandboxes?limit=1000")[0] == 400

@@ -6,6 +6,8 @@
  *   GET    /snapshots?sandboxID&limit&nextToken     -> [{snapshotID, names: []}]
  *   DELETE /templates/{id} (a snapshot's id)        -> 204
  * A create with a snapshot's id as its templateID starts from its files (routes_e2b.c).
+ * The snapshots of paused sandboxes (routes_e2b_pause.c) are theirs: neither listed nor
+ * deleted here.
  * Files only: a fork or a sandbox made from a snapshot starts fresh processes.
  */
 #include "api/e2b/e2b.h"
@@ -22,20 +24,25 @@
 #define E2B_FORK_MAX 8
 #define E2B_SNAP_LIST_MAX 100
 
-/* A copy of the entry of the team's sandbox id as a fork's, without its id and token;
- * NULL when this front end did not make it (or it ended). */
-static struct e2b_sbx *e2b_fork_proto(struct e2b *e, const char *team, const char *id)
+/* A copy of the entry of the team's running sandbox id as a fork's, without its id and
+ * token, and the daemon's id of it in *dm; NULL when this front end did not make it (or it
+ * ended, or is paused: *paused). */
+static struct e2b_sbx *e2b_fork_proto(struct e2b *e, const char *team, const char *id, char **dm,
+				      bool *paused)
 {
 	struct e2b_sbx *src, *s = NULL;
 
 	pthread_mutex_lock(&e->mu);
 	src = e2b_find(e, team, id);
-	if (src) {
+	*paused = src && src->state != E2B_RUNNING;
+	if (src && !*paused) {
+		*dm = xstrdup(e2b_dm(src));
 		s = xzalloc(sizeof(*s));
 		s->team = xstrdup(team);
 		s->template_id = xstrdup(src->template_id);
 		s->metadata = json_deep_copy(src->metadata);
 		s->network = src->network ? json_deep_copy(src->network) : NULL;
+		s->env_vars = src->env_vars ? json_deep_copy(src->env_vars) : NULL;
 		s->internet = src->internet;
 		s->next_pid = 1000;
 	}
@@ -71,6 +78,7 @@ static json_t *e2b_fork_one(struct api_req *r, const char *src, const struct e2b
 	s->template_id = xstrdup(proto->template_id);
 	s->metadata = json_deep_copy(proto->metadata);
 	s->network = proto->network ? json_deep_copy(proto->network) : NULL;
+	s->env_vars = proto->env_vars ? json_deep_copy(proto->env_vars) : NULL;
 	s->started_ms = (int64_t)time(NULL) * 1000;
 	e2b_token(s->token);
 	pthread_mutex_lock(&e->mu);
@@ -90,7 +98,9 @@ void e2b_fork(struct api_req *r)
 	_cleanup_json_ json_t *body = NULL;
 	const char *id = api_param(r, "id");
 	uint64_t timeout_s = E2B_DEFAULT_TIMEOUT_S, count = 1;
+	_cleanup_free_ char *dm = NULL;
 	struct e2b_sbx *proto;
+	bool paused;
 	json_t *out;
 	int st = 201;
 
@@ -101,12 +111,14 @@ void e2b_fork(struct api_req *r)
 		return e2b_reply_err(r, err);
 	if (timeout_s == 0 || count == 0)
 		return e2b_reply_code(r, 400, "timeout and count must be > 0");
-	proto = e2b_fork_proto(r->api->e2b, r->team, id);
+	proto = e2b_fork_proto(r->api->e2b, r->team, id, &dm, &paused);
+	if (paused)
+		return e2b_reply_code(r, 409, "the sandbox is paused: a connect resumes it");
 	if (!proto)
 		return e2b_reply_code(r, 404, "sandbox not found");
 	out = json_array();
 	for (uint64_t i = 0; i < count; i++) {
-		json_t *one = e2b_fork_one(r, id, proto, timeout_s, &st);
+		json_t *one = e2b_fork_one(r, dm, proto, timeout_s, &st);
 
 		if (i == 0 && st != 201) { /* the source is gone, or no room: the call failed */
 			json_t *e = json_object_get(one, "error");
@@ -132,6 +144,7 @@ void e2b_snap_create(struct api_req *r)
 	_cleanup_error_ struct al_error *err = NULL;
 	_cleanup_json_ json_t *body = NULL, *view = NULL;
 	const char *id = api_param(r, "id");
+	_cleanup_free_ char *dm = NULL;
 	struct e2b *e = r->api->e2b;
 	bool known;
 
@@ -143,10 +156,24 @@ void e2b_snap_create(struct api_req *r)
 	pthread_mutex_unlock(&e->mu);
 	if (!known)
 		return e2b_reply_code(r, 404, "sandbox not found");
-	if (dm_snapshot_create(r->api->d, r->team, id, 0, &view, &err) < 0)
+	if (!(dm = e2b_dm_id(r, id)))
+		return; /* paused */
+	if (dm_snapshot_create(r->api->d, r->team, dm, 0, &view, &err) < 0)
 		return e2b_reply_err(r, err);
 	api_reply_json(r, 201,
 		       json_pack("{s:O,s:[]}", "snapshotID", json_object_get(view, "id"), "names"));
+}
+
+/* e->mu held: is snapshot v listed for a sandboxID filter sbx (NULL: all)? A paused
+ * sandbox's own is not the user's. */
+static bool e2b_snap_listed(struct api_req *r, json_t *v, const char *sbx)
+{
+	const char *from = json_string_value(json_object_get(v, "sandbox_id"));
+	struct e2b_sbx *s = sbx ? e2b_find(r->api->e2b, r->team, sbx) : NULL;
+
+	if (e2b_snap_internal(r->api->e2b, json_string_value(json_object_get(v, "id"))))
+		return false;
+	return !sbx || (from && (strcmp(from, sbx) == 0 || (s && strcmp(from, e2b_dm(s)) == 0)));
 }
 
 /* listSnapshots: the team's snapshots (of sandboxID only, when given), newest first;
@@ -154,15 +181,24 @@ void e2b_snap_create(struct api_req *r)
 void e2b_snap_list(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
-	_cleanup_json_ json_t *list = NULL;
+	_cleanup_json_ json_t *all = NULL, *list = json_array();
+	const char *sbx = api_query(r, "sandboxID");
 	uint64_t limit = E2B_SNAP_LIST_MAX, from = 0;
+	struct e2b *e = r->api->e2b;
 	size_t n, i;
-	json_t *page;
+	json_t *page, *v;
 
 	if (api_query_u64(r, "limit", E2B_SNAP_LIST_MAX, &limit, &err) < 0 ||
 	    api_query_u64(r, "nextToken", UINT32_MAX, &from, &err) < 0 ||
-	    dm_snapshot_list(r->api->d, r->team, api_query(r, "sandboxID"), &list, &err) < 0)
+	    dm_snapshot_list(r->api->d, r->team, NULL, &all, &err) < 0)
 		return e2b_reply_err(r, err);
+	pthread_mutex_lock(&e->mu);
+	json_array_foreach(all, i, v)
+	{
+		if (e2b_snap_listed(r, v, sbx))
+			json_array_append(list, v);
+	}
+	pthread_mutex_unlock(&e->mu);
 	if (limit == 0)
 		limit = E2B_SNAP_LIST_MAX;
 	n = json_array_size(list);
@@ -185,8 +221,13 @@ void e2b_snap_delete(struct api_req *r)
 {
 	_cleanup_error_ struct al_error *err = NULL;
 	const char *id = api_param(r, "id");
+	struct e2b *e = r->api->e2b;
+	bool internal;
 
-	if (!e2b_is_snapshot(id))
+	pthread_mutex_lock(&e->mu);
+	internal = e2b_snap_internal(e, id);
+	pthread_mutex_unlock(&e->mu);
+	if (!e2b_is_snapshot(id) || internal)
 		return e2b_reply_code(r, 404, "template not found (only snapshots are deleted)");
 	if (dm_snapshot_delete(r->api->d, r->team, id, NULL, &err) < 0)
 		return e2b_reply_err(r, err);
