@@ -468,6 +468,10 @@ def test_pause_and_resume_keep_the_files_under_the_same_id(daemon):
         st, _, c = api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", {"timeout": 30})
         assert st == 201 and c["sandboxID"] == sid and c["envdAccessToken"] == sb[1], c
         assert sh(daemon, sb, "cat /home/user/pause.txt; echo $PV") == f"{mark}\nkept\n"
+        host = {"Host": f"49983-{sid}.{DOMAIN}"}  # the domain form follows the mapping too
+        assert req(daemon, "GET", "/health", headers=host)[0] == 204
+        st, _, data = req(daemon, "GET", "/", headers={"Host": f"8080-{sid}.{DOMAIN}"})
+        assert st == 502 and b"port_not_listening" in data, data  # the new daemon sandbox's port
         st, _, info = api(daemon, "GET", f"/sandboxes/{sid}")
         assert info["state"] == "running"
         end = time.mktime(time.strptime(info["endAt"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
