@@ -437,6 +437,13 @@ def test_429_carries_retry_after(daemon):
             made.append(j["sandboxID"])
         assert st == 429 and h["retry-after"] == "1", (st, j)
         assert j["code"] == 429 and "most this daemon allows" in j["message"]
+        st, h, j = api(daemon, "POST", f"/sandboxes/{made[0]}/fork", {}, team="B")
+        assert st == 429 and h["retry-after"] == "1" and j["code"] == 429, j
+        # room for one of two forks: the second is an error entry, as E2B's
+        api(daemon, "DELETE", f"/sandboxes/{made.pop()}", team="B")
+        st, _, j = api(daemon, "POST", f"/sandboxes/{made[0]}/fork", {"count": 2}, team="B")
+        assert st == 201 and len(j) == 2 and j[1]["error"]["code"] == 429, j
+        made.append(j[0]["sandbox"]["sandboxID"])
     finally:
         for s in made:
             api(daemon, "DELETE", f"/sandboxes/{s}", team="B")

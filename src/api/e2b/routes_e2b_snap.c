@@ -125,6 +125,8 @@ void e2b_fork(struct api_req *r)
 
 			e2b_reply_code(r, (unsigned)st,
 				       json_string_value(json_object_get(e, "message")));
+			if (st == 429) /* as a create's: the SDK retries when told when */
+				MHD_add_response_header(r->resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
 			json_decref(one);
 			json_decref(out);
 			e2b_sbx_free(proto);
