@@ -53,18 +53,19 @@ static int e2b_pause_dm(struct api_req *r, const char *dm, json_t **view, char *
 {
 	_cleanup_json_ json_t *sv = NULL;
 	const char *st;
+	int ret;
 
-	if (dm_sandbox_get(r->api->d, r->team, dm, view, err) < 0)
-		return -ESRCH;
+	if ((ret = dm_sandbox_get(r->api->d, r->team, dm, view, err)) < 0)
+		return ret;
 	st = json_string_value(json_object_get(*view, "status"));
 	if (!st || strcmp(st, "running") != 0)
-		return al_error_set(err, ESRCH, "sandbox is not running");
-	if (dm_snapshot_create(r->api->d, r->team, dm, 0, &sv, err) < 0)
-		return -EIO;
+		return al_error_msg(err, ESRCH, "sandbox is not running");
+	if ((ret = dm_snapshot_create(r->api->d, r->team, dm, 0, &sv, err)) < 0)
+		return ret;
 	*snap = xstrdup(json_string_value(json_object_get(sv, "id")));
-	if (dm_sandbox_stop(r->api->d, r->team, dm, err) < 0) {
-		dm_snapshot_delete(r->api->d, r->team, *snap, NULL, NULL);
-		return -EIO;
+	if ((ret = dm_sandbox_stop(r->api->d, r->team, dm, err)) < 0) {
+		dm_snapshot_delete(r->api->d, r->team, *snap, NULL, NULL); /* best effort */
+		return ret;
 	}
 	return 0;
 }
