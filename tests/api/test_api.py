@@ -656,7 +656,7 @@ def test_openapi_matches_the_served_routes():
     e2b_routes += re.findall(r'\{"([A-Z]+)", "(/[^"]*)", e2b_', envd)
     jupyter = open(os.path.join(ROOT, "src/api/e2b/jupyter.c")).read()
     e2b_routes += re.findall(r'\{"([A-Z]+)", "(/[^"]*)", e2b_', jupyter)
-    assert len(e2b_routes) == 40, e2b_routes
+    assert len(e2b_routes) == 41, e2b_routes
     routes += e2b_routes
     for method, path in routes:
         assert path in doc["paths"], path

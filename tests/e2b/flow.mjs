@@ -1,5 +1,6 @@
 // Drives airlockd with the unmodified E2B SDK (pinned in package.json): every public
-// method of Sandbox, sandbox.commands, sandbox.files, network options. Run by test_e2b.py:
+// method of Sandbox, sandbox.commands, sandbox.files, network options, fork, snapshots,
+// pause and resume. Run by test_e2b.py:
 //
 //   E2B_API_URL=http://127.0.0.1:PORT E2B_SANDBOX_URL=http://127.0.0.1:PORT \
 //   E2B_API_KEY=TOKEN AIRLOCK_TOKEN=TOKEN node flow.mjs [STEP...]
@@ -261,6 +262,47 @@ await step("network", async () => {
   const e = await rejects(Sandbox.create({ network: { denyOut: ["evil.example"] } }),
                           "a name in denyOut");
   check(/denyOut/.test(e.message), e.message);
+});
+
+await step("fork+snapshots", async () => {
+  await sbx.files.write("/home/user/snapflow.txt", "kept");
+  const forks = await sbx.fork({ timeoutMs: 60000 });
+  eq(forks.length, 1, "one fork");
+  const f = forks[0];
+  check(f instanceof Sandbox && f.sandboxId !== sbx.sandboxId, `fork ${f}`);
+  eq(await f.files.read("/home/user/snapflow.txt"), "kept", "a fork's file");
+  eq((await f.commands.run("echo forked")).stdout, "forked\n", "a fork runs");
+  eq(await f.kill(), true, "fork kill");
+  const snap = await sbx.createSnapshot();
+  check(/^snp_/.test(snap.snapshotId), `snapshot ${JSON.stringify(snap)}`);
+  eq(await sbx.files.read("/home/user/snapflow.txt"), "kept", "the source runs on");
+  const listed = await sbx.listSnapshots().nextItems();
+  check(listed.some((s) => s.snapshotId === snap.snapshotId), `listSnapshots ${JSON.stringify(listed)}`);
+  const made = await Sandbox.create(snap.snapshotId, { timeoutMs: 60000 });
+  eq(await made.files.read("/home/user/snapflow.txt"), "kept", "a sandbox from the snapshot");
+  eq((await made.getInfo()).templateId, snap.snapshotId, "its templateId");
+  await made.kill();
+  eq(await Sandbox.deleteSnapshot(snap.snapshotId), true, "deleteSnapshot");
+  eq(await Sandbox.deleteSnapshot(snap.snapshotId), false, "deleteSnapshot again");
+  await rejects(Sandbox.create(snap.snapshotId), "a create from a deleted snapshot");
+});
+
+await step("pause+connect", async () => {
+  await sbx.files.write("/home/user/paused.txt", "still here");
+  eq(await sbx.pause(), true, "pause");
+  eq((await sbx.getInfo()).state, "paused", "getInfo of a paused sandbox");
+  eq(await sbx.isRunning(), false, "isRunning when paused");
+  await rejects(sbx.commands.run("echo no"), "a command in a paused sandbox");
+  eq(await sbx.pause(), false, "a second pause");
+  const paused = await Sandbox.list({ query: { state: ["paused"], metadata: { suite: SUITE } } }).nextItems();
+  eq(paused.map((s) => [s.sandboxId, s.state]), [[sbx.sandboxId, "paused"]], "list of paused");
+  const again = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 120000 });
+  eq(again.sandboxId, sbx.sandboxId, "the same id after a resume");
+  eq(await again.files.read("/home/user/paused.txt"), "still here", "files after a resume");
+  eq((await sbx.commands.run("echo $FLOW_VAR")).stdout, "from-create\n", "commands and envs after a resume");
+  const info = await sbx.getInfo();
+  eq(info.state, "running", "running after a resume");
+  check(info.endAt - Date.now() > 100000, `lifetime after a resume ${info.endAt - Date.now()}`);
 });
 
 await step("kill", async () => {

@@ -159,7 +159,7 @@ def node_modules():
 FLOW_STEPS = ["create", "commands.run", "commands.background+wait+list", "commands.kill",
               "commands.sendStdin+closeStdin", "commands.connect", "files", "files.url",
               "files.watchDir", "pty", "setTimeout+connect", "list+getHost+getMetrics",
-              "network", "kill", "sdk-2.50", "runCode"]
+              "network", "fork+snapshots", "pause+connect", "kill", "sdk-2.50", "runCode"]
 
 
 def test_sdk_flow(daemon, node_modules):
@@ -437,18 +437,136 @@ def test_429_carries_retry_after(daemon):
             made.append(j["sandboxID"])
         assert st == 429 and h["retry-after"] == "1", (st, j)
         assert j["code"] == 429 and "most this daemon allows" in j["message"]
+        st, h, j = api(daemon, "POST", f"/sandboxes/{made[0]}/fork", {}, team="B")
+        assert st == 429 and h["retry-after"] == "1" and j["code"] == 429, j
+        # room for one of two forks: the second is an error entry, as E2B's
+        api(daemon, "DELETE", f"/sandboxes/{made.pop()}", team="B")
+        st, _, j = api(daemon, "POST", f"/sandboxes/{made[0]}/fork", {"count": 2}, team="B")
+        assert st == 201 and len(j) == 2 and j[1]["error"]["code"] == 429, j
+        made.append(j[0]["sandbox"]["sandboxID"])
     finally:
         for s in made:
             api(daemon, "DELETE", f"/sandboxes/{s}", team="B")
 
 
-@pytest.mark.parametrize("path,status", [
-    ("/sandboxes/{id}/pause", 501), ("/sandboxes/{id}/fork", 501),
-    ("/sandboxes/{id}/snapshots", 501),
+def test_pause_and_resume_keep_the_files_under_the_same_id(daemon):
+    st, _, j = api(daemon, "POST", "/v2/sandboxes", {"timeout": 60, "envVars": {"PV": "kept"},
+                                                      "metadata": {"pz": "1"}})
+    assert st == 201, j
+    sid, sb = j["sandboxID"], (j["sandboxID"], j["envdAccessToken"])
+    try:
+        mark = secrets.token_hex(8)
+        sh(daemon, sb, f"echo {mark} > /home/user/pause.txt")
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {"memory": True})[0] == 400
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {}, team="B")[0] == 404
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {})[0] == 204
+        st, _, info = api(daemon, "GET", f"/sandboxes/{sid}")
+        assert st == 200 and info["state"] == "paused" and info["metadata"] == {"pz": "1"}
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {})[0] == 409  # the SDK's false
+        assert sid in [s["sandboxID"] for s in api(daemon, "GET", "/v2/sandboxes?state=paused")[2]]
+        assert sid not in [s["sandboxID"] for s in api(daemon, "GET", "/v2/sandboxes?state=running")[2]]
+        # envd of a paused sandbox: not running; the control plane: 409 where it must run
+        assert envd(daemon, sb, START, envelope(ECHO), STREAM)[0] == 502
+        assert req(daemon, "GET", "/health", headers={"E2b-Sandbox-Id": sid})[0] == 502
+        for path, body in (("timeout", {"timeout": 5}), ("fork", {}), ("snapshots", {})):
+            assert api(daemon, "POST", f"/sandboxes/{sid}/{path}", body)[0] == 409, path
+        assert api(daemon, "GET", f"/snapshots?sandboxID={sid}")[2] == []  # its own is not listed
+        assert api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", {}, team="B")[0] == 404
+        st, _, c = api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", {"timeout": 30})
+        assert st == 201 and c["sandboxID"] == sid and c["envdAccessToken"] == sb[1], c
+        assert sh(daemon, sb, "cat /home/user/pause.txt; echo $PV") == f"{mark}\nkept\n"
+        host = {"Host": f"49983-{sid}.{DOMAIN}"}  # the domain form follows the mapping too
+        assert req(daemon, "GET", "/health", headers=host)[0] == 204
+        st, _, data = req(daemon, "GET", "/", headers={"Host": f"8080-{sid}.{DOMAIN}"})
+        assert st == 502 and b"port_not_listening" in data, data  # the new daemon sandbox's port
+        st, _, info = api(daemon, "GET", f"/sandboxes/{sid}")
+        assert info["state"] == "running"
+        end = time.mktime(time.strptime(info["endAt"][:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+        assert 20 < end - time.time() <= 31, info  # the connect's timeout, not the create's
+        assert api(daemon, "POST", f"/sandboxes/{sid}/connect", {})[0] == 200  # running now
+        assert api(daemon, "POST", f"/sandboxes/{sid}/resume", {})[0] == 409
+        # the legacy resume, and a second round on the new daemon sandbox
+        sh(daemon, sb, "echo two >> /home/user/pause.txt")
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {})[0] == 204
+        assert api(daemon, "POST", f"/sandboxes/{sid}/resume", {"timeout": 30})[0] == 201
+        assert sh(daemon, sb, "cat /home/user/pause.txt") == f"{mark}\ntwo\n"
+        # a paused sandbox is killed (its snapshot deleted)
+        assert api(daemon, "POST", f"/sandboxes/{sid}/pause", {})[0] == 204
+    finally:
+        assert api(daemon, "DELETE", f"/sandboxes/{sid}")[0] == 204
+    assert api(daemon, "GET", f"/sandboxes/{sid}")[0] == 404
+    assert api(daemon, "POST", f"/v2/sandboxes/{sid}/connect", {})[0] == 404
+    assert api(daemon, "GET", "/v2/sandboxes?state=paused")[2] == []
+
+
+def sh(port, sb, script):
+    """stdout of /bin/sh -c script in sandbox sb (which must answer 200)."""
+    body = envelope({"process": {"cmd": "/bin/sh", "args": ["-c", script]}, "stdin": False})
+    st, _, data = envd(port, sb, START, body, STREAM)
+    assert st == 200, data
+    return b"".join(base64.b64decode(m["event"]["data"].get("stdout", "")) for f, m in envelopes(data)
+                    if f == 0 and "data" in m.get("event", {})).decode()
+
+
+def test_fork_copies_the_files_and_the_source_runs_on(daemon, sbx):
+    mark = secrets.token_hex(8)
+    sh(daemon, sbx, f"echo {mark} > /home/user/fork.txt")
+    st, _, j = api(daemon, "POST", f"/sandboxes/{sbx[0]}/fork", {"timeout": 60, "count": 2})
+    assert st == 201 and len(j) == 2, j
+    kids = [(x["sandbox"]["sandboxID"], x["sandbox"]["envdAccessToken"]) for x in j]
+    try:
+        assert len({sbx[0], kids[0][0], kids[1][0]}) == 3 and len({sbx[1], kids[0][1], kids[1][1]}) == 3
+        for k in kids:
+            assert sh(daemon, k, "cat /home/user/fork.txt") == mark + "\n"
+            st, _, info = api(daemon, "GET", f"/sandboxes/{k[0]}")
+            assert st == 200 and info["state"] == "running" and info["templateID"] == "base"
+        # each its own token and files; the source runs on, unchanged
+        assert envd(daemon, (sbx[0], kids[0][1]), "/filesystem.Filesystem/Stat", b'{"path":"/"}')[0] == 401
+        sh(daemon, kids[0], "echo changed > /home/user/fork.txt")
+        assert sh(daemon, sbx, "cat /home/user/fork.txt") == mark + "\n"
+        assert api(daemon, "GET", f"/sandboxes/{sbx[0]}")[2]["state"] == "running"
+    finally:
+        for k in kids:
+            api(daemon, "DELETE", f"/sandboxes/{k[0]}")
+
+
+@pytest.mark.parametrize("team,body,status", [
+    ("B", {}, 404), ("A", {"count": 9}, 400), ("A", {"count": 0}, 400), ("A", {"what": 1}, 400),
 ])
-def test_snapshot_machinery_is_a_typed_error(daemon, sbx, path, status):
-    st, _, j = api(daemon, "POST", path.format(id=sbx[0]), {})
-    assert st == status and "not supported" in j["message"]
+def test_fork_refusals(daemon, sbx, team, body, status):
+    st, _, j = api(daemon, "POST", f"/sandboxes/{sbx[0]}/fork", body, team=team)
+    assert st == status and j["code"] == status, j
+    assert api(daemon, "POST", "/sandboxes/nosuch/fork", {})[0] == 404
+
+
+def test_snapshots_create_list_restore_delete(daemon, sbx):
+    mark = secrets.token_hex(8)
+    sh(daemon, sbx, f"echo {mark} > /home/user/snap.txt")
+    st, _, j = api(daemon, "POST", f"/sandboxes/{sbx[0]}/snapshots", {"name": "mine"})
+    assert st == 201 and j["snapshotID"].startswith("snp_") and j["names"] == [], j
+    snap = j["snapshotID"]
+    sh(daemon, sbx, "echo later > /home/user/snap.txt")  # the source runs on
+    st, _, lst = api(daemon, "GET", f"/snapshots?sandboxID={sbx[0]}")
+    assert st == 200 and {"snapshotID": snap, "names": []} in lst
+    st, h, page = api(daemon, "GET", "/snapshots?limit=1")
+    assert st == 200 and len(page) == 1 and page[0]["snapshotID"] == snap
+    # another team sees nothing of it
+    assert snap not in [s["snapshotID"] for s in api(daemon, "GET", "/snapshots", team="B")[2]]
+    assert api(daemon, "POST", f"/sandboxes/{sbx[0]}/snapshots", {}, team="B")[0] == 404
+    assert api(daemon, "DELETE", f"/templates/{snap}", team="B")[0] == 404
+    assert api(daemon, "POST", "/v2/sandboxes", {"templateID": snap}, team="B")[0] == 404
+    st, _, c = api(daemon, "POST", "/v2/sandboxes", {"templateID": snap, "timeout": 60})
+    assert st == 201, c
+    try:
+        assert sh(daemon, (c["sandboxID"], c["envdAccessToken"]), "cat /home/user/snap.txt") == mark + "\n"
+        assert api(daemon, "GET", f"/sandboxes/{c['sandboxID']}")[2]["templateID"] == snap
+    finally:
+        api(daemon, "DELETE", f"/sandboxes/{c['sandboxID']}")
+    assert api(daemon, "DELETE", f"/templates/{snap}")[0] == 204
+    assert api(daemon, "DELETE", f"/templates/{snap}")[0] == 404
+    assert api(daemon, "DELETE", "/templates/base")[0] == 404
+    st, _, j = api(daemon, "POST", "/v2/sandboxes", {"templateID": snap})
+    assert st == 404 and j["code"] == 404 and j["message"], j
 
 
 @pytest.mark.parametrize("body,words", [
@@ -468,7 +586,7 @@ def test_list_filters(daemon, sbx):
     st, h, lst = api(daemon, "GET", "/v2/sandboxes?state=running")
     assert st == 200 and sbx[0] in [s["sandboxID"] for s in lst]
     assert all(s["state"] == "running" and s["envdVersion"] == "0.5.7" for s in lst)
-    assert api(daemon, "GET", "/v2/sandboxes?state=paused")[2] == []  # nothing is ever paused
+    assert api(daemon, "GET", "/v2/sandboxes?state=paused")[2] == []  # none is paused now
     assert api(daemon, "GET", "/v2/sandboxes?template=code-interpreter-v1")[2] == []
     assert sbx[0] in [s["sandboxID"] for s in api(daemon, "GET", "/v2/sandboxes?template=base")[2]]
     assert api(daemon, "GET", "/v2/sandboxes?limit=1000")[0] == 400

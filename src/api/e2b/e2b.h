@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 /*
  * The envd version we report. The SDK turns features on by comparing it with its gates:
@@ -53,8 +54,17 @@ struct e2b_ctx {
 };
 #define E2B_MAX_CTXS 16
 
+/* An E2B sandbox's life: a pause snapshots its files and stops its daemon sandbox; a
+ * connect (resume) makes a new daemon sandbox of them under the same E2B id. */
+enum e2b_state { E2B_RUNNING, E2B_PAUSING, E2B_PAUSED, E2B_RESUMING };
+
 struct e2b_sbx {
-	char *id, *team, *template_id;
+	char *id, *team, *template_id; /* id: the E2B id (its first daemon sandbox's) */
+	char *dm_id;		       /* the daemon's sandbox now, when a resume made another */
+	enum e2b_state state;
+	char *pause_snap;   /* paused: the snapshot it resumes from */
+	json_t *pause_view; /* paused: the daemon's last view of it */
+	json_t *env_vars;   /* the create's envVars, for a resume */
 	char token[E2B_TOKEN_HEX + 1];
 	json_t *metadata; /* {string: string} */
 	json_t *network;  /* what the create or the last update asked for, as E2B spells it */
@@ -89,8 +99,56 @@ static inline bool e2b_traffic_private(const struct e2b_sbx *s)
 
 /* --- the table (routes_e2b.c) -------------------------------------------------------- */
 
-/* e->mu held: the entry of a sandbox of team (NULL team: any), or NULL. */
+/* The daemon's id of the sandbox s is now. */
+static inline const char *e2b_dm(const struct e2b_sbx *s)
+{
+	return s->dm_id ? s->dm_id : s->id;
+}
+
+/* e->mu held: the entry of a sandbox of team (NULL team: any), or NULL; id is its E2B id
+ * or the daemon's id of it now. */
 struct e2b_sbx *e2b_find(struct e2b *e, const char *team, const char *id);
+/* e->mu held: adds s (taken), after dropping the entries of ended sandboxes. */
+struct daemon;
+void e2b_add(struct e2b *e, struct daemon *d, struct e2b_sbx *s);
+void e2b_sbx_free(struct e2b_sbx *s);
+/* Drops s's command pids and interpreter contexts (its processes ended). */
+void e2b_sbx_clear(struct e2b_sbx *s);
+/* The daemon's id of the team's E2B sandbox id (heap): id itself when the table does not
+ * know it (the daemon answers then); NULL after a 409 while it is paused. */
+char *e2b_dm_id(struct api_req *r, const char *id);
+/* A create's body parsed into c (env in *env, the policy in c->network_policy) and s. */
+struct dm_create;
+int e2b_create_parse(json_t *body, struct dm_create *c, char ***env, size_t *n_env,
+		     struct e2b_sbx *s, struct al_error **err);
+/* A fresh envd access token. */
+void e2b_token(char out[E2B_TOKEN_HEX + 1]);
+/* The create / connect answer of s (e->mu held). */
+json_t *e2b_created(struct api *a, const struct e2b_sbx *s);
+/* {code: status, message}. */
+void e2b_reply_code(struct api_req *r, unsigned status, const char *msg);
+/* A templateID that is a snapshot's id (the daemon's "snp_" ids). */
+static inline bool e2b_is_snapshot(const char *tmpl)
+{
+	return tmpl && strncmp(tmpl, "snp_", 4) == 0;
+}
+
+/* --- fork and snapshots (routes_e2b_snap.c) ------------------------------------------ */
+
+void e2b_fork(struct api_req *r);
+void e2b_snap_create(struct api_req *r);
+void e2b_snap_list(struct api_req *r);
+void e2b_snap_delete(struct api_req *r);
+
+/* --- pause and resume (routes_e2b_pause.c) ---------------------------------------------- */
+
+void e2b_pause(struct api_req *r);
+/* POST /sandboxes/{id}/resume {timeout?, autoPause?}. */
+void e2b_resume_route(struct api_req *r);
+/* A connect of a paused sandbox: resumed with a timeout_s (0: the default) deadline. */
+void e2b_resume(struct api_req *r, const char *id, uint64_t timeout_s);
+/* e->mu held: is snapshot snap a paused sandbox's (not the user's to list or delete)? */
+bool e2b_snap_internal(struct e2b *e, const char *snap);
 
 /* --- network and metrics (routes_e2b_net.c) ------------------------------------------ */
 

@@ -303,6 +303,30 @@ static int e2b_traffic_status(struct api_req *r, const char *id)
 	return st;
 }
 
+/* Envd's calls follow the E2B id to its daemon sandbox now (q->sbx); a paused sandbox
+ * answers 502 (as a stopped one does: isRunning false, calls fail) and true. */
+static bool e2b_route_current(struct api_req *r, const char *id)
+{
+	struct e2b_req *q = r->e2b;
+	struct e2b *e = r->api->e2b;
+	struct e2b_sbx *s;
+	bool paused;
+
+	pthread_mutex_lock(&e->mu);
+	s = e2b_find(e, NULL, id);
+	paused = s && s->state != E2B_RUNNING;
+	if (s && !paused) {
+		free(q->sbx);
+		q->sbx = xstrdup(e2b_dm(s));
+	}
+	pthread_mutex_unlock(&e->mu);
+	if (paused)
+		api_reply_json(r, 502,
+			       json_pack("{s:i,s:s}", "code", 502, "message",
+					 "the sandbox is paused: a connect resumes it"));
+	return paused;
+}
+
 static bool e2b_is_rpc(const char *url)
 {
 	return strncmp(url, "/process.Process/", 17) == 0 ||
@@ -329,6 +353,8 @@ int e2b_envd_begin(struct api_req *r)
 		e2b_unary_error(r, "invalid_argument", "bad E2b-Sandbox-Id or E2b-Sandbox-Port");
 		return 1;
 	}
+	if (e2b_route_current(r, id))
+		return 1; /* paused */
 	if (port != E2B_ENVD_PORT && port != E2B_JUPYTER_PORT) {
 		/* another port: the sandbox's own server, reverse-proxied (docs/ports.md) */
 		int st = e2b_traffic_status(r, id);
@@ -341,7 +367,7 @@ int e2b_envd_begin(struct api_req *r)
 					     "(allowPublicTraffic: false): send its "
 					     "trafficAccessToken as e2b-traffic-access-token");
 		else
-			api_proxy_take(r, id, port);
+			api_proxy_take(r, q->sbx, port);
 		return 1;
 	}
 	m = api_router_match(port == E2B_JUPYTER_PORT ? &ci : &rt, r->method, r->url, &r->route,

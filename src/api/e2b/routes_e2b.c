@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The E2B control plane (docs/e2b.md): create, connect, get, list, kill, timeout,
- * network, metrics; pause, fork and snapshots answer a typed 4xx. Authenticated with
- * X-API-KEY, an airlock token (the tokens file and teams of the other front ends).
- * Errors are {code, message} with code the HTTP status, as the SDK reads them.
+ * network, metrics; fork and snapshots (routes_e2b_snap.c); pause and resume
+ * (routes_e2b_pause.c).
+ * Authenticated with X-API-KEY, an airlock token (the tokens file and teams of the other front
+ * ends). Errors are {code, message} with code the HTTP status, as the SDK reads them.
  */
 #include "api/e2b/e2b.h"
 #include "common/cleanup.h"
@@ -26,12 +27,14 @@
 struct e2b_sbx *e2b_find(struct e2b *e, const char *team, const char *id)
 {
 	for (size_t i = 0; i < e->n; i++)
-		if (strcmp(e->v[i]->id, id) == 0 && (!team || strcmp(e->v[i]->team, team) == 0))
+		if ((strcmp(e->v[i]->id, id) == 0 ||
+		     (e->v[i]->dm_id && strcmp(e->v[i]->dm_id, id) == 0)) &&
+		    (!team || strcmp(e->v[i]->team, team) == 0))
 			return e->v[i];
 	return NULL;
 }
 
-static void e2b_sbx_free(struct e2b_sbx *s)
+void e2b_sbx_clear(struct e2b_sbx *s)
 {
 	for (size_t i = 0; i < s->n_procs; i++) {
 		free(s->procs[i].cmd_id);
@@ -40,9 +43,22 @@ static void e2b_sbx_free(struct e2b_sbx *s)
 		json_decref(s->procs[i].config);
 	}
 	free(s->procs);
+	s->procs = NULL;
+	s->n_procs = 0;
 	for (size_t i = 0; i < s->n_ctxs; i++)
 		e2b_ctx_clear(&s->ctxs[i]);
 	free(s->ctxs);
+	s->ctxs = NULL;
+	s->n_ctxs = 0;
+}
+
+void e2b_sbx_free(struct e2b_sbx *s)
+{
+	e2b_sbx_clear(s);
+	free(s->dm_id);
+	free(s->pause_snap);
+	json_decref(s->pause_view);
+	json_decref(s->env_vars);
 	json_decref(s->metadata);
 	json_decref(s->network);
 	free(s->id);
@@ -66,14 +82,19 @@ static void e2b_forget(struct e2b *e, const char *id)
 }
 
 /* e->mu held: entries of sandboxes that ended without a kill through this API (their
- * timeout, another front end's stop) are dropped, so the table holds live ones only. */
+ * timeout, another front end's stop) are dropped, so the table holds live (or paused)
+ * ones only. */
 static void e2b_prune(struct e2b *e, struct daemon *d)
 {
 	for (size_t i = 0; i < e->n;) {
 		json_t *view = NULL;
 		const char *st = NULL;
 
-		if (dm_sandbox_get(d, e->v[i]->team, e->v[i]->id, &view, NULL) == 0)
+		if (e->v[i]->state != E2B_RUNNING) {
+			i++;
+			continue;
+		}
+		if (dm_sandbox_get(d, e->v[i]->team, e2b_dm(e->v[i]), &view, NULL) == 0)
 			st = json_string_value(json_object_get(view, "status"));
 		if (st && (strcmp(st, "running") == 0 || strcmp(st, "stopping") == 0)) {
 			json_decref(view);
@@ -84,6 +105,31 @@ static void e2b_prune(struct e2b *e, struct daemon *d)
 		e2b_sbx_free(e->v[i]);
 		e->v[i] = e->v[--e->n];
 	}
+}
+
+void e2b_add(struct e2b *e, struct daemon *d, struct e2b_sbx *s)
+{
+	e2b_prune(e, d);
+	e->v = xrealloc(e->v, (e->n + 1) * sizeof(*e->v));
+	e->v[e->n++] = s;
+}
+
+char *e2b_dm_id(struct api_req *r, const char *id)
+{
+	struct e2b *e = r->api->e2b;
+	struct e2b_sbx *s;
+	char *dm = NULL;
+	bool paused;
+
+	pthread_mutex_lock(&e->mu);
+	s = e2b_find(e, r->team, id);
+	paused = s && s->state != E2B_RUNNING;
+	if (!paused)
+		dm = xstrdup(s ? e2b_dm(s) : id);
+	pthread_mutex_unlock(&e->mu);
+	if (paused)
+		e2b_reply_code(r, 409, "the sandbox is paused: a connect resumes it");
+	return dm;
 }
 
 struct e2b *e2b_open(const char *domain)
@@ -110,7 +156,7 @@ void e2b_close(struct e2b *e)
 
 /* --- errors and views ----------------------------------------------------------------- */
 
-static void e2b_reply_code(struct api_req *r, unsigned status, const char *msg)
+void e2b_reply_code(struct api_req *r, unsigned status, const char *msg)
 {
 	api_reply_json(r, status, json_pack("{s:i,s:s}", "code", (int)status, "message", msg));
 }
@@ -162,7 +208,8 @@ static json_t *e2b_view(struct api *a, json_t *view, const struct e2b_sbx *s, bo
 		      (json_int_t)(vcpus > 0 ? vcpus + 0.999 : (ncpu > 0 ? ncpu : 1)), "memoryMB",
 		      (mem > 0 ? mem : (json_int_t)1 << 30) >> 20, "diskSizeMB",
 		      (disk > 0 ? disk : (json_int_t)1 << 30) >> 20, "metadata", s->metadata,
-		      "state", "running", "envdVersion", E2B_ENVD_VERSION, "volumeMounts");
+		      "state", s->state == E2B_RUNNING ? "running" : "paused", "envdVersion",
+		      E2B_ENVD_VERSION, "volumeMounts");
 	if (!o)
 		al_oom();
 	if (a->e2b->domain)
@@ -176,8 +223,7 @@ static json_t *e2b_view(struct api *a, json_t *view, const struct e2b_sbx *s, bo
 	return o;
 }
 
-/* The create / connect answer. */
-static json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
+json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
 {
 	json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:o}", "sandboxID", s->id, "templateID",
 			      s->template_id, "clientID", "airlock", "envdVersion",
@@ -193,8 +239,9 @@ static json_t *e2b_created(struct api *a, const struct e2b_sbx *s)
 
 /* --- create --------------------------------------------------------------------------- */
 
-/* The template: "base" and "code-interpreter-v1" (and none) are the host runtime; any
- * other name is an image under the daemon's --images (the daemon refuses an unknown one). */
+/* The template: "base" and "code-interpreter-v1" (and none) are the host runtime; a
+ * snapshot's id (createSnapshot's) is that snapshot's files; any other name is an image under the
+ * daemon's --images (the daemon refuses an unknown one). */
 static int e2b_template(json_t *body, struct dm_create *c, const char **name, struct al_error **err)
 {
 	*name = "base";
@@ -203,8 +250,9 @@ static int e2b_template(json_t *body, struct dm_create *c, const char **name, st
 	if (!(*name)[0] || strchr(*name, '/') || strcmp(*name, "..") == 0 ||
 	    strcmp(*name, ".") == 0)
 		return api_bad(err, "templateID '%.100s' is not a template name", *name);
-	if (strcmp(*name, "base") == 0 || strcmp(*name, "code-interpreter-v1") == 0)
-		return 0;
+	if (strcmp(*name, "base") == 0 || strcmp(*name, "code-interpreter-v1") == 0 ||
+	    e2b_is_snapshot(*name))
+		return 0; /* a snapshot's id: dm_sandbox_create_from (e2b_create) */
 	return JAIL_SPEC_SET(c->spec.image, *name, "templateID", err);
 }
 
@@ -214,10 +262,10 @@ static int e2b_refuse_unserved(json_t *body, struct al_error **err)
 	json_t *v;
 
 	if (json_is_true(json_object_get(body, "autoPause")))
-		return api_bad(err, "autoPause: pausing sandboxes is not supported by airlock");
+		return api_bad(err, "autoPause: pausing on timeout is not supported by airlock");
 	if (json_is_object(json_object_get(body, "autoResume")) &&
 	    json_is_true(json_object_get(json_object_get(body, "autoResume"), "enabled")))
-		return api_bad(err, "autoResume: pausing sandboxes is not supported by airlock");
+		return api_bad(err, "autoResume: resuming on traffic is not supported by airlock");
 	v = json_object_get(body, "mcp");
 	if (v && !json_is_null(v))
 		return api_bad(err, "mcp: the MCP gateway is not supported by airlock");
@@ -253,7 +301,7 @@ static int e2b_metadata(json_t *body, json_t **out, struct al_error **err)
 	return 0;
 }
 
-static void e2b_token(char out[E2B_TOKEN_HEX + 1])
+void e2b_token(char out[E2B_TOKEN_HEX + 1])
 {
 	unsigned char raw[E2B_TOKEN_HEX / 2];
 
@@ -264,9 +312,8 @@ static void e2b_token(char out[E2B_TOKEN_HEX + 1])
 	explicit_bzero(raw, sizeof(raw));
 }
 
-/* Parses the body into c (env in *env, the policy in c->network_policy). */
-static int e2b_create_parse(json_t *body, struct dm_create *c, char ***env, size_t *n_env,
-			    struct e2b_sbx *s, struct al_error **err)
+int e2b_create_parse(json_t *body, struct dm_create *c, char ***env, size_t *n_env,
+		     struct e2b_sbx *s, struct al_error **err)
 {
 	uint64_t timeout_s = E2B_DEFAULT_TIMEOUT_S;
 	const char *tmpl;
@@ -289,6 +336,8 @@ static int e2b_create_parse(json_t *body, struct dm_create *c, char ***env, size
 	c->env = (const char *const *)*env;
 	c->n_env = *n_env;
 	s->template_id = xstrdup(tmpl);
+	if (json_is_object(json_object_get(body, "envVars")))
+		s->env_vars = json_incref(json_object_get(body, "envVars"));
 	s->network = json_incref(json_object_get(body, "network"));
 	if (s->network && json_is_null(s->network)) {
 		json_decref(s->network);
@@ -311,7 +360,9 @@ static void e2b_create(struct api_req *r)
 	s->next_pid = 1000;
 	if (api_body_object(r, &body, &err) < 0 ||
 	    e2b_create_parse(body, &c, &env, &n_env, s, &err) < 0 ||
-	    dm_sandbox_create(r->api->d, r->team, &c, &id, &err) < 0) {
+	    (e2b_is_snapshot(s->template_id)
+		 ? dm_sandbox_create_from(r->api->d, r->team, &c, s->template_id, &id, &err)
+		 : dm_sandbox_create(r->api->d, r->team, &c, &id, &err)) < 0) {
 		e2b_reply_err(r, err);
 		e2b_sbx_free(s);
 		goto out;
@@ -321,9 +372,7 @@ static void e2b_create(struct api_req *r)
 	s->started_ms = (int64_t)time(NULL) * 1000;
 	e2b_token(s->token);
 	pthread_mutex_lock(&e->mu);
-	e2b_prune(e, r->api->d);
-	e->v = xrealloc(e->v, (e->n + 1) * sizeof(*e->v));
-	e->v[e->n++] = s;
+	e2b_add(e, r->api->d, s);
 	api_reply_json(r, 201, e2b_created(r->api, s));
 	pthread_mutex_unlock(&e->mu);
 out:
@@ -359,11 +408,21 @@ static json_t *e2b_running(struct api_req *r, const char *id)
 static void e2b_get(struct api_req *r)
 {
 	const char *id = api_param(r, "id");
-	_cleanup_json_ json_t *view = e2b_running(r, id);
+	_cleanup_json_ json_t *view = NULL;
+	_cleanup_free_ char *dm = NULL;
 	struct e2b *e = r->api->e2b;
 	struct e2b_sbx *s;
 
-	if (!view)
+	pthread_mutex_lock(&e->mu);
+	s = e2b_find(e, r->team, id);
+	if (s && s->state != E2B_RUNNING && s->pause_view) /* paused: its last view */
+		api_reply_json(r, 200, e2b_view(r->api, s->pause_view, s, true));
+	else if (s && s->state != E2B_RUNNING)
+		e2b_reply_code(r, 409, "the sandbox is being paused");
+	else
+		dm = xstrdup(s ? e2b_dm(s) : id);
+	pthread_mutex_unlock(&e->mu);
+	if (!dm || !(view = e2b_running(r, dm)))
 		return;
 	pthread_mutex_lock(&e->mu);
 	s = e2b_find(e, r->team, id);
@@ -374,19 +433,35 @@ static void e2b_get(struct api_req *r)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* Kill: a running sandbox is stopped, a paused one's snapshot deleted. */
 static void e2b_kill(struct api_req *r)
 {
 	const char *id = api_param(r, "id");
+	_cleanup_free_ char *dm = NULL, *snap = NULL;
 	struct e2b *e = r->api->e2b;
 	struct al_error *err = NULL;
-	bool known;
+	struct e2b_sbx *s;
+	bool busy = false;
 
 	pthread_mutex_lock(&e->mu);
-	known = e2b_find(e, r->team, id) != NULL;
+	s = e2b_find(e, r->team, id);
+	if (s && s->state == E2B_PAUSED)
+		snap = xstrdup(s->pause_snap);
+	else if (s && s->state != E2B_RUNNING)
+		busy = true;
+	else if (s)
+		dm = xstrdup(e2b_dm(s));
 	pthread_mutex_unlock(&e->mu);
-	if (!known) /* killed already, or never made through this API */
+	if (busy)
+		return e2b_reply_code(r, 409, "the sandbox is being paused or resumed");
+	if (!dm && !snap) /* killed already, or never made through this API */
 		return e2b_reply_code(r, 404, "sandbox not found");
-	if (dm_sandbox_stop(r->api->d, r->team, id, &err) < 0) {
+	if (snap) {
+		dm_snapshot_delete(r->api->d, r->team, snap, NULL, NULL);
+		e2b_forget(e, id);
+		return api_reply_raw(r, 204, "application/json", NULL, 0);
+	}
+	if (dm_sandbox_stop(r->api->d, r->team, dm, &err) < 0) {
 		if (err->code == ESRCH) /* already ended: gone, for E2B (kill answers false) */
 			e2b_forget(r->api->e2b, id);
 		e2b_reply_err(r, err);
@@ -413,13 +488,20 @@ static void e2b_timeout(struct api_req *r)
 {
 	static const char *const fields[] = {"timeout", NULL};
 	_cleanup_json_ json_t *body = NULL;
+	_cleanup_free_ char *dm = NULL;
 	struct al_error *err = NULL;
 	uint64_t t = 0;
 
 	if (api_body_object(r, &body, &err) < 0 ||
 	    api_json_fields(body, "the body", fields, &err) < 0 ||
-	    api_json_u64(body, "timeout", true, E2B_MAX_TIMEOUT_S, &t, &err) < 0 ||
-	    e2b_set_timeout(r, api_param(r, "id"), t, &err) < 0) {
+	    api_json_u64(body, "timeout", true, E2B_MAX_TIMEOUT_S, &t, &err) < 0) {
+		e2b_reply_err(r, err);
+		al_error_free(err);
+		return;
+	}
+	if (!(dm = e2b_dm_id(r, api_param(r, "id"))))
+		return;
+	if (e2b_set_timeout(r, dm, t, &err) < 0) {
 		e2b_reply_err(r, err);
 		al_error_free(err);
 		return;
@@ -430,16 +512,18 @@ static void e2b_timeout(struct api_req *r)
 /*
  * Connect: a running sandbox answers as a create does. Without a timeout its remaining
  * lifetime is kept (never reset to 300 s); with one, it ends timeout s from now unless it
- * was to live longer (connect only extends).
+ * was to live longer (connect only extends). A paused one is resumed (routes_e2b_pause.c).
  */
 static void e2b_connect(struct api_req *r)
 {
 	static const char *const fields[] = {"timeout", "memory", NULL};
 	const char *id = api_param(r, "id");
 	_cleanup_json_ json_t *body = NULL, *view = NULL;
+	_cleanup_free_ char *dm = NULL;
 	struct e2b *e = r->api->e2b;
 	struct al_error *err = NULL;
 	struct e2b_sbx *s;
+	bool paused;
 	uint64_t t = 0;
 
 	if (api_body_object(r, &body, &err) < 0 ||
@@ -449,12 +533,17 @@ static void e2b_connect(struct api_req *r)
 		al_error_free(err);
 		return;
 	}
-	view = e2b_running(r, id);
-	if (!view)
+	pthread_mutex_lock(&e->mu);
+	s = e2b_find(e, r->team, id);
+	paused = s && s->state == E2B_PAUSED;
+	pthread_mutex_unlock(&e->mu);
+	if (paused)
+		return e2b_resume(r, id, t);
+	if (!(dm = e2b_dm_id(r, id)) || !(view = e2b_running(r, dm)))
 		return;
 	if (t &&
 	    e2b_int(view, "expires_at") < (json_int_t)time(NULL) * 1000 + (json_int_t)t * 1000 &&
-	    e2b_set_timeout(r, id, t, &err) < 0) {
+	    e2b_set_timeout(r, dm, t, &err) < 0) {
 		e2b_reply_err(r, err);
 		al_error_free(err);
 		return;
@@ -506,17 +595,24 @@ static bool e2b_meta_match(json_t *m, const char *q)
 	return true;
 }
 
-/* The running sandboxes of the team this front end made that match the query's filters. */
+static bool e2b_list_match(struct api_req *r, const struct e2b_sbx *s)
+{
+	const char *meta = api_query(r, "metadata"), *tmpl = api_query(r, "template");
+
+	return e2b_meta_match(s->metadata, meta) && (!tmpl || strcmp(tmpl, s->template_id) == 0);
+}
+
+/* The running (and paused) sandboxes of the team this front end made that match the
+ * query's filters; state: running, paused or both (comma-separated). */
 static json_t *e2b_list_all(struct api_req *r, json_t *views)
 {
-	const char *meta = api_query(r, "metadata"), *state = api_query(r, "state");
-	const char *tmpl = api_query(r, "template");
+	const char *state = api_query(r, "state");
+	bool running = !state || strstr(state, "running"),
+	     paused = !state || strstr(state, "paused");
 	struct e2b *e = r->api->e2b;
 	json_t *out = json_array(), *v;
 	size_t i;
 
-	if (state && !strstr(state, "running"))
-		return out; /* nothing is ever paused */
 	pthread_mutex_lock(&e->mu);
 	json_array_foreach(views, i, v)
 	{
@@ -524,10 +620,17 @@ static json_t *e2b_list_all(struct api_req *r, json_t *views)
 		const char *st = json_string_value(json_object_get(v, "status"));
 		struct e2b_sbx *s = id ? e2b_find(e, r->team, id) : NULL;
 
-		if (!s || !st || strcmp(st, "running") != 0 || !e2b_meta_match(s->metadata, meta) ||
-		    (tmpl && strcmp(tmpl, s->template_id) != 0))
+		if (!running || !s || s->state != E2B_RUNNING || strcmp(e2b_dm(s), id) != 0 ||
+		    !st || strcmp(st, "running") != 0 || !e2b_list_match(r, s))
 			continue;
 		json_array_append_new(out, e2b_view(r->api, v, s, false));
+	}
+	for (i = 0; paused && i < e->n; i++) {
+		struct e2b_sbx *s = e->v[i];
+
+		if (strcmp(s->team, r->team) == 0 && s->state != E2B_RUNNING && s->pause_view &&
+		    e2b_list_match(r, s))
+			json_array_append_new(out, e2b_view(r->api, s->pause_view, s, false));
 	}
 	pthread_mutex_unlock(&e->mu);
 	return out;
@@ -562,16 +665,6 @@ static void e2b_list(struct api_req *r)
 	}
 }
 
-/* --- network, metrics, what is not served --------------------------------------------- */
-
-/* Pause, resume, fork and snapshots: airlock has no snapshot machinery (yet). */
-static void e2b_unserved(struct api_req *r)
-{
-	e2b_reply_code(r, 501,
-		       "pause, resume, fork and snapshots are not supported by airlock "
-		       "(docs/e2b.md)");
-}
-
 #define SBX "/sandboxes/{id}"
 const struct api_route api_e2b_routes[] = {
     {"POST", "/v2/sandboxes", e2b_create, 0},
@@ -585,10 +678,11 @@ const struct api_route api_e2b_routes[] = {
     {"POST", SBX "/connect", e2b_connect, 0},
     {"PUT", SBX "/network", e2b_network, 0},
     {"GET", SBX "/metrics", e2b_metrics, 0},
-    {"POST", SBX "/pause", e2b_unserved, 0},
-    {"POST", SBX "/resume", e2b_unserved, 0},
-    {"POST", SBX "/fork", e2b_unserved, 0},
-    {"POST", SBX "/snapshots", e2b_unserved, 0},
-    {"GET", "/snapshots", e2b_unserved, 0},
+    {"POST", SBX "/pause", e2b_pause, 0},
+    {"POST", SBX "/resume", e2b_resume_route, 0},
+    {"POST", SBX "/fork", e2b_fork, 0},
+    {"POST", SBX "/snapshots", e2b_snap_create, 0},
+    {"GET", "/snapshots", e2b_snap_list, 0},
+    {"DELETE", "/templates/{id}", e2b_snap_delete, 0},
 };
 const size_t api_e2b_routes_n = sizeof(api_e2b_routes) / sizeof(api_e2b_routes[0]);

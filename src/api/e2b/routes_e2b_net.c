@@ -185,6 +185,7 @@ void e2b_network(struct api_req *r)
 	    "allowOut", "denyOut", "rules", "allow_internet_access", "egressProxy", NULL};
 	const char *id = api_param(r, "id");
 	_cleanup_json_ json_t *body = NULL, *policy = NULL;
+	_cleanup_free_ char *dm = NULL;
 	struct e2b *e = r->api->e2b;
 	struct al_error *err = NULL;
 	json_t *ai;
@@ -199,8 +200,11 @@ void e2b_network(struct api_req *r)
 		goto fail;
 	}
 	json_object_del(body, "allow_internet_access");
-	if (e2b_policy_of(body, !json_is_false(ai), &policy, &err) < 0 ||
-	    dm_sandbox_set_policy(r->api->d, r->team, id, policy, &err) < 0)
+	if (e2b_policy_of(body, !json_is_false(ai), &policy, &err) < 0)
+		goto fail;
+	if (!(dm = e2b_dm_id(r, id)))
+		return;
+	if (dm_sandbox_set_policy(r->api->d, r->team, dm, policy, &err) < 0)
 		goto fail;
 	pthread_mutex_lock(&e->mu);
 	s = e2b_find(e, r->team, id);
@@ -221,9 +225,11 @@ void e2b_metrics(struct api_req *r)
 {
 	_cleanup_json_ json_t *a = NULL, *b = NULL;
 	struct al_error *err = NULL;
-	const char *id = api_param(r, "id");
+	_cleanup_free_ char *id = e2b_dm_id(r, api_param(r, "id"));
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 
+	if (!id)
+		return;
 	if (dm_sandbox_usage(r->api->d, r->team, id, &a, &err) < 0 ||
 	    (usleep(E2B_METRICS_SAMPLE_MS * 1000),
 	     dm_sandbox_usage(r->api->d, r->team, id, &b, &err) < 0)) {
