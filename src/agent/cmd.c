@@ -539,6 +539,19 @@ static void maybe_finish(struct agent *a, struct agent_cmd *c)
 	make_spare(a);
 }
 
+/*
+ * Stop following an output stream: out of the epoll set first, then closed. A TTY
+ * command's stream is a dup of its PTY master, which c->pty and stdin keep open: an epoll
+ * registration lasts while any dup of its file does, so a plain close would leave it
+ * reporting the master's EPOLLHUP (its command gone) in a busy loop.
+ */
+static void stream_close(struct agent *a, int *fd)
+{
+	if (*fd >= 0)
+		epoll_ctl(a->ep, EPOLL_CTL_DEL, *fd, NULL);
+	al_closep(fd);
+}
+
 void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream)
 {
 	char buf[65536];
@@ -562,7 +575,7 @@ void agent_cmd_pump(struct agent *a, struct agent_cmd *c, int stream)
 			return;
 		/* EOF, or (after exit) nothing more now: stop following this stream. The
 		 * command's leftover children lose the pipe; the command has ended. */
-		al_closep(fd);
+		stream_close(a, fd);
 	}
 	maybe_finish(a, c);
 }
@@ -645,8 +658,8 @@ static int restart(struct agent *a, struct agent_cmd *c)
 		return -1;
 	}
 	stdin_close(a, c);
-	al_closep(&c->fd[1]);
-	al_closep(&c->fd[2]);
+	stream_close(a, &c->fd[1]);
+	stream_close(a, &c->fd[2]);
 	report_close(a, c);
 	al_closep(&c->shim_ctl);
 	al_closep(&c->pty);

@@ -268,3 +268,42 @@ def test_resize_route_and_tty_command(daemon, api, sbx):
     r = api.req("POST", f"/v1/sandboxes/{sbx}/commands/{cid}/resize", {"rows": 0, "cols": 4})
     assert r.status == 400, r
     api.req("POST", f"/v1/sandboxes/{sbx}/commands/{cid}/kill", {"signal": 9})
+
+
+def _agent_cpu_ticks(sid):
+    """utime + stime of the sandbox's agent (PID 1), found by its cgroup (v1 or v2 path)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() != "airlock-agent":
+                    continue
+            with open(f"/proc/{pid}/cgroup") as f:
+                if not any(line.rstrip().endswith(f"/airlock/{sid}") for line in f):
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return int(fields[11]) + int(fields[12])
+        except OSError:
+            continue
+    raise AssertionError(f"no agent of sandbox {sid} found")
+
+
+def test_an_ended_tty_command_leaves_the_agent_idle(daemon, api):
+    """A TTY command's output streams are dups of its PTY master: when it ends, the agent
+    takes them out of its epoll set before closing them. A plain close left the master's
+    EPOLLHUP registered (another dup stays open for resizes), and the agent spun at 100% of
+    a CPU until the command was forgotten."""
+    sid = api.create(timeout=120000)["session"]["id"]
+    try:
+        for _ in range(2):
+            r = api.req("POST", f"/v1/sandboxes/{sid}/commands",
+                        {"cmd": "echo", "args": ["done"], "tty": True, "wait": True})
+            assert r.status == 200 and b"done" in r.data, r
+        time.sleep(0.3)
+        before = _agent_cpu_ticks(sid)
+        time.sleep(1.5)
+        spent = _agent_cpu_ticks(sid) - before
+        hz = os.sysconf("SC_CLK_TCK")
+        assert spent < 0.2 * hz, f"the idle agent used {spent / hz:.2f} s of CPU in 1.5 s"
+    finally:
+        api.req("POST", api.ses(sid, "/stop"))
