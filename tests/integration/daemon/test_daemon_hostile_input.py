@@ -1100,7 +1100,7 @@ VC_CREATE_BAD = [
     {"timeout": 0}, {"timeout": -1}, {"timeout": "300000"}, {"timeout": INT64_MAX},
     {"timeout": 24 * 3600 * 1000 + 1}, {"resources": {"vcpus": 0}},
     {"resources": {"vcpus": 2000}}, {"resources": {"memory": 2}}, {"resources": {"memory": "1G"}},
-    {"resources": {"disk": 1}}, {"env": {"A=B": "c"}}, {"ports": [3000]},
+    {"resources": {"disk": 1}}, {"env": {"A=B": "c"}}, {"ports": [70000]}, {"ports": [0]},
     {"persistent": 1}, {"source": {"type": "git"}}, {"name": "../mine"}, {"image": "/"},
     {"mounts": {"/x": {}}}, {"bogus": 1}, {"networkPolicy": "allow-some"},
 ]
