@@ -270,6 +270,9 @@ int api_json_u64(json_t *obj, const char *key, bool required, uint64_t max, uint
 		 struct al_error **err);
 /* Bytes as an integer or a size string ("512M", "1G"). */
 int api_json_size(json_t *obj, const char *key, uint64_t *out, struct al_error **err);
+/* [port, ...]: at most max ports of 1..65535 into out (*n of them); absent or null: none. */
+int api_json_ports(json_t *obj, const char *key, uint16_t *out, size_t max, size_t *n,
+		   struct al_error **err);
 /* {K: V} of strings -> heap array of heap "K=V" strings. */
 int api_json_env(json_t *obj, const char *key, char ***out, size_t *n, struct al_error **err);
 /* [strings] -> heap array of borrowed strings (valid while obj lives). */

@@ -227,6 +227,28 @@ static bool env_name_chars_ok(const char *k)
 	return true;
 }
 
+int api_json_ports(json_t *obj, const char *key, uint16_t *out, size_t max, size_t *n,
+		   struct al_error **err)
+{
+	json_t *v = json_object_get(obj, key), *p;
+	size_t i;
+
+	*n = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_array(v) || json_array_size(v) > max)
+		return api_bad(err, "field '%s' must be an array of at most %zu port numbers", key,
+			       max);
+	json_array_foreach(v, i, p)
+	{
+		if (!json_is_integer(p) || json_integer_value(p) < 1 ||
+		    json_integer_value(p) > 65535)
+			return api_bad(err, "field '%s' must hold port numbers 1..65535", key);
+		out[(*n)++] = (uint16_t)json_integer_value(p);
+	}
+	return 0;
+}
+
 int api_json_env(json_t *obj, const char *key, char ***out, size_t *n, struct al_error **err)
 {
 	const char *k;

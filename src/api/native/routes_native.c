@@ -77,27 +77,6 @@ static int api_parse_resources(json_t *body, struct dm_create *c, struct al_erro
 	return 0;
 }
 
-/* "ports": [1..65535, ...], at most DM_PORTS_MAX (the daemon refuses repeats). */
-static int api_parse_ports(json_t *body, uint16_t *ports, size_t *n, struct al_error **err)
-{
-	json_t *v = json_object_get(body, "ports"), *p;
-	size_t i;
-
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_array(v) || json_array_size(v) > DM_PORTS_MAX)
-		return api_bad(err, "field 'ports' must be an array of at most %d ports",
-			       DM_PORTS_MAX);
-	json_array_foreach(v, i, p)
-	{
-		if (!json_is_integer(p) || json_integer_value(p) < 1 ||
-		    json_integer_value(p) > 65535)
-			return api_bad(err, "field 'ports' must hold port numbers 1..65535");
-		ports[(*n)++] = (uint16_t)json_integer_value(p);
-	}
-	return 0;
-}
-
 int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_error **err)
 {
 	static const char *const fields[] = {
@@ -113,7 +92,7 @@ int api_parse_create(json_t *body, struct dm_create *c, char ***env, struct al_e
 	    api_json_string(body, "workdir", false, &workdir, err) < 0 ||
 	    api_json_string(body, "hostname", false, &hostname, err) < 0 ||
 	    api_json_env(body, "env", env, &c->n_env, err) < 0 ||
-	    api_parse_ports(body, (uint16_t *)c->ports, &c->n_ports, err) < 0)
+	    api_json_ports(body, "ports", (uint16_t *)c->ports, DM_PORTS_MAX, &c->n_ports, err) < 0)
 		return -EINVAL;
 	c->env = (const char *const *)*env;
 	if (image && !image[0])
@@ -149,7 +128,7 @@ static void api_sbx_ports(struct api_req *r)
 		return api_reply_error(r, err);
 	if (!json_is_array(json_object_get(body, "ports")))
 		return api_reply_error_code(r, 400, "bad_request", "field 'ports' is required");
-	if (api_parse_ports(body, ports, &n, &err) < 0 ||
+	if (api_json_ports(body, "ports", ports, DM_PORTS_MAX, &n, &err) < 0 ||
 	    dm_sandbox_set_ports(r->api->d, r->team, api_param(r, "id"), ports, n, &err) < 0)
 		return api_reply_error(r, err);
 	api_reply_sandbox(r, 200, api_param(r, "id"));

@@ -337,29 +337,6 @@ static int vc_runtime(json_t *body, struct dm_create *c, struct al_error **err)
 	return JAIL_SPEC_SET(c->spec.image, rt, "field 'runtime'", err);
 }
 
-/* "ports": up to DM_PORTS_MAX of 1..65535 into out (*n); absent: none. */
-static int vc_ports(json_t *body, uint16_t out[DM_PORTS_MAX], size_t *n, struct al_error **err)
-{
-	json_t *v = json_object_get(body, "ports"), *p;
-	size_t i;
-
-	*n = 0;
-	if (!v || json_is_null(v))
-		return 0;
-	if (!json_is_array(v))
-		return api_bad(err, "field 'ports' must be an array of numbers");
-	if (json_array_size(v) > DM_PORTS_MAX)
-		return api_bad(err, "field 'ports' has more than %d ports", DM_PORTS_MAX);
-	json_array_foreach(v, i, p)
-	{
-		if (!json_is_integer(p) || json_integer_value(p) < 1 ||
-		    json_integer_value(p) > 65535)
-			return api_bad(err, "field 'ports' must hold port numbers 1..65535");
-		out[(*n)++] = (uint16_t)json_integer_value(p);
-	}
-	return 0;
-}
-
 int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **policy,
 		    uint16_t ports[DM_PORTS_MAX], struct al_error **err)
 {
@@ -384,7 +361,7 @@ int vc_parse_create(json_t *body, struct dm_create *c, char ***env, json_t **pol
 	    api_json_u64(body, "timeout", false, INT64_MAX, &c->timeout_ms, err) < 0 ||
 	    vc_parse_resources(body, c, err) < 0 ||
 	    api_json_env(body, "env", env, &c->n_env, err) < 0 ||
-	    vc_ports(body, ports, &c->n_ports, err) < 0)
+	    api_json_ports(body, "ports", ports, DM_PORTS_MAX, &c->n_ports, err) < 0)
 		return -EINVAL;
 	c->env = (const char *const *)*env;
 	c->ports = ports;
@@ -547,7 +524,8 @@ static void vc_update(struct api_req *r)
 
 	if (api_body_object(r, &body, &err) < 0 ||
 	    api_json_fields(body, "the body", fields, &err) < 0 ||
-	    vc_check_unsupported(body, &err) < 0 || vc_ports(body, ports, &n_ports, &err) < 0 ||
+	    vc_check_unsupported(body, &err) < 0 ||
+	    api_json_ports(body, "ports", ports, DM_PORTS_MAX, &n_ports, &err) < 0 ||
 	    dm_sandbox_get(r->api->d, r->team, id, &v, &err) < 0)
 		return vc_reply_error(r, err);
 	json_decref(v);
