@@ -34,8 +34,25 @@ INT64_MAX = (1 << 63) - 1
 # helpers
 
 
-def raw_http(port, data, read_timeout=10.0, recv_max=1 << 20, shut_write=False):
-    """Sends raw bytes to the daemon; returns what came back (b'' if closed)."""
+def whole_response(out):
+    """Whether out holds one whole response: its head and the Content-Length it declares."""
+    head, sep, body = out.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            try:
+                return len(body) >= int(value.strip())
+            except ValueError:
+                return False
+    return False
+
+
+def raw_http(port, data, read_timeout=10.0, recv_max=1 << 20, shut_write=False, one=False):
+    """Sends raw bytes to the daemon; returns what came back (b'' if closed). With one,
+    stops at the end of the first whole response instead of waiting for the daemon to
+    close a connection that it keeps alive."""
     with socket.create_connection(("127.0.0.1", port), timeout=read_timeout) as s:
         try:
             s.sendall(data)
@@ -50,6 +67,8 @@ def raw_http(port, data, read_timeout=10.0, recv_max=1 << 20, shut_write=False):
                 if not chunk:
                     break
                 out += chunk
+                if one and whole_response(out):
+                    break
         except OSError:
             pass
         return out
@@ -452,7 +471,7 @@ def test_non_utf8_and_control_bytes_in_request_line(api, daemon, sandbox):
                    b"/v1/sandboxes/" + sandbox.encode() + b"/files?path=\x01\x02"):
         req = (b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
                TOK.encode() + b"\r\n\r\n")
-        out = raw_http(daemon.port, req)
+        out = raw_http(daemon.port, req, one=True)
         st = http_status(out)
         assert st is not None and 400 <= st < 500, (target, out[:300])
     r = api.request("GET", f"/v1/sandboxes/{sandbox}/files/content?path=%ff%fe")
@@ -1169,7 +1188,7 @@ def test_garbage_burst_keeps_daemon_serving(api, daemon, sandbox):
 
     def hit(p):
         try:
-            out = raw_http(daemon.port, p, read_timeout=10)
+            out = raw_http(daemon.port, p, read_timeout=10, one=True)
             st = http_status(out)
             if st is not None and st >= 500 and st != 505:
                 errs.append((p[:40], out[:200]))
