@@ -180,6 +180,24 @@ int dm_freeze(const char *id, bool frozen, struct al_error **err)
 	return put(dir, "freezer.state", "THAWED", err);
 }
 
+int dm_freeze_pids(const char *id, pid_t **out, size_t *n, struct al_error **err)
+{
+	const char *root = cg_root();
+	_cleanup_free_ char *dir = cg_v2(root) ? xasprintf("%s/airlock/%s", root, id)
+					       : xasprintf("%s/pids/airlock/%s", root, id);
+	char buf[65536], *save = NULL;
+
+	*out = NULL;
+	*n = 0;
+	if (get(dir, "cgroup.procs", buf, sizeof(buf)) < 0)
+		return al_error_set(err, errno, "read '%s/cgroup.procs'", dir);
+	for (char *l = strtok_r(buf, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+		*out = xrealloc(*out, (*n + 1) * sizeof(**out));
+		(*out)[(*n)++] = (pid_t)atoi(l);
+	}
+	return 0;
+}
+
 void dm_freeze_forget(const char *id)
 {
 	const char *root = cg_root();

@@ -11,6 +11,7 @@
  * sandbox user's credentials, no-follow walks, the sandbox's disk as its limit).
  */
 #include "daemon/snap_internal.h"
+#include "daemon/cowfork.h"
 #include "daemon/freeze.h"
 #include "daemon/files_internal.h"
 #include "daemon/snap_tar.h"
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +39,7 @@ struct snap_src {
 	struct dm_sbx *s; /* held */
 	char id[DM_ID_LEN + 1];
 	pid_t pid;
+	uid_t host_base;
 	struct jail_spec spec;
 };
 
@@ -56,6 +59,7 @@ static int src_hold(struct daemon *d, const char *team, const char *id, struct s
 	dm_sbx_hold(s);
 	out->s = s;
 	out->pid = s->pid;
+	out->host_base = s->host_base;
 	out->spec = s->spec;
 	snprintf(out->id, sizeof(out->id), "%s", s->id);
 	return 0;
@@ -419,24 +423,6 @@ int dm_sandbox_create_from(struct daemon *d, const char *team, const struct dm_c
 
 /* --- fork ------------------------------------------------------------------- */
 
-/* The new sandbox is made on a thread of its own while the source is captured. */
-struct fork_create {
-	struct daemon *d;
-	const char *team;
-	struct dm_create c;
-	char *id;
-	struct al_error *err;
-	int r;
-};
-
-static void *fork_create_main(void *arg)
-{
-	struct fork_create *f = arg;
-
-	f->r = dm_sandbox_create(f->d, f->team, &f->c, &f->id, &f->err);
-	return NULL;
-}
-
 /* Captures src into a private memory file (memfd: no file system, nothing left after a
  * crash) and maps it. Its size counts against the snapshot cap while it exists. */
 static int fork_capture(struct daemon *d, const struct snap_src *src, struct snap_map *x,
@@ -463,32 +449,63 @@ static int fork_capture(struct daemon *d, const struct snap_src *src, struct sna
 	return 0;
 }
 
+/* The copy: src's files captured and extracted into the new sandbox fid. */
+static int fork_copy(struct daemon *d, const char *team, const struct snap_src *src,
+		     const char *fid, struct al_error **err)
+{
+	struct snap_map x = {0};
+	int r = fork_capture(d, src, &x, err);
+
+	if (r == 0 && (r = restore_into(d, team, fid, &x, err)) < 0)
+		al_error_wrap(err, "copying the files of %s", src->id);
+	map_free(&x);
+	return r;
+}
+
+/* Copy-on-write (cowfork.c) when it can be done safely, else the copy; logged either way. */
+static int fork_files(struct daemon *d, const char *team, const struct snap_src *src,
+		      const char *fid, struct al_error **err)
+{
+	struct dm_snap areas = {0};
+	struct al_error *why = NULL;
+	struct dm_cow_src cs = {.team = team,
+				.id = src->id,
+				.pid = src->pid,
+				.host_base = src->host_base,
+				.disk_bytes = src->spec.disk_bytes};
+	const char *paths[ARRAY_SIZE(snap_areas) + 1];
+	int r;
+
+	areas_of(src->spec.workdir, &areas);
+	for (size_t i = 0; i < areas.n_areas; i++)
+		paths[i] = areas.areas[i].path;
+	cs.areas = paths;
+	cs.n_areas = areas.n_areas;
+	r = dm_cow_fork(d, &cs, fid, &why);
+	for (size_t i = 0; i < areas.n_areas; i++)
+		free(areas.areas[i].path);
+	free(areas.areas);
+	if (r == 0) {
+		dm_log(d, "fork of sandbox %s into %s: copy-on-write", src->id, fid);
+		return 0;
+	}
+	dm_log_err(d, &why, "fork of sandbox %s into %s: copied, not copy-on-write", src->id, fid);
+	return fork_copy(d, team, src, fid, err);
+}
+
 int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
 		    const struct dm_create *asked, char **out_id, struct al_error **err)
 {
-	struct fork_create f = {.d = d, .team = team, .c = *asked};
+	struct dm_create c = *asked;
 	struct snap_src src = {0};
-	struct snap_map x = {0};
-	pthread_t t;
-	bool started;
+	char *fid = NULL;
 	int r;
 
 	if (src_hold(d, team, from, &src, err) < 0)
 		return -1;
-	spec_from(&f.c.spec, &src.spec);
-	started = pthread_create(&t, NULL, fork_create_main, &f) == 0;
-	if (!started)
-		fork_create_main(&f); /* no thread: one after the other */
-	r = fork_capture(d, &src, &x, err);
-	if (started)
-		pthread_join(t, NULL);
-	if (r == 0 && f.r < 0) {
-		*err = f.err, f.err = NULL;
-		r = -1;
-	}
-	if (r == 0 && (r = restore_into(d, team, f.id, &x, err)) < 0)
-		al_error_wrap(err, "copying the files of %s", src.id);
-	if (r == 0) {
+	spec_from(&c.spec, &src.spec);
+	r = dm_sandbox_create(d, team, &c, &fid, err);
+	if (r == 0 && (r = fork_files(d, team, &src, fid, err)) == 0) {
 		pthread_mutex_lock(&d->snaps->mu);
 		const char *origin = dm_snap_origin(d->snaps, src.id);
 		char o[DM_ID_LEN + 1];
@@ -496,14 +513,12 @@ int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
 		snprintf(o, sizeof(o), "%s", origin);
 		pthread_mutex_unlock(&d->snaps->mu);
 		if (o[0])
-			dm_snap_origin_set(d, f.id, o);
-		*out_id = TAKE_PTR(f.id);
-	} else if (f.id) {
-		undo_sandbox(d, team, f.id);
+			dm_snap_origin_set(d, fid, o);
+		*out_id = TAKE_PTR(fid);
+	} else if (fid) {
+		undo_sandbox(d, team, fid);
 	}
 	dm_sbx_put(src.s);
-	al_error_free(f.err);
-	free(f.id);
-	map_free(&x);
+	free(fid);
 	return r < 0 ? al_error_wrap(err, "fork of sandbox %s", from) : 0;
 }

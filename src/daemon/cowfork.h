@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* A fork by copy-on-write (cowfork.c): the source's writable areas become a shared, never
+ * written lower layer of an overlayfs in both sandboxes. docs/snapshots.md, "Fork". */
+#ifndef AL_DAEMON_COWFORK_H
+#define AL_DAEMON_COWFORK_H
+
+#include "daemon/internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define DM_COW_DEPTH 16 /* lower layers an area may stack; a deeper fork copies */
+
+/* The source of a fork, as the caller copied it under d->mu (the sandbox held). */
+struct dm_cow_src {
+	const char *team, *id;
+	pid_t pid;
+	uid_t host_base; /* its uid range on the host */
+	uint64_t disk_bytes;
+	const char *const *areas; /* absolute paths: /workspace, /tmp, ... */
+	size_t n_areas;
+};
+
+struct dm_cows *dm_cows_new(void);
+void dm_cows_free(struct dm_cows *c);
+/* A sandbox ended: its layers are let go (a fork's overlays keep what they use). */
+void dm_cow_forget(struct daemon *d, const char *id);
+/* Around a host-side file operation in a sandbox (fs.c): a copy-on-write fork waits for
+ * those in flight, none starts while it switches layers. */
+struct dm_cows *dm_cow_fs_begin(struct daemon *d);
+void dm_cow_fs_endp(struct dm_cows **c);
+#define _cleanup_dm_cow_fs_ __attribute__((cleanup(dm_cow_fs_endp), unused))
+
+/* Gives sandbox fork_id (just made, of team src->team) src's files by copy-on-write. 0 when
+ * done; -1 with err saying why not (overlayfs missing, a process of the source holding a
+ * file of an area, a mount below an area, too deep): the caller copies instead. A failure
+ * may leave some of the fork's areas on an overlay of the source's files: a copy into them
+ * is still right. */
+int dm_cow_fork(struct daemon *d, const struct dm_cow_src *src, const char *fork_id,
+		struct al_error **err);
+
+#endif
