@@ -200,12 +200,13 @@ static const char *below_area(const struct dm_cow_src *src, const char *path)
 static int refused(struct al_error **err, const char *what, int pid, const char *path,
 		   const char *area)
 {
-	return al_error_msg(err, EBUSY, "process %d of the source has %s '%.200s' in %s", pid,
-			    what, path, area);
+	return al_error_msg(err, EBUSY, "process %d of the source has %s '%.200s' in %s", pid, what,
+			    path, area);
 }
 
-/* The cwd, root and open files of every task of pid, and its mappings. */
-static int pid_refs(const struct dm_cow_src *src, int pid, struct al_error **err)
+/* The cwd, root and open files of every task of pid, and its mappings but those of the
+ * program `exe` (the agent's, from outside the sandbox's root: its path says nothing). */
+static int pid_refs(const struct dm_cow_src *src, int pid, const char *exe, struct al_error **err)
 {
 	char p[640], link[4096];
 	_cleanup_free_ char *maps = xasprintf("/proc/%d/maps", pid);
@@ -254,7 +255,7 @@ static int pid_refs(const struct dm_cow_src *src, int pid, struct al_error **err
 		if (!path)
 			continue;
 		path[strcspn(path, "\n")] = '\0';
-		if ((area = below_area(src, path))) {
+		if (strcmp(path, exe) != 0 && (area = below_area(src, path))) {
 			fclose(f);
 			return refused(err, "a mapping of", pid, path, area);
 		}
@@ -286,8 +287,8 @@ static bool idle_shim(pid_t agent, pid_t pid)
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 	ssize_t n;
 
-	if (read_link(agent, "exe", a, sizeof(a)) <= 0 || read_link(pid, "exe", b, sizeof(b)) <= 0 ||
-	    strcmp(a, b) != 0 || fd < 0)
+	if (read_link(agent, "exe", a, sizeof(a)) <= 0 ||
+	    read_link(pid, "exe", b, sizeof(b)) <= 0 || strcmp(a, b) != 0 || fd < 0)
 		return false;
 	n = read(fd, kids, sizeof(kids));
 	return n == 0;
@@ -296,8 +297,11 @@ static bool idle_shim(pid_t agent, pid_t pid)
 static int procs_refs(const struct dm_cow_src *src, struct al_error **err)
 {
 	_cleanup_free_ pid_t *pids = NULL;
+	char exe[512];
 	size_t n = 0;
 
+	if (read_link(src->pid, "exe", exe, sizeof(exe)) <= 0)
+		return al_error_set(err, errno, "the program of the source's agent");
 	if (dm_freeze_pids(src->id, &pids, &n, err) < 0)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
@@ -306,7 +310,7 @@ static int procs_refs(const struct dm_cow_src *src, struct al_error **err)
 					    "process %d of the source is running (its Landlock "
 					    "rules name the areas as they are)",
 					    (int)pids[i]);
-		if (pid_refs(src, pids[i], err) < 0)
+		if (pid_refs(src, pids[i], exe, err) < 0)
 			return -1;
 	}
 	return 0;
@@ -359,8 +363,8 @@ static int mounts_ok(const struct dm_cow_src *src, pid_t pid, const bool *ours,
 			;
 		if (strcmp(fstype, "tmpfs") == 0 || (strcmp(fstype, "overlay") == 0 && ours[i]))
 			continue;
-		return al_error_msg(err, EBUSY, "%s is a %s mount airlockd did not make here",
-				    area, fstype);
+		return al_error_msg(err, EBUSY, "%s is a %s mount airlockd did not make here", area,
+				    fstype);
 	}
 	return 0;
 }
@@ -428,9 +432,9 @@ static int clone_child(const struct clone_job *j)
 }
 
 struct move_job {
-	int mntns[2];		      /* the source's, the fork's */
-	const int *mnts[2];	      /* the overlays for each */
-	const char *const *paths;     /* the areas */
+	int mntns[2];		  /* the source's, the fork's */
+	const int *mnts[2];	  /* the overlays for each */
+	const char *const *paths; /* the areas */
 	size_t n;
 	int done[2]; /* filled in the child: areas moved in each */
 };
@@ -519,8 +523,9 @@ static int clone_in(int mntns, const struct clone_item *items, size_t n, int *ou
 		struct cmsghdr *cm;
 
 		if (recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) <= 0 || ok != 0) {
-			r = al_error_msg(err, EIO, "cloning a layer in a sandbox's namespace failed "
-						   "(step %d)",
+			r = al_error_msg(err, EIO,
+					 "cloning a layer in a sandbox's namespace failed "
+					 "(step %d)",
 					 -ok);
 			break;
 		}
@@ -559,8 +564,9 @@ static int move_areas(struct move_job *j, struct al_error **err)
 	close(sv[0]);
 	(void)waitpid(pid, NULL, __WALL);
 	if (r != 0)
-		return al_error_msg(err, EIO, "mounting the overlays failed (step %d, %d + %d areas)",
-				    r, j->done[0], j->done[1]);
+		return al_error_msg(err, EIO,
+				    "mounting the overlays failed (step %d, %d + %d areas)", r,
+				    j->done[0], j->done[1]);
 	return 0;
 }
 
@@ -619,8 +625,7 @@ static int upper_dirs(int mnt, size_t i, const struct stat *top, struct al_error
 
 /* An overlay of lowers (n, the top one first) under upper tmpfs mnt's area i: detached,
  * nosuid, nodev. */
-static int overlay(const struct layer *lowers, size_t n, int mnt, size_t i,
-		   struct al_error **err)
+static int overlay(const struct layer *lowers, size_t n, int mnt, size_t i, struct al_error **err)
 {
 	_cleanup_close_ int fs = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
 	char p[64];
@@ -765,8 +770,8 @@ static int plan_lowers(struct dm_cows *c, const struct dm_cow_src *src, struct c
 	if (n_fresh && clone_in(p->ns[0], fresh, n_fresh, clones, err) < 0)
 		return -1;
 	for (size_t k = 0; k < n_fresh; k++)
-		p->lower[idx[k]][p->n_lower[idx[k]]++] = (struct layer){
-		    .fd = clones[k], .base = p->base[0], .ns = dup_or_oom(p->ns[0])};
+		p->lower[idx[k]][p->n_lower[idx[k]]++] =
+		    (struct layer){.fd = clones[k], .base = p->base[0], .ns = dup_or_oom(p->ns[0])};
 	return 0;
 }
 
@@ -884,8 +889,8 @@ static int plan_views(struct cow_plan *p, struct al_error **err)
 				v->fd = (int)syscall(SYS_open_tree, l->fd, l->sub[0] ? l->sub : "",
 						     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
 							 (l->sub[0] ? 0 : AT_EMPTY_PATH));
-				if (v->fd < 0 || syscall(SYS_mount_setattr, v->fd, "", AT_EMPTY_PATH,
-							 &attr, sizeof(attr)) < 0)
+				if (v->fd < 0 || syscall(SYS_mount_setattr, v->fd, "",
+							 AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
 					return al_error_set(err, errno, "an idmapped layer");
 			}
 	/* One child per namespace: the items of the first left, and all of its own. */
@@ -897,7 +902,8 @@ static int plan_views(struct cow_plan *p, struct al_error **err)
 		if (dst[a]->fd >= 0 || fstat(nsfd[a], &first) < 0)
 			continue;
 		for (size_t b = a; b < n; b++)
-			if (dst[b]->fd < 0 && fstat(nsfd[b], &st) == 0 && st.st_ino == first.st_ino) {
+			if (dst[b]->fd < 0 && fstat(nsfd[b], &st) == 0 &&
+			    st.st_ino == first.st_ino) {
 				which[m] = b;
 				batch[m++] = items[b];
 			}
@@ -977,8 +983,8 @@ static int open_ns(pid_t pid, struct al_error **err)
 }
 
 /* The fork's pid and disk (d->mu taken here). */
-static int fork_info(struct daemon *d, const char *team, const char *id, pid_t *pid,
-		     uint64_t *disk, uid_t *base, struct al_error **err)
+static int fork_info(struct daemon *d, const char *team, const char *id, pid_t *pid, uint64_t *disk,
+		     uid_t *base, struct al_error **err)
 {
 	_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);
 	struct dm_sbx *s = dm_find_sbx(d, team, id, err);
