@@ -432,37 +432,31 @@ static int clone_child(const struct clone_job *j)
 }
 
 struct move_job {
-	int mntns[2];		  /* the source's, the fork's */
-	const int *mnts[2];	  /* the overlays for each */
+	int mntns;		  /* the sandbox's */
+	const int *mnts;	  /* an overlay for each area */
 	const char *const *paths; /* the areas */
 	size_t n;
-	int done[2]; /* filled in the child: areas moved in each */
+	int done; /* filled in the child: areas moved */
 };
 
-/* In the child: each overlay onto its area, in the source, then in the fork. */
+/* In the child: each overlay onto its area. */
 static int move_child(struct move_job *j)
 {
-	for (int k = 0; k < 2; k++) {
-		if (setns(j->mntns[k], CLONE_NEWNS) < 0)
-			return 2;
-		for (size_t i = 0; i < j->n; i++) {
-			int at = open_area(j->paths[i]);
+	if (setns(j->mntns, CLONE_NEWNS) < 0)
+		return 2;
+	for (size_t i = 0; i < j->n; i++) {
+		int at = open_area(j->paths[i]);
 
-			if (at < 0)
-				return 3;
-			if (syscall(SYS_move_mount, j->mnts[k][i], "", at, "",
-				    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-				return 4;
-			close(at);
-			j->done[k]++;
-		}
+		if (at < 0)
+			return 3;
+		if (syscall(SYS_move_mount, j->mnts[i], "", at, "",
+			    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+			return 4;
+		close(at);
+		j->done++;
 	}
 	return 0;
 }
-
-/* fork() for one of the above, its answer (and `back`) over a socket: airlockd's reaper
- * reaps every child, so an exit status could be gone before we look. The child runs only
- * system calls (the parent has threads). */
 static pid_t in_child(int (*fn)(void *), void *job, int sock_child, int sock_parent, void *back,
 		      size_t back_len, struct al_error **err)
 {
@@ -551,25 +545,23 @@ static int move_areas(struct move_job *j, struct al_error **err)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return al_error_set(err, errno, "socketpair");
-	pid = in_child(move_fn, j, sv[1], sv[0], j->done, sizeof(j->done), err);
+	pid = in_child(move_fn, j, sv[1], sv[0], &j->done, sizeof(j->done), err);
 	if (pid < 0) {
 		close(sv[0]);
 		close(sv[1]);
 		return -1;
 	}
 	if (read(sv[0], &r, sizeof(r)) != (ssize_t)sizeof(r) ||
-	    read(sv[0], j->done, sizeof(j->done)) != (ssize_t)sizeof(j->done))
+	    read(sv[0], &j->done, sizeof(j->done)) != (ssize_t)sizeof(j->done))
 		r = -1;
 	r = r < 0 ? -r : r;
 	close(sv[0]);
 	(void)waitpid(pid, NULL, __WALL);
 	if (r != 0)
-		return al_error_msg(err, EIO,
-				    "mounting the overlays failed (step %d, %d + %d areas)", r,
-				    j->done[0], j->done[1]);
+		return al_error_msg(err, EIO, "mounting the overlays failed (step %d, %d areas)", r,
+				    j->done);
 	return 0;
 }
-
 /* --- layers ----------------------------------------------------------------------------- */
 
 static int fscfg(int fs, const char *key, const char *val)
@@ -853,46 +845,44 @@ static int userns_for(struct cow_plan *p, uid_t from, uid_t to, struct al_error 
 	p->userns[p->n_userns++].fd = fd;
 	return fd;
 }
-
-/* What the overlays of each sandbox take as lower layers: each layer itself where it was
- * written in the sandbox's own uid range, else an idmapped clone of it. Clones of a layer
- * made in a sandbox's namespace are made there (a child per namespace). */
-static int plan_views(struct cow_plan *p, struct al_error **err)
+/* What side s's overlays take as lower layers: each layer itself where it was written in
+ * the sandbox's own uid range, else an idmapped clone of it. Clones of a layer made in a
+ * sandbox's namespace are made there (a child per namespace). */
+static int plan_views(struct cow_plan *p, int s, struct al_error **err)
 {
-	struct clone_item items[2 * COW_AREAS_MAX * DM_COW_DEPTH];
+	struct clone_item items[COW_AREAS_MAX * DM_COW_DEPTH];
 	struct layer *dst[ARRAY_SIZE(items)];
 	int nsfd[ARRAY_SIZE(items)], out[ARRAY_SIZE(items)];
 	size_t n = 0;
 
-	for (int s = 0; s < 2; s++)
-		for (size_t i = 0; i < p->n; i++)
-			for (size_t k = 0; k < p->n_lower[i]; k++) {
-				const struct layer *l = &p->lower[i][k];
-				struct layer *v = &p->view[s][i][k];
-				struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP};
-				int u;
+	for (size_t i = 0; i < p->n; i++)
+		for (size_t k = 0; k < p->n_lower[i]; k++) {
+			const struct layer *l = &p->lower[i][k];
+			struct layer *v = &p->view[s][i][k];
+			struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP};
+			int u;
 
-				if (l->base == p->base[s]) {
-					*v = layer_dup(l);
-					continue;
-				}
-				if ((u = userns_for(p, l->base, p->base[s], err)) < 0)
-					return -1;
-				*v = (struct layer){.fd = -1, .base = p->base[s], .ns = -1};
-				if (l->ns >= 0) { /* made in a sandbox's namespace: cloned there */
-					items[n] = (struct clone_item){NULL, l->fd, u};
-					nsfd[n] = l->ns;
-					dst[n++] = v;
-					continue;
-				}
-				attr.userns_fd = (uint64_t)u;
-				v->fd = (int)syscall(SYS_open_tree, l->fd, l->sub[0] ? l->sub : "",
-						     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-							 (l->sub[0] ? 0 : AT_EMPTY_PATH));
-				if (v->fd < 0 || syscall(SYS_mount_setattr, v->fd, "",
-							 AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-					return al_error_set(err, errno, "an idmapped layer");
+			if (l->base == p->base[s]) {
+				*v = layer_dup(l);
+				continue;
 			}
+			if ((u = userns_for(p, l->base, p->base[s], err)) < 0)
+				return -1;
+			*v = (struct layer){.fd = -1, .base = p->base[s], .ns = -1};
+			if (l->ns >= 0) { /* made in a sandbox's namespace: cloned there */
+				items[n] = (struct clone_item){NULL, l->fd, u};
+				nsfd[n] = l->ns;
+				dst[n++] = v;
+				continue;
+			}
+			attr.userns_fd = (uint64_t)u;
+			v->fd = (int)syscall(SYS_open_tree, l->fd, l->sub[0] ? l->sub : "",
+					     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+						 (l->sub[0] ? 0 : AT_EMPTY_PATH));
+			if (v->fd < 0 || syscall(SYS_mount_setattr, v->fd, "", AT_EMPTY_PATH, &attr,
+						 sizeof(attr)) < 0)
+				return al_error_set(err, errno, "an idmapped layer");
+		}
 	/* One child per namespace: the items of the first left, and all of its own. */
 	for (size_t a = 0; a < n; a++) {
 		struct clone_item batch[ARRAY_SIZE(items)];
@@ -921,53 +911,60 @@ static uid_t rebase(uid_t id, uid_t from, uid_t to)
 	return id >= from && id - from < COW_RANGE ? id - from + to : id;
 }
 
-/* Upper layers and overlays for both sandboxes (s 0 the source, 1 the fork). */
-static int plan_overlays(struct cow_plan *p, const uint64_t disk[2], struct al_error **err)
+/* Side s's upper layers (a tmpfs of disk bytes) and overlays (0 the source, 1 the fork). */
+static int plan_overlays(struct cow_plan *p, int s, uint64_t disk, struct al_error **err)
 {
-	if (plan_views(p, err) < 0)
+	if (plan_views(p, s, err) < 0)
 		return -1;
-	for (int s = 0; s < 2; s++) {
-		if ((p->upfs[s] = upper_fs(disk[s], err)) < 0)
-			return -1;
-		for (size_t i = 0; i < p->n; i++) {
-			const struct layer *l = &p->lower[i][0];
-			struct stat top;
+	if ((p->upfs[s] = upper_fs(disk, err)) < 0)
+		return -1;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct layer *l = &p->lower[i][0];
+		struct stat top;
 
-			if (layer_stat(l, &top) < 0)
-				return al_error_set(err, errno, "stat an area");
-			top.st_uid = rebase(top.st_uid, l->base, p->base[s]);
-			top.st_gid = rebase(top.st_gid, l->base, p->base[s]);
-			if (upper_dirs(p->upfs[s], i, &top, err) < 0)
-				return -1;
-			p->mnt[s][i] = overlay(p->view[s][i], p->n_lower[i], p->upfs[s], i, err);
-			if (p->mnt[s][i] < 0)
-				return -1;
-		}
+		if (layer_stat(l, &top) < 0)
+			return al_error_set(err, errno, "stat an area");
+		top.st_uid = rebase(top.st_uid, l->base, p->base[s]);
+		top.st_gid = rebase(top.st_gid, l->base, p->base[s]);
+		if (upper_dirs(p->upfs[s], i, &top, err) < 0)
+			return -1;
+		p->mnt[s][i] = overlay(p->view[s][i], p->n_lower[i], p->upfs[s], i, err);
+		if (p->mnt[s][i] < 0)
+			return -1;
 	}
 	return 0;
 }
 
-/* The state after the move: what each sandbox's areas now stand on. */
+/* What sandbox id's first `done` areas now stand on (side s of the plan). */
 static void plan_keep(struct dm_cows *c, const struct cow_plan *p, const struct dm_cow_src *src,
-		      const char *fork_id, const int done[2])
+		      const char *id, int s, int done)
 {
-	const char *ids[2] = {src->id, fork_id};
-
 	pthread_mutex_lock(&c->mu);
-	for (int s = 0; s < 2; s++)
-		for (size_t i = 0; i < p->n && (int)i < done[s]; i++) {
-			struct cow_area *a = area_of(c, ids[s], src->areas[i]);
-			struct layer up = {.fd = p->upfs[s], .base = p->base[s], .ns = -1};
+	for (size_t i = 0; i < p->n && (int)i < done; i++) {
+		struct cow_area *a = area_of(c, id, src->areas[i]);
+		struct layer up = {.fd = p->upfs[s], .base = p->base[s], .ns = -1};
 
-			if (!a)
-				continue;
-			area_close(a);
-			for (size_t k = 0; k < p->n_lower[i]; k++)
-				a->lower[a->n_lower++] = layer_dup(&p->lower[i][k]);
-			snprintf(up.sub, sizeof(up.sub), "%u/u", (unsigned)i);
-			a->upper = layer_dup(&up);
-		}
+		if (!a)
+			continue;
+		area_close(a);
+		for (size_t k = 0; k < p->n_lower[i]; k++)
+			a->lower[a->n_lower++] = layer_dup(&p->lower[i][k]);
+		snprintf(up.sub, sizeof(up.sub), "%u/u", (unsigned)i);
+		a->upper = layer_dup(&up);
+	}
 	pthread_mutex_unlock(&c->mu);
+}
+
+/* Side s's overlays onto its areas (a child in its namespace); what they stand on is kept
+ * for the next fork, also when only some areas were done. */
+static int plan_move(struct dm_cows *c, struct cow_plan *p, const struct dm_cow_src *src,
+		     const char *id, int s, struct al_error **err)
+{
+	struct move_job mj = {.mntns = p->ns[s], .mnts = p->mnt[s], .paths = src->areas, .n = p->n};
+	int r = move_areas(&mj, err);
+
+	plan_keep(c, p, src, id, s, mj.done);
+	return r;
 }
 
 static int open_ns(pid_t pid, struct al_error **err)
@@ -982,7 +979,7 @@ static int open_ns(pid_t pid, struct al_error **err)
 	return fd;
 }
 
-/* The fork's pid and disk (d->mu taken here). */
+/* The fork's pid, disk and uid range (d->mu taken here). */
 static int fork_info(struct daemon *d, const char *team, const char *id, pid_t *pid, uint64_t *disk,
 		     uid_t *base, struct al_error **err)
 {
@@ -997,58 +994,23 @@ static int fork_info(struct daemon *d, const char *team, const char *id, pid_t *
 	return 0;
 }
 
-/* The frozen part: checks, layers, the move. */
-static int switch_frozen(struct daemon *d, const struct dm_cow_src *src, const char *fork_id,
-			 pid_t fork_pid, uid_t fork_base, const uint64_t disk[2],
+/* The source's side, frozen: checks, layers, its overlays. */
+static int source_frozen(struct daemon *d, const struct dm_cow_src *src, struct cow_plan *p,
 			 struct al_error **err)
 {
-	struct dm_cows *c = d->cows;
-	struct cow_plan p;
-	bool none[COW_AREAS_MAX] = {0};
-	struct dm_cow_src f = *src;
-	struct move_job mj = {.paths = src->areas, .n = src->n_areas};
-	int r;
-
-	f.pid = fork_pid;
-	plan_init(&p, src->n_areas);
-	p.base[0] = src->host_base;
-	p.base[1] = fork_base;
-	if ((p.ns[0] = open_ns(src->pid, err)) < 0 || (p.ns[1] = open_ns(fork_pid, err)) < 0 ||
-	    procs_refs(src, err) < 0 || mounts_ok(&f, fork_pid, none, err) < 0) {
-		plan_close(&p);
+	if ((p->ns[0] = open_ns(src->pid, err)) < 0 || procs_refs(src, err) < 0 ||
+	    plan_lowers(d->cows, src, p, err) < 0 || plan_overlays(p, 0, src->disk_bytes, err) < 0)
 		return -1;
-	}
-	r = plan_lowers(c, src, &p, err);
-	if (r == 0)
-		r = plan_overlays(&p, disk, err);
-	if (r == 0) {
-		for (int s = 0; s < 2; s++) {
-			mj.mntns[s] = p.ns[s];
-			mj.mnts[s] = p.mnt[s];
-		}
-		r = move_areas(&mj, err);
-		plan_keep(c, &p, src, fork_id, mj.done);
-	}
-	plan_close(&p);
-	return r;
+	return plan_move(d->cows, p, src, src->id, 0, err);
 }
 
-int dm_cow_fork(struct daemon *d, const struct dm_cow_src *src, const char *fork_id,
-		struct al_error **err)
+/* The source's side: from now on it writes its own upper layers only. */
+static int source_side(struct daemon *d, const struct dm_cow_src *src, struct cow_plan *p,
+		       struct al_error **err)
 {
-	_cleanup_close_ int probe = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
 	struct al_error *why = NULL;
-	uint64_t disk[2] = {src->disk_bytes, 0};
-	pid_t fork_pid;
-	uid_t fork_base;
 	int r;
 
-	if (probe < 0)
-		return al_error_set(err, errno, "overlayfs is not available");
-	if (src->n_areas > COW_AREAS_MAX)
-		return al_error_msg(err, E2BIG, "too many areas");
-	if (fork_info(d, src->team, fork_id, &fork_pid, &disk[1], &fork_base, err) < 0)
-		return -1;
 	pthread_rwlock_wrlock(&d->cows->fs);
 	if (dm_freeze(src->id, true, err) < 0) {
 		if (dm_freeze(src->id, false, &why) < 0)
@@ -1056,9 +1018,47 @@ int dm_cow_fork(struct daemon *d, const struct dm_cow_src *src, const char *fork
 		pthread_rwlock_unlock(&d->cows->fs);
 		return al_error_wrap(err, "freezing sandbox %s", src->id);
 	}
-	r = switch_frozen(d, src, fork_id, fork_pid, fork_base, disk, err);
+	r = source_frozen(d, src, p, err);
 	if (dm_freeze(src->id, false, &why) < 0)
 		dm_log_err(d, &why, "sandbox %s: THAW FAILED after a fork", src->id);
 	pthread_rwlock_unlock(&d->cows->fs);
+	return r;
+}
+
+/* The fork's side: the same lower layers (as its uid range sees them), its own upper. */
+static int fork_side(struct daemon *d, const struct dm_cow_src *src, struct cow_plan *p,
+		     const char *fork_id, struct al_error **err)
+{
+	bool none[COW_AREAS_MAX] = {0};
+	struct dm_cow_src f = *src;
+	uint64_t disk;
+
+	if (fork_info(d, src->team, fork_id, &f.pid, &disk, &p->base[1], err) < 0 ||
+	    (p->ns[1] = open_ns(f.pid, err)) < 0 || mounts_ok(&f, f.pid, none, err) < 0 ||
+	    plan_overlays(p, 1, disk, err) < 0)
+		return -1;
+	return plan_move(d->cows, p, src, fork_id, 1, err);
+}
+
+int dm_cow_fork(struct daemon *d, const struct dm_cow_src *src, dm_cow_wait_fn wait, void *ctx,
+		struct al_error **err)
+{
+	_cleanup_close_ int probe = (int)syscall(SYS_fsopen, "overlay", FSOPEN_CLOEXEC);
+	_cleanup_free_ struct cow_plan *p = xzalloc(sizeof(*p));
+	const char *fork_id;
+	int r;
+
+	if (probe < 0)
+		return al_error_set(err, errno, "overlayfs is not available");
+	if (src->n_areas > COW_AREAS_MAX)
+		return al_error_msg(err, E2BIG, "too many areas");
+	plan_init(p, src->n_areas);
+	p->base[0] = src->host_base;
+	r = source_side(d, src, p, err);
+	if (r == 0 && !(fork_id = wait(ctx)))
+		r = al_error_msg(err, ECANCELED, "the fork was not made");
+	if (r == 0)
+		r = fork_side(d, src, p, fork_id, err);
+	plan_close(p);
 	return r;
 }

@@ -32,12 +32,16 @@ struct dm_cows *dm_cow_fs_begin(struct daemon *d);
 void dm_cow_fs_endp(struct dm_cows **c);
 #define _cleanup_dm_cow_fs_ __attribute__((cleanup(dm_cow_fs_endp), unused))
 
-/* Gives sandbox fork_id (just made, of team src->team) src's files by copy-on-write. 0 when
- * done; -1 with err saying why not (overlayfs missing, a process of the source holding a
- * file of an area, a mount below an area, too deep): the caller copies instead. A failure
- * may leave some of the fork's areas on an overlay of the source's files: a copy into them
- * is still right. */
-int dm_cow_fork(struct daemon *d, const struct dm_cow_src *src, const char *fork_id,
+/* The id of the fork, once made (the caller makes it meanwhile), or NULL. */
+typedef const char *(*dm_cow_wait_fn)(void *ctx);
+
+/* Gives the new sandbox (team src->team) that wait(ctx) names src's files by copy-on-write:
+ * first the source's side (frozen), then, once the fork is made, the fork's. 0 when done;
+ * -1 with err saying why not (overlayfs missing, a process of the source running or
+ * holding a file of an area, a mount below an area, too deep, the fork not made): the
+ * caller copies instead. The source may then already be on its overlays, and some of the
+ * fork's areas too: a copy into them is still right (the same files). */
+int dm_cow_fork(struct daemon *d, const struct dm_cow_src *src, dm_cow_wait_fn wait, void *ctx,
 		struct al_error **err);
 
 #endif

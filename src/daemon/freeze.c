@@ -83,22 +83,24 @@ static ssize_t get(const char *dir, const char *file, char *buf, size_t cap)
 	return n;
 }
 
-static void nap_ms(long ms)
+static void nap_us(long us)
 {
-	struct timespec ts = {0, ms * 1000000};
+	struct timespec ts = {0, us * 1000};
 
 	nanosleep(&ts, NULL);
 }
 
-/* Until file reads back with `want` in it, up to FREEZE_WAIT_MS. */
+/* Until file reads back with `want` in it, up to FREEZE_WAIT_MS: looked at every 0.25 ms
+ * (a sandbox of a few idle processes freezes in well under a millisecond, and a fork by
+ * copy-on-write waits for it). */
 static int wait_for(const char *dir, const char *file, const char *want, struct al_error **err)
 {
 	char buf[512];
 
-	for (int t = 0; t < FREEZE_WAIT_MS; t += 2) {
+	for (long t = 0; t < FREEZE_WAIT_MS * 1000L; t += 250) {
 		if (get(dir, file, buf, sizeof(buf)) > 0 && strstr(buf, want))
 			return 0;
-		nap_ms(2);
+		nap_us(250);
 	}
 	return al_error_msg(err, ETIMEDOUT, "'%s/%s' did not say '%s' in %d ms", dir, file, want,
 			    FREEZE_WAIT_MS);

@@ -462,13 +462,45 @@ static int fork_copy(struct daemon *d, const char *team, const struct snap_src *
 	return r;
 }
 
+/* The new sandbox is made on a thread of its own while the source's side of a fork is
+ * done (its create may do file operations, which wait while the source switches). */
+struct fork_create {
+	struct daemon *d;
+	const char *team;
+	struct dm_create c;
+	pthread_t t;
+	bool started, joined;
+	char *id;
+	struct al_error *err;
+	int r;
+};
+
+static void *fork_create_main(void *arg)
+{
+	struct fork_create *f = arg;
+
+	f->r = dm_sandbox_create(f->d, f->team, &f->c, &f->id, &f->err);
+	return NULL;
+}
+
+/* dm_cow_wait_fn: the create's end. */
+static const char *fork_join(void *arg)
+{
+	struct fork_create *f = arg;
+
+	if (!f->joined && f->started)
+		pthread_join(f->t, NULL);
+	f->joined = true;
+	return f->r == 0 ? f->id : NULL;
+}
+
 /* Copy-on-write (cowfork.c) when it can be done safely, else the copy; logged either way. */
-static int fork_files(struct daemon *d, const char *team, const struct snap_src *src,
-		      const char *fid, struct al_error **err)
+static int fork_files(struct daemon *d, const struct snap_src *src, struct fork_create *f,
+		      struct al_error **err)
 {
 	struct dm_snap areas = {0};
 	struct al_error *why = NULL;
-	struct dm_cow_src cs = {.team = team,
+	struct dm_cow_src cs = {.team = f->team,
 				.id = src->id,
 				.pid = src->pid,
 				.host_base = src->host_base,
@@ -481,31 +513,40 @@ static int fork_files(struct daemon *d, const char *team, const struct snap_src 
 		paths[i] = areas.areas[i].path;
 	cs.areas = paths;
 	cs.n_areas = areas.n_areas;
-	r = dm_cow_fork(d, &cs, fid, &why);
+	f->started = pthread_create(&f->t, NULL, fork_create_main, f) == 0;
+	if (!f->started)
+		fork_create_main(f); /* no thread: one after the other */
+	r = dm_cow_fork(d, &cs, fork_join, f, &why);
+	fork_join(f);
 	for (size_t i = 0; i < areas.n_areas; i++)
 		free(areas.areas[i].path);
 	free(areas.areas);
+	if (f->r < 0) {
+		al_error_free(why);
+		*err = f->err, f->err = NULL;
+		return -1;
+	}
 	if (r == 0) {
-		dm_log(d, "fork of sandbox %s into %s: copy-on-write", src->id, fid);
+		dm_log(d, "fork of sandbox %s into %s: copy-on-write", src->id, f->id);
 		return 0;
 	}
-	dm_log_err(d, &why, "fork of sandbox %s into %s: copied, not copy-on-write", src->id, fid);
-	return fork_copy(d, team, src, fid, err);
+	dm_log_err(d, &why, "fork of sandbox %s into %s: copied, not copy-on-write", src->id,
+		   f->id);
+	return fork_copy(d, f->team, src, f->id, err);
 }
 
 int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
 		    const struct dm_create *asked, char **out_id, struct al_error **err)
 {
-	struct dm_create c = *asked;
+	struct fork_create f = {.d = d, .team = team, .c = *asked};
 	struct snap_src src = {0};
-	char *fid = NULL;
 	int r;
 
 	if (src_hold(d, team, from, &src, err) < 0)
 		return -1;
-	spec_from(&c.spec, &src.spec);
-	r = dm_sandbox_create(d, team, &c, &fid, err);
-	if (r == 0 && (r = fork_files(d, team, &src, fid, err)) == 0) {
+	spec_from(&f.c.spec, &src.spec);
+	r = fork_files(d, &src, &f, err);
+	if (r == 0) {
 		pthread_mutex_lock(&d->snaps->mu);
 		const char *origin = dm_snap_origin(d->snaps, src.id);
 		char o[DM_ID_LEN + 1];
@@ -513,12 +554,13 @@ int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
 		snprintf(o, sizeof(o), "%s", origin);
 		pthread_mutex_unlock(&d->snaps->mu);
 		if (o[0])
-			dm_snap_origin_set(d, fid, o);
-		*out_id = TAKE_PTR(fid);
-	} else if (fid) {
-		undo_sandbox(d, team, fid);
+			dm_snap_origin_set(d, f.id, o);
+		*out_id = TAKE_PTR(f.id);
+	} else if (f.id) {
+		undo_sandbox(d, team, f.id);
 	}
 	dm_sbx_put(src.s);
-	free(fid);
+	al_error_free(f.err);
+	free(f.id);
 	return r < 0 ? al_error_wrap(err, "fork of sandbox %s", from) : 0;
 }
