@@ -73,11 +73,20 @@ struct cow_sbx {
 	size_t n_areas;
 };
 
+#define COW_USERNS_KEPT 64
+
 struct dm_cows {
-	pthread_mutex_t mu; /* the list */
+	pthread_mutex_t mu; /* the list, the kept user namespaces */
 	pthread_rwlock_t fs;
 	struct cow_sbx **v;
 	size_t n;
+	/* User namespaces made for idmaps (userns_for), kept for the next forks between the
+	 * same uid ranges: making one costs a process. Replaced oldest first. */
+	struct {
+		uid_t from, to;
+		int fd;
+	} userns[COW_USERNS_KEPT];
+	size_t n_userns, next_userns;
 };
 
 static void layer_close(struct layer *l)
@@ -117,6 +126,8 @@ void dm_cows_free(struct dm_cows *c)
 	for (size_t i = 0; i < c->n; i++)
 		sbx_free(c->v[i]);
 	free(c->v);
+	for (size_t u = 0; u < c->n_userns; u++)
+		close(c->userns[u].fd);
 	pthread_rwlock_destroy(&c->fs);
 	pthread_mutex_destroy(&c->mu);
 	free(c);
@@ -658,6 +669,7 @@ struct cow_plan {
 	int mnt[2][COW_AREAS_MAX]; /* the overlays */
 	int upfs[2];		   /* their upper tmpfs */
 	int ns[2];
+	struct dm_cows *c;
 	struct {
 		uid_t from, to;
 		int fd;
@@ -811,6 +823,13 @@ static int userns_for(struct cow_plan *p, uid_t from, uid_t to, struct al_error 
 			return p->userns[u].fd;
 	if (p->n_userns == ARRAY_SIZE(p->userns))
 		return al_error_msg(err, E2BIG, "too many uid ranges");
+	pthread_mutex_lock(&p->c->mu);
+	for (size_t u = 0; fd < 0 && u < p->c->n_userns; u++)
+		if (p->c->userns[u].from == from && p->c->userns[u].to == to)
+			fd = dup_or_oom(p->c->userns[u].fd);
+	pthread_mutex_unlock(&p->c->mu);
+	if (fd >= 0)
+		goto keep;
 	if (pipe2(ready, O_CLOEXEC) < 0)
 		return al_error_set(err, errno, "pipe");
 	if (pipe2(hold, O_CLOEXEC) < 0) {
@@ -840,6 +859,22 @@ static int userns_for(struct cow_plan *p, uid_t from, uid_t to, struct al_error 
 		(void)waitpid(pid, NULL, __WALL);
 	if (fd < 0)
 		return -1;
+	pthread_mutex_lock(&p->c->mu);
+	{
+		size_t slot;
+
+		if (p->c->n_userns < COW_USERNS_KEPT) {
+			slot = p->c->n_userns++;
+		} else {
+			slot = p->c->next_userns++ % COW_USERNS_KEPT;
+			close(p->c->userns[slot].fd);
+		}
+		p->c->userns[slot].from = from;
+		p->c->userns[slot].to = to;
+		p->c->userns[slot].fd = dup_or_oom(fd);
+	}
+	pthread_mutex_unlock(&p->c->mu);
+keep:
 	p->userns[p->n_userns].from = from;
 	p->userns[p->n_userns].to = to;
 	p->userns[p->n_userns++].fd = fd;
@@ -1053,6 +1088,7 @@ int dm_cow_fork(struct daemon *d, const struct dm_cow_src *src, dm_cow_wait_fn w
 	if (src->n_areas > COW_AREAS_MAX)
 		return al_error_msg(err, E2BIG, "too many areas");
 	plan_init(p, src->n_areas);
+	p->c = d->cows;
 	p->base[0] = src->host_base;
 	r = source_side(d, src, p, err);
 	if (r == 0 && !(fork_id = wait(ctx)))
