@@ -21,8 +21,10 @@
  * read side of cows->fs; the switch takes the write side.
  *
  * Namespaces: the source's areas are cloned, and the overlays moved onto them, from a
- * forked child that joined the sandbox's mount namespace (airlockd has threads: it cannot
- * setns(CLONE_NEWNS) itself); the overlays are made in airlockd, where /proc/self/fd/N
+ * child (vfork-style, sharing our fd table) that joined the sandbox's mount namespace
+ * (airlockd has threads: it cannot setns(CLONE_NEWNS) itself). A clone made there can be
+ * cloned again (an idmapped one for a fork) only from there: airlockd keeps that
+ * namespace's fd with the layer. The overlays are made in airlockd, where /proc/self/fd/N
  * names its layers.
  */
 #include "daemon/cowfork.h"
@@ -41,11 +43,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+#endif
 
 #define COW_AREAS_MAX 8
 
@@ -397,49 +401,81 @@ struct clone_item {
 	int fd, userns;
 };
 
+/*
+ * The children below share airlockd's memory and file table (CLONE_VM | CLONE_VFORK |
+ * CLONE_FILES: no address space to copy, the caller's thread waits meanwhile): what they
+ * make is an fd in our table, what they say is written in their job. They only make
+ * system calls; setns(CLONE_NEWNS) changes their own root and namespace only (their
+ * fs_struct is their own). airlockd's reaper may reap them: their exit status is not used.
+ */
+static pid_t vfork_files(int (*fn)(void *), void *arg)
+{
+	char stack[64 * 1024] __attribute__((aligned(16)));
+	pid_t pid =
+	    clone(fn, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | CLONE_FILES | SIGCHLD, arg);
+
+#ifdef __SANITIZE_ADDRESS__
+	__asan_unpoison_memory_region(stack, sizeof(stack)); /* as al_clone_vfork */
+#endif
+	if (pid > 0)
+		(void)waitpid(pid, NULL, __WALL); /* unless the reaper was first */
+	return pid;
+}
+
 struct clone_job {
 	int mntns;
 	const struct clone_item *items;
 	size_t n;
-	int sock;
+	int *out;
+	size_t done;
+	int step; /* where it failed, 0 if it did not */
 };
 
-/* In the child: each clone, sent back over the socket, one message each. */
-static int clone_child(const struct clone_job *j)
+/* In the child: each clone, into out. */
+static int clone_child(void *arg)
 {
+	struct clone_job *j = arg;
+
 	if (setns(j->mntns, CLONE_NEWNS) < 0)
-		return 2;
-	for (size_t i = 0; i < j->n; i++) {
-		const struct clone_item *it = &j->items[i];
+		return j->step = 2;
+	for (; j->done < j->n; j->done++) {
+		const struct clone_item *it = &j->items[j->done];
 		struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP,
 					  .userns_fd = (uint64_t)it->userns};
-		char cbuf[CMSG_SPACE(sizeof(int))] = {0};
-		int ok = 0, at = it->path ? open_area(it->path) : it->fd, fd;
-		struct iovec iov = {&ok, sizeof(ok)};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = cbuf,
-				    .msg_controllen = sizeof(cbuf)};
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		int at = it->path ? open_area(it->path) : it->fd, fd;
 
 		if (at < 0)
-			return 3;
+			return j->step = 3;
 		fd = (int)syscall(SYS_open_tree, at, "",
 				  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+		if (it->path)
+			close(at);
 		if (fd < 0)
-			return 4;
+			return j->step = 4;
+		j->out[j->done] = fd;
 		if (it->userns >= 0 &&
-		    syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0)
-			return 5;
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-		if (sendmsg(j->sock, &mh, 0) < 0)
-			return 6;
-		close(fd);
+		    syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
+			j->done++; /* out[done] is ours to close */
+			return j->step = 5;
+		}
 	}
-	return 0;
+	return j->step = 0;
+}
+
+/* The clones of items (n), made in mount namespace mntns, into out (n fds). */
+static int clone_in(int mntns, const struct clone_item *items, size_t n, int *out,
+		    struct al_error **err)
+{
+	struct clone_job j = {mntns, items, n, out, 0, 1};
+
+	if (vfork_files(clone_child, &j) < 0)
+		return al_error_set(err, errno, "clone()");
+	if (j.step == 0 && j.done == n)
+		return 0;
+	while (j.done > 0)
+		close(out[--j.done]);
+	return al_error_msg(err, EIO, "cloning a layer in a sandbox's namespace failed (step %d)",
+			    j.step);
 }
 
 struct move_job {
@@ -447,132 +483,42 @@ struct move_job {
 	const int *mnts;	  /* an overlay for each area */
 	const char *const *paths; /* the areas */
 	size_t n;
-	int done; /* filled in the child: areas moved */
+	int done; /* areas moved */
+	int step; /* where it failed, 0 if it did not */
 };
 
 /* In the child: each overlay onto its area. */
-static int move_child(struct move_job *j)
+static int move_child(void *arg)
 {
+	struct move_job *j = arg;
+
 	if (setns(j->mntns, CLONE_NEWNS) < 0)
-		return 2;
-	for (size_t i = 0; i < j->n; i++) {
-		int at = open_area(j->paths[i]);
+		return j->step = 2;
+	for (; j->done < (int)j->n; j->done++) {
+		int at = open_area(j->paths[j->done]), r;
 
 		if (at < 0)
-			return 3;
-		if (syscall(SYS_move_mount, j->mnts[i], "", at, "",
-			    MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-			return 4;
+			return j->step = 3;
+		r = (int)syscall(SYS_move_mount, j->mnts[j->done], "", at, "",
+				 MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
 		close(at);
-		j->done++;
+		if (r < 0)
+			return j->step = 4;
 	}
-	return 0;
-}
-static pid_t in_child(int (*fn)(void *), void *job, int sock_child, int sock_parent, void *back,
-		      size_t back_len, struct al_error **err)
-{
-	pid_t pid = fork();
-	int r = -1;
-
-	if (pid < 0)
-		return al_error_set(err, errno, "fork");
-	if (pid == 0) {
-		close(sock_parent);
-		r = fn(job);
-		r = r ? -r : 0; /* set apart from a clone's message (0) */
-		(void)!write(sock_child, &r, sizeof(r));
-		if (back)
-			(void)!write(sock_child, back, back_len);
-		_exit(0);
-	}
-	close(sock_child);
-	return pid;
-}
-
-static int clone_fn(void *j)
-{
-	return clone_child(j);
-}
-
-static int move_fn(void *j)
-{
-	return move_child(j);
-}
-
-/* The clones of items (n), made in mount namespace mntns, into out (n fds). */
-static int clone_in(int mntns, const struct clone_item *items, size_t n, int *out,
-		    struct al_error **err)
-{
-	int sv[2], r = 0;
-	struct clone_job j = {mntns, items, n, -1};
-	size_t got = 0;
-	pid_t pid;
-
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return al_error_set(err, errno, "socketpair");
-	j.sock = sv[1];
-	pid = in_child(clone_fn, &j, sv[1], sv[0], NULL, 0, err);
-	if (pid < 0) {
-		close(sv[0]);
-		close(sv[1]);
-		return -1;
-	}
-	while (got < n) {
-		char cbuf[CMSG_SPACE(sizeof(int))];
-		int ok = -1;
-		struct iovec iov = {&ok, sizeof(ok)};
-		struct msghdr mh = {.msg_iov = &iov,
-				    .msg_iovlen = 1,
-				    .msg_control = cbuf,
-				    .msg_controllen = sizeof(cbuf)};
-		struct cmsghdr *cm;
-
-		if (recvmsg(sv[0], &mh, MSG_CMSG_CLOEXEC) <= 0 || ok != 0) {
-			r = al_error_msg(err, EIO,
-					 "cloning a layer in a sandbox's namespace failed "
-					 "(step %d)",
-					 -ok);
-			break;
-		}
-		cm = CMSG_FIRSTHDR(&mh);
-		if (!cm || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) {
-			r = al_error_msg(err, EIO, "cloning a layer: no fd came back");
-			break;
-		}
-		memcpy(&out[got++], CMSG_DATA(cm), sizeof(int));
-	}
-	close(sv[0]);
-	(void)waitpid(pid, NULL, __WALL); /* unless the reaper was first */
-	if (r < 0)
-		while (got > 0)
-			close(out[--got]);
-	return r;
+	return j->step = 0;
 }
 
 static int move_areas(struct move_job *j, struct al_error **err)
 {
-	int sv[2], r = -1;
-	pid_t pid;
-
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return al_error_set(err, errno, "socketpair");
-	pid = in_child(move_fn, j, sv[1], sv[0], &j->done, sizeof(j->done), err);
-	if (pid < 0) {
-		close(sv[0]);
-		close(sv[1]);
-		return -1;
-	}
-	if (read(sv[0], &r, sizeof(r)) != (ssize_t)sizeof(r) ||
-	    read(sv[0], &j->done, sizeof(j->done)) != (ssize_t)sizeof(j->done))
-		r = -1;
-	r = r < 0 ? -r : r;
-	close(sv[0]);
-	(void)waitpid(pid, NULL, __WALL);
-	if (r != 0)
-		return al_error_msg(err, EIO, "mounting the overlays failed (step %d, %d areas)", r,
-				    j->done);
+	j->step = 1;
+	if (vfork_files(move_child, j) < 0)
+		return al_error_set(err, errno, "clone()");
+	if (j->step != 0)
+		return al_error_msg(err, EIO, "mounting the overlays failed (step %d, %d areas)",
+				    j->step, j->done);
 	return 0;
 }
+
 /* --- layers ----------------------------------------------------------------------------- */
 
 static int fscfg(int fs, const char *key, const char *val)
