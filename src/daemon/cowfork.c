@@ -46,6 +46,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
@@ -495,8 +496,11 @@ static int move_child(void *arg)
 	if (setns(j->mntns, CLONE_NEWNS) < 0)
 		return j->step = 2;
 	for (; j->done < (int)j->n; j->done++) {
-		int at = open_area(j->paths[j->done]), r;
+		int at, r;
 
+		if (j->mnts[j->done] < 0) /* this area stays as it is */
+			continue;
+		at = open_area(j->paths[j->done]);
 		if (at < 0)
 			return j->step = 3;
 		r = (int)syscall(SYS_move_mount, j->mnts[j->done], "", at, "",
@@ -614,6 +618,9 @@ struct cow_plan {
 	struct layer view[2][COW_AREAS_MAX][DM_COW_DEPTH];
 	int mnt[2][COW_AREAS_MAX]; /* the overlays */
 	int upfs[2];		   /* their upper tmpfs */
+	/* Areas whose source's upper layer is still empty: the source keeps its overlay,
+	 * the fork takes the same lower layers (no layer is added). */
+	bool same[COW_AREAS_MAX];
 	int ns[2];
 	struct dm_cows *c;
 	struct {
@@ -671,6 +678,14 @@ static int dup_or_oom(int fd)
 	return r;
 }
 
+#define COW_RANGE 65536 /* a sandbox's host uid range (and gid) */
+
+/* id, written in range from, as range to has it (host root and others unchanged). */
+static uid_t rebase(uid_t id, uid_t from, uid_t to)
+{
+	return id >= from && id - from < COW_RANGE ? id - from + to : id;
+}
+
 static struct layer layer_dup(const struct layer *l)
 {
 	struct layer d = *l;
@@ -678,6 +693,43 @@ static struct layer layer_dup(const struct layer *l)
 	d.fd = dup_or_oom(l->fd);
 	d.ns = dup_or_oom(l->ns);
 	return d;
+}
+
+/* Whether the extended attributes of fd are all overlayfs's own (its uuid on an upper
+ * layer's root). */
+static bool own_xattrs(int fd)
+{
+	char names[4096];
+	ssize_t n = flistxattr(fd, names, sizeof(names));
+
+	if (n < 0)
+		return false;
+	for (ssize_t at = 0; at < n; at += (ssize_t)strlen(names + at) + 1)
+		if (strncmp(names + at, "trusted.overlay.", 16) != 0)
+			return false;
+	return true;
+}
+
+/* Whether nothing was written to area a's upper layer since it was made: no entry, no
+ * extended attribute, its owner and mode still the top lower layer's (the source frozen). */
+static bool upper_unchanged(const struct cow_area *a)
+{
+	_cleanup_close_ int fd =
+	    openat(a->upper.fd, a->upper.sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	_cleanup_closedir_ DIR *dir = NULL;
+	struct stat up, top;
+	struct dirent *e;
+
+	if (fd < 0 || a->n_lower == 0 || fstat(fd, &up) < 0 || layer_stat(&a->lower[0], &top) < 0 ||
+	    (up.st_mode & 07777) != (top.st_mode & 07777) ||
+	    up.st_uid != rebase(top.st_uid, a->lower[0].base, a->upper.base) ||
+	    up.st_gid != rebase(top.st_gid, a->lower[0].base, a->upper.base) || !own_xattrs(fd))
+		return false;
+	dir = fdopendir(TAKE_FD(fd));
+	while (dir && (e = readdir(dir)))
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+			return false;
+	return dir != NULL;
 }
 
 /*
@@ -705,6 +757,10 @@ static int plan_lowers(struct dm_cows *c, const struct dm_cow_src *src, struct c
 		if (!ours[i]) {
 			idx[n_fresh] = i;
 			fresh[n_fresh++] = (struct clone_item){src->areas[i], -1, -1};
+		} else if (upper_unchanged(a)) { /* the fork takes what the source stands on */
+			p->same[i] = true;
+			for (size_t k = 0; k < a->n_lower; k++)
+				p->lower[i][p->n_lower[i]++] = layer_dup(&a->lower[k]);
 		} else if (a->n_lower + 1 > DM_COW_DEPTH) {
 			r = al_error_msg(err, ELOOP, "%s already stacks %zu layers (at most %d)",
 					 a->path, a->n_lower, DM_COW_DEPTH);
@@ -724,8 +780,6 @@ static int plan_lowers(struct dm_cows *c, const struct dm_cow_src *src, struct c
 		    (struct layer){.fd = clones[k], .base = p->base[0], .ns = dup_or_oom(p->ns[0])};
 	return 0;
 }
-
-#define COW_RANGE 65536 /* a sandbox's host uid range (and gid) */
 
 /* In the child: a user namespace of its own, then waits for the parent to close `hold`. */
 struct userns_job {
@@ -886,15 +940,15 @@ static int plan_views(struct cow_plan *p, int s, struct al_error **err)
 	return 0;
 }
 
-/* id, written in range from, as range to has it (host root and others unchanged). */
-static uid_t rebase(uid_t id, uid_t from, uid_t to)
-{
-	return id >= from && id - from < COW_RANGE ? id - from + to : id;
-}
-
 /* Side s's upper layers (a tmpfs of disk bytes) and overlays (0 the source, 1 the fork). */
 static int plan_overlays(struct cow_plan *p, int s, uint64_t disk, struct al_error **err)
 {
+	size_t todo = 0;
+
+	for (size_t i = 0; i < p->n; i++)
+		todo += s == 1 || !p->same[i];
+	if (!todo)
+		return 0;
 	if (plan_views(p, s, err) < 0)
 		return -1;
 	if ((p->upfs[s] = upper_fs(disk, err)) < 0)
@@ -903,6 +957,8 @@ static int plan_overlays(struct cow_plan *p, int s, uint64_t disk, struct al_err
 		const struct layer *l = &p->lower[i][0];
 		struct stat top;
 
+		if (s == 0 && p->same[i])
+			continue;
 		if (layer_stat(l, &top) < 0)
 			return al_error_set(err, errno, "stat an area");
 		top.st_uid = rebase(top.st_uid, l->base, p->base[s]);
@@ -925,7 +981,7 @@ static void plan_keep(struct dm_cows *c, const struct cow_plan *p, const struct 
 		struct cow_area *a = area_of(c, id, src->areas[i]);
 		struct layer up = {.fd = p->upfs[s], .base = p->base[s], .ns = -1};
 
-		if (!a)
+		if (!a || p->mnt[s][i] < 0) /* not remounted: stands where it stood */
 			continue;
 		area_close(a);
 		for (size_t k = 0; k < p->n_lower[i]; k++)
@@ -942,7 +998,14 @@ static int plan_move(struct dm_cows *c, struct cow_plan *p, const struct dm_cow_
 		     const char *id, int s, struct al_error **err)
 {
 	struct move_job mj = {.mntns = p->ns[s], .mnts = p->mnt[s], .paths = src->areas, .n = p->n};
-	int r = move_areas(&mj, err);
+	size_t todo = 0;
+	int r;
+
+	for (size_t i = 0; i < p->n; i++)
+		todo += p->mnt[s][i] >= 0;
+	if (!todo) /* the source, unchanged since its last fork: nothing to move */
+		return 0;
+	r = move_areas(&mj, err);
 
 	plan_keep(c, p, src, id, s, mj.done);
 	return r;

@@ -98,6 +98,38 @@ def test_fork_of_a_fork_and_a_second_fork_of_one_source(api, daemon, sandbox):
             api.stop(sid)
 
 
+def test_forks_of_an_idle_source_add_no_layer_and_a_busy_one_stops_at_16(api, daemon,
+                                                                          sandbox):
+    """A source that wrote nothing since its last fork is forked on the same layers (20
+    forks: all copy-on-write); one that writes between forks stacks a layer each time,
+    and past 16 the fork is copied, with the same files."""
+    api.sh(sandbox, "echo 0 > /workspace/n")
+    made = []
+    try:
+        for _ in range(20):
+            f, how = fork(api, daemon, sandbox)
+            made.append(f)
+            assert how == expect_cow()
+            api.stop(f)
+        hows = []
+        for i in range(1, 19):
+            api.sh(sandbox, f"echo {i} > /workspace/n")
+            f, how = fork(api, daemon, sandbox)
+            made.append(f)
+            hows.append(how)
+            assert out(api, f, "cat /workspace/n") == f"{i}\n"
+            api.stop(f)
+        if expect_cow() == "cow":
+            # the first fork above made one layer; each write and fork adds one
+            assert hows[:15] == ["cow"] * 15 and "copy" in hows[15:], hows
+        else:
+            assert set(hows) == {"copy"}
+        assert out(api, sandbox, "cat /workspace/n") == "18\n"
+    finally:
+        for sid in made:
+            api.stop(sid)
+
+
 def test_fork_reads_everything_after_its_source_is_gone(api, daemon, make_sandbox):
     src = make_sandbox()
     api.sh(src, "head -c 4000000 /dev/urandom > /workspace/big && mkdir /workspace/x && "
