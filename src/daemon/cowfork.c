@@ -379,7 +379,8 @@ static int mounts_ok(const struct dm_cow_src *src, pid_t pid, const bool *ours,
 			;
 		if (strcmp(fstype, "tmpfs") == 0 || (strcmp(fstype, "overlay") == 0 && ours[i]))
 			continue;
-		return al_error_msg(err, EBUSY, "%s is a %s mount airlockd did not make here", area,
+		return al_error_msg(err, EBUSY,
+				    "%s is on a mount of type %s that airlockd did not make", area,
 				    fstype);
 	}
 	return 0;

@@ -148,6 +148,29 @@ def test_fork_reads_everything_after_its_source_is_gone(api, daemon, make_sandbo
         api.stop(f)
 
 
+def test_after_a_daemon_restart_a_forked_sandbox_is_copied(api, daemon, sandbox):
+    """A restarted daemon does not know the layers of the overlays an earlier run made:
+    a fork of such a sandbox is copied (its files read through the overlay), and right."""
+    api.sh(sandbox, SEED)
+    f, how = fork(api, daemon, sandbox)
+    made = [f]
+    try:
+        api.sh(f, "rm /workspace/b && echo fa > /workspace/a")
+        daemon.term()
+        daemon.start()
+        g, how2 = fork(api, daemon, f)
+        made.append(g)
+        assert how2 == "copy"
+        assert out(api, g, LIST) == out(api, f, LIST)
+        h, how3 = fork(api, daemon, g)  # g itself is new: copy-on-write again
+        made.append(h)
+        assert how3 == expect_cow()
+        assert out(api, h, LIST) == out(api, f, LIST)
+    finally:
+        for sid in made:
+            api.stop(sid)
+
+
 def test_snapshots_after_a_fork_restore_the_merged_files(api, daemon, sandbox):
     api.sh(sandbox, SEED)
     f, _ = fork(api, daemon, sandbox)
