@@ -679,7 +679,7 @@ static int dup_or_oom(int fd)
 	return r;
 }
 
-#define COW_RANGE 65536 /* a sandbox's host uid range (and gid) */
+#define COW_RANGE 65536u /* a sandbox's host uid range (and gid) */
 
 /* id, written in range from, as range to has it (host root and others unchanged). */
 static uid_t rebase(uid_t id, uid_t from, uid_t to)
