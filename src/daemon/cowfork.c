@@ -667,16 +667,10 @@ static void plan_close(struct cow_plan *p)
 		close(p->userns[u].fd);
 }
 
-static int dup_or_oom(int fd)
+/* A dup of fd, -1 for -1 or when out of descriptors. */
+static int dup_fd(int fd)
 {
-	int r;
-
-	if (fd < 0)
-		return -1;
-	r = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-	if (r < 0)
-		al_oom(); /* out of fds: nothing sensible is left to do */
-	return r;
+	return fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 3);
 }
 
 #define COW_RANGE 65536u /* a sandbox's host uid range (and gid) */
@@ -687,13 +681,16 @@ static uid_t rebase(uid_t id, uid_t from, uid_t to)
 	return id >= from && id - from < COW_RANGE ? id - from + to : id;
 }
 
-static struct layer layer_dup(const struct layer *l)
+/* A copy of l with descriptors of its own; false (and nothing held) when out of them. */
+static bool layer_dup(const struct layer *l, struct layer *d)
 {
-	struct layer d = *l;
-
-	d.fd = dup_or_oom(l->fd);
-	d.ns = dup_or_oom(l->ns);
-	return d;
+	*d = *l;
+	d->fd = dup_fd(l->fd);
+	d->ns = dup_fd(l->ns);
+	if (d->fd >= 0 && (d->ns >= 0 || l->ns < 0))
+		return true;
+	layer_close(d);
+	return false;
 }
 
 /* Whether the extended attributes of fd are all overlayfs's own (its uuid on an upper
@@ -760,15 +757,18 @@ static int plan_lowers(struct dm_cows *c, const struct dm_cow_src *src, struct c
 			fresh[n_fresh++] = (struct clone_item){src->areas[i], -1, -1};
 		} else if (upper_unchanged(a)) { /* the fork takes what the source stands on */
 			p->same[i] = true;
-			for (size_t k = 0; k < a->n_lower; k++)
-				p->lower[i][p->n_lower[i]++] = layer_dup(&a->lower[k]);
+			for (size_t k = 0; r == 0 && k < a->n_lower; k++)
+				if (!layer_dup(&a->lower[k], &p->lower[i][p->n_lower[i]++]))
+					r = al_error_set(err, EMFILE, "a layer's descriptor");
 		} else if (a->n_lower + 1 > DM_COW_DEPTH) {
 			r = al_error_msg(err, ELOOP, "%s already stacks %zu layers (at most %d)",
 					 a->path, a->n_lower, DM_COW_DEPTH);
 		} else {
-			p->lower[i][p->n_lower[i]++] = layer_dup(&a->upper);
-			for (size_t k = 0; k < a->n_lower; k++)
-				p->lower[i][p->n_lower[i]++] = layer_dup(&a->lower[k]);
+			if (!layer_dup(&a->upper, &p->lower[i][p->n_lower[i]++]))
+				r = al_error_set(err, EMFILE, "a layer's descriptor");
+			for (size_t k = 0; r == 0 && k < a->n_lower; k++)
+				if (!layer_dup(&a->lower[k], &p->lower[i][p->n_lower[i]++]))
+					r = al_error_set(err, EMFILE, "a layer's descriptor");
 		}
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -778,7 +778,7 @@ static int plan_lowers(struct dm_cows *c, const struct dm_cow_src *src, struct c
 		return -1;
 	for (size_t k = 0; k < n_fresh; k++)
 		p->lower[idx[k]][p->n_lower[idx[k]]++] =
-		    (struct layer){.fd = clones[k], .base = p->base[0], .ns = dup_or_oom(p->ns[0])};
+		    (struct layer){.fd = clones[k], .base = p->base[0], .ns = dup_fd(p->ns[0])};
 	return 0;
 }
 
@@ -827,7 +827,7 @@ static int userns_for(struct cow_plan *p, uid_t from, uid_t to, struct al_error 
 	pthread_mutex_lock(&p->c->mu);
 	for (size_t u = 0; fd < 0 && u < p->c->n_userns; u++)
 		if (p->c->userns[u].from == from && p->c->userns[u].to == to)
-			fd = dup_or_oom(p->c->userns[u].fd);
+			fd = dup_fd(p->c->userns[u].fd);
 	pthread_mutex_unlock(&p->c->mu);
 	if (fd >= 0)
 		goto keep;
@@ -872,7 +872,9 @@ static int userns_for(struct cow_plan *p, uid_t from, uid_t to, struct al_error 
 		}
 		p->c->userns[slot].from = from;
 		p->c->userns[slot].to = to;
-		p->c->userns[slot].fd = dup_or_oom(fd);
+		p->c->userns[slot].fd = dup_fd(fd);
+		if (p->c->userns[slot].fd < 0) /* not kept */
+			p->c->userns[slot] = p->c->userns[--p->c->n_userns];
 	}
 	pthread_mutex_unlock(&p->c->mu);
 keep:
@@ -899,7 +901,8 @@ static int plan_views(struct cow_plan *p, int s, struct al_error **err)
 			int u;
 
 			if (l->base == p->base[s]) {
-				*v = layer_dup(l);
+				if (!layer_dup(l, v))
+					return al_error_set(err, EMFILE, "a layer's descriptor");
 				continue;
 			}
 			if ((u = userns_for(p, l->base, p->base[s], err)) < 0)
@@ -981,14 +984,20 @@ static void plan_keep(struct dm_cows *c, const struct cow_plan *p, const struct 
 	for (size_t i = 0; i < p->n && (int)i < done; i++) {
 		struct cow_area *a = area_of(c, id, src->areas[i]);
 		struct layer up = {.fd = p->upfs[s], .base = p->base[s], .ns = -1};
+		bool ok = true;
 
 		if (!a || p->mnt[s][i] < 0) /* not remounted: stands where it stood */
 			continue;
 		area_close(a);
-		for (size_t k = 0; k < p->n_lower[i]; k++)
-			a->lower[a->n_lower++] = layer_dup(&p->lower[i][k]);
 		snprintf(up.sub, sizeof(up.sub), "%u/u", (unsigned)i);
-		a->upper = layer_dup(&up);
+		for (size_t k = 0; ok && k < p->n_lower[i]; k++)
+			ok = layer_dup(&p->lower[i][k], &a->lower[a->n_lower++]);
+		if (!ok || !layer_dup(&up, &a->upper)) {
+			/* Out of descriptors: forgotten, so the next fork of it copies (its
+			 * overlay is then one airlockd did not make, as after a restart). */
+			a->n_lower -= !ok;
+			area_close(a);
+		}
 	}
 	pthread_mutex_unlock(&c->mu);
 }
