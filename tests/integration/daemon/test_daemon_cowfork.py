@@ -293,3 +293,34 @@ def test_fork_process_cannot_see_the_source_or_the_host(api, daemon, sandbox):
         assert out(api, f, "sha256sum /workspace/s | cut -d' ' -f1") == h + "\n"
     finally:
         api.stop(f)
+
+
+def test_a_source_with_a_drive_below_an_area_is_copied_and_keeps_its_drive(api, daemon):
+    """An overlay on /workspace would hide a drive mounted below it: such a source is
+    copied (the drive left out of the fork, as a snapshot leaves it out), and the source
+    still has its drive afterwards."""
+    import secrets
+    name = "cow-" + secrets.token_hex(4)
+    r = api.request("POST", f"/v2/sandboxes/drives/{name}", {"projectId": "prj",
+                                                              "maxSizeBytes": 32 << 20})
+    assert r.status == 200, r
+    made = []
+    try:
+        r = api.request("POST", "/v3/sandboxes", {
+            "projectId": "prj",
+            "mounts": {"/workspace/d": {"drive": name, "mode": "read-write"}}})
+        assert r.status == 200, r
+        src = r.json["session"]["id"]
+        made.append(src)
+        api.sh(src, "echo on-drive > /workspace/d/x && echo plain > /workspace/p")
+        f, how = fork(api, daemon, src)
+        made.append(f)
+        assert how == "copy"
+        assert out(api, f, "cat /workspace/p; test -e /workspace/d/x || echo nodrive") == \
+            "plain\nnodrive\n"
+        assert out(api, src, "cat /workspace/d/x /workspace/p") == "on-drive\nplain\n"
+    finally:
+        for sid in made:
+            api.stop(sid)
+        wait_for(lambda: all(api.sandbox(s)["status"] != "running" for s in made), timeout=20)
+        api.request("DELETE", f"/v2/sandboxes/drives/{name}")
