@@ -3,11 +3,13 @@
 The source sandbox holds --mib MiB of random data in --files files under /workspace.
 Each round times, from the client, over one kept-alive connection:
   create    POST /v1/sandboxes {}                       (the peer)
-  fork      POST /v1/sandboxes/{src}/fork {}            (capture + create + restore)
+  fork      POST /v1/sandboxes/{src}/fork {}            (create + copy-on-write layers, or
+                                                        capture + create + restore)
   snapshot  POST /v1/sandboxes/{src}/snapshot {}        (capture into the store, fsync)
   restore   POST /v1/sandboxes {"snapshot": id}         (digest check + create + restore)
 Every sandbox made is stopped (untimed) before the next request; the snapshot is deleted
 after its restore. One fork and one restore are checked: the digest of a file matches.
+How each fork was made (copy-on-write or copied) is counted from the daemon's log.
 """
 import argparse
 import datetime
@@ -77,7 +79,14 @@ def start_daemon():
     raise RuntimeError("airlockd did not start")
 
 
+def fork_modes(state):
+    with open(os.path.join(state, "daemon.log"), errors="replace") as f:
+        log = f.read()
+    return {"cow": log.count(": copy-on-write"), "copied": log.count(": copied, not")}
+
+
 def main():
+    load = os.getloadavg()
     d, port, state = start_daemon()
     api = ApiClient(port, TOKEN, timeout=600)
     try:
@@ -110,6 +119,7 @@ def main():
             api.stop(rid)
             api.call("DELETE", f"/v1/snapshots/{snap['id']}")
         api.stop(src)
+        modes = fork_modes(state)
     finally:
         d.terminate()
         d.wait(30)
@@ -117,11 +127,12 @@ def main():
     med = {k: statistics.median(v) for k, v in res.items()}
     out = {"date": datetime.datetime.utcnow().isoformat() + "Z", "mib": args.mib,
            "files": args.files, "runs": args.runs, "snapshot_bytes": size,
-           "cpus": os.cpu_count(),
+           "cpus": os.cpu_count(), "loadavg_at_start": load, "forks": modes,
            "median_ms": med, "p90_ms": {k: quant(v, 0.9) for k, v in res.items()},
            "ratio_to_create": {k: med[k] / med["create"] for k in med}}
     print(f"{args.mib} MiB in {args.files} files, {args.runs} rounds, "
-          f"snapshot {size / 1048576:.1f} MiB")
+          f"snapshot {size / 1048576:.1f} MiB; load average at start {load[0]:.2f}; "
+          f"forks: {modes['cow']} copy-on-write, {modes['copied']} copied")
     for k in res:
         print(f"  {k:9s} median {med[k]:8.1f} ms  p90 {out['p90_ms'][k]:8.1f} ms  "
               f"x{out['ratio_to_create'][k]:.2f} of a create")

@@ -28,6 +28,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -257,6 +258,48 @@ static void reap(struct agent *a)
  * check and compile its own copy (~0.12 ms a command). If that fails, commands install
  * it themselves.
  */
+static const char *const ll_paths[] = {"/workspace", "/tmp", JAIL_HOME, "/dev/shm", NULL};
+
+/* Whether the areas are the inodes the ruleset names; with `keep`, they are recorded. */
+static bool ll_same(struct agent *a, bool keep)
+{
+	bool same = true;
+
+	for (size_t i = 0; i < ARRAY_SIZE(a->ll_areas); i++) {
+		const char *p = i < 4 ? ll_paths[i] : a->workdir;
+		struct stat st = {0};
+
+		if (stat(p, &st) < 0)
+			memset(&st, 0, sizeof(st));
+		if (st.st_dev != a->ll_areas[i].dev || st.st_ino != a->ll_areas[i].ino)
+			same = false;
+		if (keep) {
+			a->ll_areas[i].dev = st.st_dev;
+			a->ll_areas[i].ino = st.st_ino;
+		}
+	}
+	return same;
+}
+
+void agent_landlock_fresh(struct agent *a)
+{
+	struct al_error *err = NULL;
+	int fd = -1;
+
+	if (!a->prepared || a->landlock_fd < 0 || ll_same(a, false))
+		return;
+	/* A ruleset that cannot be made leaves the old one: writes to the areas fail, nothing
+	 * is allowed that was not. */
+	if (jail_landlock_build(a->workdir, &fd, &err) < 0 || fd < 0) {
+		al_error_free(err);
+		return;
+	}
+	close(a->landlock_fd);
+	a->landlock_fd = fd;
+	ll_same(a, true);
+	agent_shims_retire(a);
+}
+
 static void prepare_commands(struct agent *a)
 {
 	struct al_error *err = NULL;
@@ -270,6 +313,7 @@ static void prepare_commands(struct agent *a)
 		return;
 	}
 	a->prepared = true;
+	ll_same(a, true);
 	if (jail_seccomp_install(&err) < 0) {
 		al_error_free(err);
 		return;
@@ -316,6 +360,11 @@ int main(int argc, char **argv)
 			a.workdir = argv[i + 1];
 	if (getpid() != 1 || setup(&a) < 0)
 		return 125; /* only ever PID 1 of a sandbox */
+	/* Out of the writable areas: a process whose working directory is in one keeps the
+	 * area's file system under an overlay mounted on it later, so a fork could not be
+	 * copy-on-write (docs/snapshots.md); every command chdirs to its own. */
+	if (chdir("/") < 0)
+		return 125;
 	for (;;) {
 		int t1 = agent_shims_expire(&a), t2 = agent_cmds_expire(&a);
 		int n = epoll_wait(a.ep, evs, 32, t1 < 0 || (t2 >= 0 && t2 < t1) ? t2 : t1);

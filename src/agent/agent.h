@@ -84,8 +84,14 @@ struct agent {
 	const char *workdir;
 	int ep, conn_fd, sig_fd;
 	/* Done once at start instead of in every command (jail_ctx.prepared). */
-	bool prepared;	   /* no signal ignored, bounding set limited, Landlock built */
-	int landlock_fd;   /* the command's ruleset (-1: no Landlock) */
+	bool prepared;	 /* no signal ignored, bounding set limited, Landlock built */
+	int landlock_fd; /* the command's ruleset (-1: no Landlock) */
+	/* The writable areas (and workdir) as the ruleset names them: a fork by copy-on-write
+	 * mounts an overlay on each, whose root is another inode (agent_landlock_fresh). */
+	struct {
+		dev_t dev;
+		ino_t ino;
+	} ll_areas[5];
 	bool seccomp_held; /* the agent runs under the workload's filter; commands inherit it */
 	struct watch w_listen, w_conn, w_sig;
 	struct agent_cmd *cmds[AGENT_MAX_CMDS];
@@ -114,6 +120,11 @@ struct agent {
 	int spare[8];
 	bool have_spare;
 };
+
+/* agent.c */
+/* Before a command starts: the ruleset again, and the idle shims (which hold the old one)
+ * let go, when a writable area is now another inode (an overlay of a fork). */
+void agent_landlock_fresh(struct agent *a);
 
 /* cmd.c */
 int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *frame, size_t len);
@@ -145,6 +156,8 @@ int agent_shim_send(int ctl, const uint8_t *frame, size_t len, const int fds[4])
 /* cmd.c: forget an idle shim that was reaped (any other pid: nothing), and let go the idle
  * shims past their time */
 void agent_shim_reaped(struct agent *a, pid_t pid);
+/* Every idle shim let go (they hold a ruleset that is no longer the commands' one). */
+void agent_shims_retire(struct agent *a);
 int agent_shims_expire(struct agent *a); /* ms until the next expiry, -1: none */
 int agent_cmds_expire(struct agent *a);	 /* frees kept output due; ms until the next, -1: none */
 void agent_cmds_connection(struct agent *a, bool up); /* a daemon connected, or went away */

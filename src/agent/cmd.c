@@ -174,6 +174,12 @@ void agent_shim_reaped(struct agent *a, pid_t pid)
 	}
 }
 
+void agent_shims_retire(struct agent *a)
+{
+	while (a->n_idle)
+		shim_forget(a, 0); /* EOF: it exits */
+}
+
 int agent_shims_expire(struct agent *a)
 {
 	uint64_t now = mono_ms();
@@ -383,6 +389,7 @@ int agent_cmd_exec(struct agent *a, const struct proto_msg *m, const uint8_t *fr
 		agent_send_error(a, m->id, -r, m->tty ? "opening a PTY" : "pipe2");
 		return -1;
 	}
+	agent_landlock_fresh(a);
 	pid = shim_reuse(a, frame, len, (int[]){p[0], p[3], p[5], p[7]}, &ctl, &job);
 	if (pid < 0)
 		pid = fork_shim(a, m, p, &ctl);

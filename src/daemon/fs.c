@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* airlockd: file operations on a live sandbox, through its root (files.c does the work). */
 #include "daemon/internal.h"
+#include "daemon/cowfork.h"
 #include "daemon/files.h"
 #include "common/cleanup.h"
 #include "common/error.h"
@@ -96,6 +97,7 @@ int dm_fs_write_tar(struct daemon *d, const char *team, const char *sbx, const c
 	uint64_t disk = 0;
 	struct fs_creds cr;
 	int r;
+	_cleanup_dm_cow_fs_ struct dm_cows *fs_held = dm_cow_fs_begin(d);
 	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
 	struct files_limits lim = {.max_bytes = disk, .max_entries = DM_UPLOAD_MAX_ENTRIES};
 
@@ -118,6 +120,7 @@ int dm_fs_read(struct daemon *d, const char *team, const char *sbx, const char *
 	uint64_t disk;
 	struct fs_creds cr;
 	int r;
+	_cleanup_dm_cow_fs_ struct dm_cows *fs_held = dm_cow_fs_begin(d);
 	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
 
 	if (root < 0)
@@ -137,6 +140,7 @@ int dm_fs_mkdir(struct daemon *d, const char *team, const char *sbx, const char 
 	uint64_t disk;
 	struct fs_creds cr;
 	int r;
+	_cleanup_dm_cow_fs_ struct dm_cows *fs_held = dm_cow_fs_begin(d);
 	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
 
 	if (root < 0)
@@ -154,6 +158,7 @@ int dm_fs_writable(struct daemon *d, const char *team, const char *sbx, const ch
 	char wd[1100];
 	uid_t owner;
 	uint64_t disk;
+	_cleanup_dm_cow_fs_ struct dm_cows *fs_held = dm_cow_fs_begin(d);
 	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
 
 	if (root < 0)
@@ -172,6 +177,7 @@ int dm_fs_list(struct daemon *d, const char *team, const char *sbx, const char *
 	uint64_t disk;
 	struct fs_creds cr;
 	int r;
+	_cleanup_dm_cow_fs_ struct dm_cows *fs_held = dm_cow_fs_begin(d);
 	_cleanup_close_ int root = open_root(d, team, sbx, wd, sizeof(wd), &owner, &disk, err);
 
 	if (root < 0)

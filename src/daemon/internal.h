@@ -173,6 +173,7 @@ struct daemon {
 	struct dm_snaps *snaps;	  /* snapshots.c */
 	struct dm_drives *drives; /* drives.c */
 	struct dm_names *names;	  /* names.c */
+	struct dm_cows *cows;	  /* cowfork.c */
 };
 
 /* d->mu held for a scope: `_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);` (as

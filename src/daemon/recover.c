@@ -2,6 +2,7 @@
 /* airlockd: opening and closing the daemon -- the store, the threads, and the sandboxes
  * a previous daemon left running (found again, or ended). */
 #include "daemon/internal.h"
+#include "daemon/cowfork.h"
 #include "jail/sandbox.h"
 #include "net/contract.h"
 #include "net/policy.h"
@@ -202,6 +203,7 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	d->sock_dir = xasprintf("%s/sockets", d->state_dir);
 	pthread_mutex_init(&d->mu, NULL);
 	pthread_cond_init(&d->cv, NULL);
+	d->cows = dm_cows_new();
 	dm_metrics_init(d);
 	/* Every sandbox's agent socket is SOCK_DIR/<id>.sock: refuse to start rather than fail
 	 * every create later (a client's request would look at fault). */
@@ -304,6 +306,8 @@ void daemon_close(struct daemon *d)
 		store_close(d->store);
 	dm_snaps_close(d);
 	dm_drives_close(d);
+	dm_cows_free(d->cows);
+	d->cows = NULL;
 	dm_names_close(d);
 	dm_state_unlock(d);
 	free(d->sock_dir);

@@ -2,6 +2,7 @@
 /* airlockd: retention -- the timer and reaper threads, expiry, forgetting ended sandboxes
  * and old commands, reclaiming cgroups, pruning egress logs. */
 #include "daemon/internal.h"
+#include "daemon/cowfork.h"
 #include "daemon/freeze.h"
 #include "jail/sandbox.h"
 #include "net/contract.h"
@@ -76,6 +77,7 @@ size_t dm_reclaim_cgroups(struct daemon *d)
 			left++;
 		} else {
 			dm_freeze_forget(ids[k]); /* v1: a snapshot's freezer cgroup */
+			dm_cow_forget(d, ids[k]); /* its layers (a fork's overlays keep theirs) */
 		}
 	pthread_mutex_lock(&d->mu);
 	for (size_t k = 0; k < n; k++)

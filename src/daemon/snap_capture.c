@@ -11,6 +11,7 @@
  * sandbox user's credentials, no-follow walks, the sandbox's disk as its limit).
  */
 #include "daemon/snap_internal.h"
+#include "daemon/cowfork.h"
 #include "daemon/freeze.h"
 #include "daemon/files_internal.h"
 #include "daemon/snap_tar.h"
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,6 +39,7 @@ struct snap_src {
 	struct dm_sbx *s; /* held */
 	char id[DM_ID_LEN + 1];
 	pid_t pid;
+	uid_t host_base;
 	struct jail_spec spec;
 };
 
@@ -56,6 +59,7 @@ static int src_hold(struct daemon *d, const char *team, const char *id, struct s
 	dm_sbx_hold(s);
 	out->s = s;
 	out->pid = s->pid;
+	out->host_base = s->host_base;
 	out->spec = s->spec;
 	snprintf(out->id, sizeof(out->id), "%s", s->id);
 	return 0;
@@ -419,24 +423,6 @@ int dm_sandbox_create_from(struct daemon *d, const char *team, const struct dm_c
 
 /* --- fork ------------------------------------------------------------------- */
 
-/* The new sandbox is made on a thread of its own while the source is captured. */
-struct fork_create {
-	struct daemon *d;
-	const char *team;
-	struct dm_create c;
-	char *id;
-	struct al_error *err;
-	int r;
-};
-
-static void *fork_create_main(void *arg)
-{
-	struct fork_create *f = arg;
-
-	f->r = dm_sandbox_create(f->d, f->team, &f->c, &f->id, &f->err);
-	return NULL;
-}
-
 /* Captures src into a private memory file (memfd: no file system, nothing left after a
  * crash) and maps it. Its size counts against the snapshot cap while it exists. */
 static int fork_capture(struct daemon *d, const struct snap_src *src, struct snap_map *x,
@@ -463,31 +449,103 @@ static int fork_capture(struct daemon *d, const struct snap_src *src, struct sna
 	return 0;
 }
 
+/* The copy: src's files captured and extracted into the new sandbox fid. */
+static int fork_copy(struct daemon *d, const char *team, const struct snap_src *src,
+		     const char *fid, struct al_error **err)
+{
+	struct snap_map x = {0};
+	int r = fork_capture(d, src, &x, err);
+
+	if (r == 0 && (r = restore_into(d, team, fid, &x, err)) < 0)
+		al_error_wrap(err, "copying the files of %s", src->id);
+	map_free(&x);
+	return r;
+}
+
+/* The new sandbox is made on a thread of its own while the source's side of a fork is
+ * done (its create may do file operations, which wait while the source switches). */
+struct fork_create {
+	struct daemon *d;
+	const char *team;
+	struct dm_create c;
+	pthread_t t;
+	bool started, joined;
+	char *id;
+	struct al_error *err;
+	int r;
+};
+
+static void *fork_create_main(void *arg)
+{
+	struct fork_create *f = arg;
+
+	f->r = dm_sandbox_create(f->d, f->team, &f->c, &f->id, &f->err);
+	return NULL;
+}
+
+/* dm_cow_wait_fn: the create's end. */
+static const char *fork_join(void *arg)
+{
+	struct fork_create *f = arg;
+
+	if (!f->joined && f->started)
+		pthread_join(f->t, NULL);
+	f->joined = true;
+	return f->r == 0 ? f->id : NULL;
+}
+
+/* Copy-on-write (cowfork.c) when it can be done safely, else the copy; logged either way. */
+static int fork_files(struct daemon *d, const struct snap_src *src, struct fork_create *f,
+		      struct al_error **err)
+{
+	struct dm_snap areas = {0};
+	struct al_error *why = NULL;
+	struct dm_cow_src cs = {.team = f->team,
+				.id = src->id,
+				.pid = src->pid,
+				.host_base = src->host_base,
+				.disk_bytes = src->spec.disk_bytes};
+	const char *paths[ARRAY_SIZE(snap_areas) + 1];
+	int r;
+
+	areas_of(src->spec.workdir, &areas);
+	for (size_t i = 0; i < areas.n_areas; i++)
+		paths[i] = areas.areas[i].path;
+	cs.areas = paths;
+	cs.n_areas = areas.n_areas;
+	f->started = pthread_create(&f->t, NULL, fork_create_main, f) == 0;
+	if (!f->started)
+		fork_create_main(f); /* no thread: one after the other */
+	r = dm_cow_fork(d, &cs, fork_join, f, &why);
+	fork_join(f);
+	for (size_t i = 0; i < areas.n_areas; i++)
+		free(areas.areas[i].path);
+	free(areas.areas);
+	if (f->r < 0) {
+		al_error_free(why);
+		*err = f->err, f->err = NULL;
+		return -1;
+	}
+	if (r == 0) {
+		dm_log(d, "fork of sandbox %s into %s: copy-on-write", src->id, f->id);
+		return 0;
+	}
+	dm_log_err(d, &why, "fork of sandbox %s into %s: copied, not copy-on-write", src->id,
+		   f->id);
+	return fork_copy(d, f->team, src, f->id, err);
+}
+
 int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
 		    const struct dm_create *asked, char **out_id, struct al_error **err)
 {
 	struct fork_create f = {.d = d, .team = team, .c = *asked};
 	struct snap_src src = {0};
-	struct snap_map x = {0};
-	pthread_t t;
-	bool started;
 	int r;
 
 	if (src_hold(d, team, from, &src, err) < 0)
 		return -1;
 	spec_from(&f.c.spec, &src.spec);
-	started = pthread_create(&t, NULL, fork_create_main, &f) == 0;
-	if (!started)
-		fork_create_main(&f); /* no thread: one after the other */
-	r = fork_capture(d, &src, &x, err);
-	if (started)
-		pthread_join(t, NULL);
-	if (r == 0 && f.r < 0) {
-		*err = f.err, f.err = NULL;
-		r = -1;
-	}
-	if (r == 0 && (r = restore_into(d, team, f.id, &x, err)) < 0)
-		al_error_wrap(err, "copying the files of %s", src.id);
+	r = fork_files(d, &src, &f, err);
 	if (r == 0) {
 		pthread_mutex_lock(&d->snaps->mu);
 		const char *origin = dm_snap_origin(d->snaps, src.id);
@@ -504,6 +562,5 @@ int dm_sandbox_fork(struct daemon *d, const char *team, const char *from,
 	dm_sbx_put(src.s);
 	al_error_free(f.err);
 	free(f.id);
-	map_free(&x);
 	return r < 0 ? al_error_wrap(err, "fork of sandbox %s", from) : 0;
 }

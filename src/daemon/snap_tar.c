@@ -7,7 +7,9 @@
  *   - every component is opened with O_NOFOLLOW relative to its parent's fd, and checked
  *     to be the inode fstatat saw (the sandbox is frozen: nothing changes meanwhile);
  *   - symlinks are recorded as symlinks (their text), never followed;
- *   - a directory or file on another file system than its area is skipped (a mount);
+ *   - a directory or file on another mount than its area is skipped (a drive); the mount,
+ *     not the st_dev: an area on an overlay (a fork's, cowfork.c) shows its lower
+ *     layers' files with their layer's st_dev;
  *   - FIFOs, sockets and device nodes are skipped (never opened), and each skip is
  *     reported to the caller's log;
  *   - hard links are recorded as separate copies of their (same-tmpfs) file;
@@ -38,6 +40,7 @@ struct snap_walk {
 	struct snap_sink *sink;
 	dev_t dev;
 	const char *area;
+	uint64_t mnt; /* the area's mount id (0: unknown, dev is compared) */
 	snap_skip_fn skip;
 	void *skip_ctx;
 	uint64_t entries, max_entries;
@@ -157,6 +160,18 @@ static int put_file(struct snap_walk *w, int dir, const char *name, const struct
 
 static int walk_dir(struct snap_walk *w, int dfd, size_t len, int depth, struct al_error **err);
 
+/* The mount id of name in dfd ("": dfd itself), not following a symlink; 0 if unknown. */
+static uint64_t mount_id(int dfd, const char *name)
+{
+	struct statx sx;
+
+	if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | (name[0] ? 0 : AT_EMPTY_PATH), STATX_MNT_ID,
+		  &sx) < 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID))
+		return 0;
+	return sx.stx_mnt_id;
+}
+
 static int put_dir(struct snap_walk *w, int dir, const char *name, const struct stat *st,
 		   size_t len, int depth, struct al_error **err)
 {
@@ -185,7 +200,7 @@ static int put_entry(struct snap_walk *w, int dfd, const char *name, size_t len,
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return report(w, "vanished: skipped"), 0;
-	if (st.st_dev != w->dev)
+	if (w->mnt ? mount_id(dfd, name) != w->mnt : st.st_dev != w->dev)
 		return report(w, "on another file system (a mount): skipped"), 0;
 	if (++w->entries > w->max_entries)
 		return al_error_msg(err, E2BIG, "more than %llu entries",
@@ -248,6 +263,7 @@ int snap_capture_area(int area_fd, const char *area, struct snap_sink *sink, uin
 	*w = (struct snap_walk){.a = a,
 				.sink = sink,
 				.dev = st.st_dev,
+				.mnt = mount_id(area_fd, ""),
 				.area = area,
 				.skip = skip,
 				.skip_ctx = skip_ctx,

@@ -215,6 +215,23 @@ def unprivileged_userns():
 
 
 @functools.lru_cache(maxsize=None)
+def overlayfs():
+    """True when the kernel serves overlayfs (built in, or its module loads): a daemon
+    fork is then copy-on-write (docs/snapshots.md, "Fork")."""
+    def listed():
+        try:
+            with open("/proc/filesystems") as f:
+                return any(ln.split()[-1] == "overlay" for ln in f if ln.strip())
+        except OSError:
+            return False
+    if listed():
+        return True
+    if shutil.which("modprobe"):
+        subprocess.run(["modprobe", "-q", "overlay"], capture_output=True, timeout=30)
+    return listed()
+
+
+@functools.lru_cache(maxsize=None)
 def nftables():
     """None when nf_tables works here (a table can be listed), else why not."""
     if not shutil.which("nft"):
