@@ -344,6 +344,8 @@ def test_sigterm_json_reason_interrupted(spawn, marker):
 
 SPIN = ("import os, sys, time\n"
         "n, t = int(sys.argv[1]), float(sys.argv[2])\n"
+        "if sys.argv[3:] == ['pin']:\n"
+        "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
         "for _ in range(n):\n"
         "    if os.fork() == 0:\n"
         "        end = time.monotonic() + t\n"
@@ -359,9 +361,9 @@ SPIN = ("import os, sys, time\n"
 
 def test_two_one_shots_share_the_cpu_evenly_whatever_they_run(spawn):
     """Two one-shot runs at once, 2 spinners in one and 8 in the other, for the same
-    3 s: each gets about the same CPU time, since each is one cpu cgroup of the same
+    3 s on the same CPU (the first each may use): each gets about the same CPU time, since each is one cpu cgroup of the same
     weight (by process, as when one-shots stayed in their caller's cpu cgroup, 1:4)."""
-    ps = [spawn(["--timeout", "30s", "--", PY, "-c", SPIN, str(n), "3"],
+    ps = [spawn(["--timeout", "30s", "--", PY, "-c", SPIN, str(n), "3", "pin"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in (2, 8)]
     cpu = []
     for p in ps:
@@ -369,4 +371,4 @@ def test_two_one_shots_share_the_cpu_evenly_whatever_they_run(spawn):
         assert p.returncode == 0, err
         cpu.append(float(out))
     print(f"\nCPU s: 2 spinners {cpu[0]:.2f}, 8 spinners {cpu[1]:.2f} ({cpu[0] / cpu[1]:.2f})")
-    assert cpu[0] / cpu[1] > 0.6, cpu
+    assert 0.7 < cpu[0] / cpu[1] < 1.4, cpu
