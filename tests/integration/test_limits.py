@@ -348,6 +348,7 @@ SPIN = ("import os, sys, time\n"
         "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
         "for _ in range(n):\n"
         "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
         "        end = time.monotonic() + t\n"
         "        while time.monotonic() < end:\n"
         "            pass\n"
@@ -361,8 +362,10 @@ SPIN = ("import os, sys, time\n"
 
 def test_two_one_shots_share_the_cpu_evenly_whatever_they_run(spawn):
     """Two one-shot runs at once, 2 spinners in one and 8 in the other, for the same
-    3 s on the same CPU (the first each may use): each gets about the same CPU time, since each is one cpu cgroup of the same
-    weight (by process, as when one-shots stayed in their caller's cpu cgroup, 1:4)."""
+    3 s on the same CPU (the first each may use), each spinner in a session of its own:
+    each run gets about the same CPU time, since each is one cpu cgroup of the same
+    weight. When one-shots stayed in their caller's cpu cgroup (v1, the root one here),
+    the kernel's autogroups made each session weigh as much as a run: 1:4."""
     ps = [spawn(["--timeout", "30s", "--", PY, "-c", SPIN, str(n), "3", "pin"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in (2, 8)]
     cpu = []

@@ -14,15 +14,17 @@ from .conftest import agent_pid_of, wait_for
 from .test_daemon_netns import spawner_pids
 
 PY = "/usr/bin/python3"
-# n processes spinning for t seconds of wall time, all on the first CPU allowed with
-# "pin" (so that two sandboxes meet on one CPU, where their weights alone decide); prints
-# the CPU seconds they used.
+# n processes spinning for t seconds of wall time, each in a session of its own (with
+# the kernel's autogroups a session outside any cpu cgroup weighs as much as a task), all
+# on the first CPU allowed with "pin" (so that two sandboxes meet on one CPU, where their
+# weights alone decide); prints the CPU seconds they used.
 SPIN = ("import os, sys, time\n"
         "n, t = int(sys.argv[1]), float(sys.argv[2])\n"
         "if sys.argv[3:] == ['pin']:\n"
         "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
         "for _ in range(n):\n"
         "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
         "        end = time.monotonic() + t\n"
         "        while time.monotonic() < end:\n"
         "            pass\n"
