@@ -3,6 +3,7 @@
  * a previous daemon left running (found again, or ended). */
 #include "daemon/internal.h"
 #include "daemon/cowfork.h"
+#include "jail/jail.h"
 #include "jail/sandbox.h"
 #include "net/contract.h"
 #include "net/policy.h"
@@ -232,6 +233,9 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 		daemon_close(d);
 		return -1;
 	}
+	/* The daemon's cpu cgroup first: its spawner and gateways are forked into it. */
+	if (jail_cgroup_join_daemon(&why) < 0)
+		dm_log_err(d, &why, "CPU weights");
 	/* Before the store and every thread: the spawner's fork copies little. */
 	if (dm_spawner_start(d, &why) < 0) /* not fatal: the first create forks it again */
 		dm_log_err(d, &why, "the sandbox spawner");

@@ -212,14 +212,13 @@ static int limits_v1(struct jail_cgroup *cg, const struct al_config *cfg, bool f
 	return 0;
 }
 
+/* Every sandbox, one-shot or not, has a cpu cgroup of its own: its weight there (the
+ * kernel's default for a new cgroup, the same for all) is what shares the CPU evenly
+ * between sandboxes, whatever number of processes each runs. */
 static int setup_v1(struct jail_cgroup *cg, const char *root, const char *name,
-		    const struct al_config *cfg, bool fixed, struct al_error **err)
+		    const struct al_config *cfg, struct al_error **err)
 {
 	for (int i = 0; i < V1_N; i++) {
-		/* No CPU limit that could ever be set: the cpu hierarchy has nothing to do (the
-		 * workload stays in its caller's cpu cgroup, under the caller's own limits). */
-		if (i == V1_CPU && fixed && !(cfg->cpus > 0))
-			continue;
 		cg->dir[i] = xasprintf("%s/%s/airlock/%s", root, v1_controllers[i], name);
 		if (i == V1_MEMORY && cg->memory_by_child)
 			continue; /* jail_cgroup_join_memory, in the child */
@@ -329,12 +328,52 @@ static bool is_v2(const char *root)
 	return statfs(root, &sf) == 0 && sf.f_type == (typeof(sf.f_type))CGROUP2_SUPER_MAGIC;
 }
 
+/*
+ * The CPU hierarchy airlock owns, beside the host's own tasks:
+ *   airlock/     every sandbox, each its own child with a new cgroup's weight (the same
+ *                for all, so sandboxes share the CPU evenly whatever they run);
+ *   airlockd/    the daemons and what they fork (the spawner, the gateways).
+ * airlock/ weighs what one host task does (v1 1024; v2 100, like a slice): sandboxes
+ * together never weigh more on the host than one more task (16 tasks' worth let
+ * CPU-bound sandboxes delay every host process, an API client's included, by several
+ * scheduler slices). airlockd/ weighs four times as much, so that however many
+ * sandboxes spin, the daemon's part of their requests gets 80% of a CPU it contends
+ * for with them; the default is written again at each start, over an older version's.
+ */
+int jail_cgroup_weigh_at(const char *root, bool v2, struct al_error **err)
+{
+	char sbx[PATH_MAX], dmn[PATH_MAX];
+
+	snprintf(sbx, sizeof(sbx), "%s%s/airlock", root, v2 ? "" : "/cpu");
+	snprintf(dmn, sizeof(dmn), "%s%s/" JAIL_CGROUP_DAEMON, root, v2 ? "" : "/cpu");
+	if (v2)
+		write_at(root, "cgroup.subtree_control", "+memory +pids +cpu", NULL);
+	if (mkdir_ok(sbx, err) < 0 || mkdir_ok(dmn, err) < 0)
+		return -1;
+	if (write_at(sbx, v2 ? "cpu.weight" : "cpu.shares",
+		     v2 ? JAIL_CGROUP_SANDBOXES_WEIGHT : JAIL_CGROUP_SANDBOXES_SHARES, err) < 0 ||
+	    write_at(dmn, v2 ? "cpu.weight" : "cpu.shares",
+		     v2 ? JAIL_CGROUP_DAEMON_WEIGHT : JAIL_CGROUP_DAEMON_SHARES, err) < 0 ||
+	    write_at(dmn, "cgroup.procs", "0", err) < 0)
+		return -1;
+	return 0;
+}
+
+int jail_cgroup_join_daemon(struct al_error **err)
+{
+	const char *root = cgroup_root();
+
+	return jail_cgroup_weigh_at(root, is_v2(root), err) < 0
+		   ? al_error_wrap(err, "the daemon's cpu cgroup")
+		   : 0;
+}
+
 bool jail_cgroup_at_clone(void)
 {
 	return is_v2(cgroup_root());
 }
 
-static int create(const char *name, const struct al_config *cfg, bool fixed, bool split,
+static int create(const char *name, const struct al_config *cfg, bool split,
 		  struct jail_cgroup **out, struct al_error **err)
 {
 	const char *root = cgroup_root();
@@ -344,7 +383,7 @@ static int create(const char *name, const struct al_config *cfg, bool fixed, boo
 	cg->v2_fd = -1;
 	cg->v2 = is_v2(root);
 	cg->memory_by_child = split && !cg->v2;
-	r = cg->v2 ? setup_v2(cg, root, name, cfg, err) : setup_v1(cg, root, name, cfg, fixed, err);
+	r = cg->v2 ? setup_v2(cg, root, name, cfg, err) : setup_v1(cg, root, name, cfg, err);
 	if (r < 0) {
 		bool v2 = cg->v2;
 
@@ -355,10 +394,10 @@ static int create(const char *name, const struct al_config *cfg, bool fixed, boo
 	return 0;
 }
 
-int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
-		       struct jail_cgroup **out, struct al_error **err)
+int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jail_cgroup **out,
+		       struct al_error **err)
 {
-	return create(name, cfg, fixed, false, out, err);
+	return create(name, cfg, false, out, err);
 }
 
 char *jail_cgroup_memory_path(const char *name)
@@ -369,7 +408,7 @@ char *jail_cgroup_memory_path(const char *name)
 int jail_cgroup_create_split(const char *name, const struct al_config *cfg,
 			     struct jail_cgroup **out, struct al_error **err)
 {
-	return create(name, cfg, true, true, out, err);
+	return create(name, cfg, true, out, err);
 }
 
 int jail_cgroup_join_memory(const char *dir, const struct al_config *cfg, struct al_error **err)
@@ -392,7 +431,7 @@ int jail_cgroup_ahead(const struct al_config *cfg, struct jail_cgroup **out, str
 	clock_gettime(CLOCK_MONOTONIC, &ts); /* with the pid, a name no other one has */
 	snprintf(name, sizeof(name), "ahead-%d-%lld%09ld", (int)getpid(), (long long)ts.tv_sec,
 		 ts.tv_nsec);
-	if (jail_cgroup_create(name, cfg, false, out, err) < 0)
+	if (jail_cgroup_create(name, cfg, out, err) < 0)
 		return -1;
 	(*out)->memory_bytes = cfg->memory_bytes;
 	(*out)->pids = cfg->pids;

@@ -329,16 +329,29 @@ struct jail_cgroup;
  * and the cgroups a dead spawner made ahead (ahead-<pid>-*). v1: read pids/ alone (the
  * marker of a run's cgroups while any is left), or every hierarchy if `full`. */
 void jail_cgroup_sweep(bool full);
+/* The daemon's side of the CPU hierarchy (cgroup.c): airlock/ (the sandboxes together)
+ * and JAIL_CGROUP_DAEMON/ beside it get their weights (v1 cpu.shares, v2 cpu.weight), and
+ * the calling process (with its threads, and what it forks from then on) joins the
+ * latter. airlockd calls it once at start, before its threads. The _at form takes the
+ * root and its version (tests). */
+#define JAIL_CGROUP_DAEMON "airlockd"
+#define JAIL_CGROUP_SANDBOXES_SHARES "1024"
+#define JAIL_CGROUP_SANDBOXES_WEIGHT "100"
+#define JAIL_CGROUP_DAEMON_SHARES "4096"
+#define JAIL_CGROUP_DAEMON_WEIGHT "400"
+int jail_cgroup_join_daemon(struct al_error **err);
+int jail_cgroup_weigh_at(const char *root, bool v2, struct al_error **err);
 /* True when the clone itself joins the cgroup (v2), which must then exist before it; on
  * v1 the parent may make the cgroups after the clone, while the child builds its root. */
 bool jail_cgroup_at_clone(void);
-/* fixed: the limits will never change (a one-shot run); then, on v1, no cpu cgroup is
- * made without a CPU limit. */
-int jail_cgroup_create(const char *name, const struct al_config *cfg, bool fixed,
-		       struct jail_cgroup **out, struct al_error **err);
+/* Every sandbox's cgroup: memory, pids and cpu (v1: one directory each), under airlock/,
+ * with cfg's limits. Its cpu weight is a new cgroup's default, the same for every
+ * sandbox: they share the CPU evenly among themselves (jail_cgroup_join_daemon). */
+int jail_cgroup_create(const char *name, const struct al_config *cfg, struct jail_cgroup **out,
+		       struct al_error **err);
 /* A one-shot's cgroups made in two halves, the child's set-up and the parent's at once
  * (v1 only: on v2 the clone joins one cgroup made before it): the parent makes pids/
- * (cpu/) with jail_cgroup_create_split and attaches the child to them; the child makes
+ * and cpu/ with jail_cgroup_create_split and attaches the child to them; the child makes
  * memory/ at jail_cgroup_memory_path(name) with its limit and joins it itself,
  * jail_cgroup_join_memory, before anything of the sandbox's runs. An airlock killed
  * between the two can leave memory/ without its pids/ marker: the full sweep (every 64th

@@ -275,7 +275,7 @@ static int make_cgroup(struct run *r, struct al_error **err)
 	jail_cgroup_sweep((getpid() & 63) == 0);
 	if (r->ctx.cg_memory) /* v1, after the clone: the child makes its memory half (C4c) */
 		return jail_cgroup_create_split(r->cg_name, r->ctx.cfg, &r->cg, err);
-	return jail_cgroup_create(r->cg_name, r->ctx.cfg, true, &r->cg, err);
+	return jail_cgroup_create(r->cg_name, r->ctx.cfg, &r->cg, err);
 }
 
 static int spawn(struct run *r, struct al_error **err)

@@ -116,7 +116,7 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 		cg = spec->cgroup_ahead;
 	} else {
 		jail_cgroup_destroy_now(spec->cgroup_ahead);
-		if (jail_cgroup_create(spec->cgroup_name, spec->cfg, false, &cg, err) < 0)
+		if (jail_cgroup_create(spec->cgroup_name, spec->cfg, &cg, err) < 0)
 			return -1;
 	}
 	/* Here, in the host's network namespace: see child.c, C4b. */

@@ -256,7 +256,7 @@ static int spawn(struct building *b, const struct create_args *a, struct al_erro
 	ctx.net_link = b->gw != NULL;
 	ctx.ca_pem = gw_client_ca_pem(b->gw);
 	if (make_gate(b, base, err) < 0 ||
-	    jail_cgroup_create(b->st.cgroup, &b->c.cfg, false, &b->cg, err) < 0)
+	    jail_cgroup_create(b->st.cgroup, &b->c.cfg, &b->cg, err) < 0)
 		return -1;
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, b->sync) < 0)
 		return al_error_set(err, errno, "socketpair");

@@ -158,6 +158,22 @@ def limits_at(paths):
             "cpu": None if quota < 0 else quota / int(_read(f"{cpu}/cpu.cfs_period_us"))}
 
 
+DEFAULT_CPU_WEIGHT = 100  # v2 cpu.weight of a new cgroup; v1 cpu.shares 1024, scaled
+
+
+def cpu_weight(path):
+    """The CPU weight of the cgroup at `path` below the cpu hierarchy's root, on v2's
+    scale (cpu.weight; v1 cpu.shares / 10.24, so that 1024 reads 100)."""
+    if cgroup_layout() == "v2":
+        return int(_read(f"{CGROUP_FS}{path}/cpu.weight"))
+    return int(_read(f"{CGROUP_FS}/cpu{path}/cpu.shares")) * 100 // 1024
+
+
+def cpu_cgroup_of(pid):
+    """The path of process `pid`'s cpu cgroup below its hierarchy's root."""
+    return proc_cgroups(pid)["cpu"]
+
+
 def limits_of(name):
     """limits_at() of airlock's cgroup `name` (a sandbox id, run-..., ahead-...)."""
     return limits_at({c: f"/airlock/{name}" for c in ("memory", "pids", "cpu")})

@@ -85,6 +85,7 @@ def test_v2_limits_are_written_and_removed():
         assert read(f"{d}/pids.max") == "77"
         quota, period = read(f"{d}/cpu.max").split()
         assert abs(int(quota) / int(period) - 0.5) < 0.01, (quota, period)
+        assert read(f"{d}/cpu.weight") == "100"  # the same for every sandbox
     finally:
         p.kill()
         p.communicate(timeout=30)
@@ -120,6 +121,11 @@ def test_v2_daemon_sandbox_limits_and_cleanup(v2_daemon):
     try:
         assert read(f"{d}/memory.max") == str(300 << 20)
         assert read(f"{d}/cpu.max").split() == ["100000", "100000"]
+        # every sandbox the same weight; the daemon in airlockd/ beside airlock/, at 4x
+        assert read(f"{d}/cpu.weight") == "100"
+        assert read(os.path.join(ROOT, "airlock", "cpu.weight")) == "100"
+        assert read(os.path.join(ROOT, "airlockd", "cpu.weight")) == "400"
+        assert str(v2_daemon.pid) in read(os.path.join(ROOT, "airlockd", "cgroup.procs"))
         assert read(f"{d}/cgroup.procs"), "the sandbox's agent is not in its cgroup"
         out = api.run(s["id"], "/bin/sh", "-c", "cat /proc/self/cgroup")
         assert out.stdout.strip() == b"0::/", out.stdout

@@ -74,27 +74,21 @@ def test_cgroup_limits_applied(spawn, marker):
     assert not marker.wait_gone()
 
 
-def test_no_cpu_limit_stays_in_the_callers_cpu_cgroup(spawn, marker):
-    """On cgroup v1 a one-shot run without --cpus makes no cpu cgroup: the workload stays
-    in airlock's caller's cpu cgroup (so under the caller's own CPU limits), while memory
-    and pids are still its own under airlock/."""
-    if hostprobe.cgroup_layout() != "v1":
-        pytest.skip("cgroup v1 only: on v2 one directory holds every controller")
-    with open("/proc/self/cgroup") as f:
-        mine = {c: line.rstrip("\n").split(":", 2)[2] for line in f
-                for c in line.split(":", 2)[1].split(",")}
+def test_no_cpu_limit_still_has_its_own_cpu_cgroup_with_an_equal_weight(spawn, marker):
+    """A one-shot run without --cpus has its own cpu cgroup under airlock/ all the same,
+    with no quota and the default weight every sandbox has (v1 cpu.shares 1024, v2
+    cpu.weight 100): one-shot sandboxes share the CPU evenly, whatever number of
+    processes each runs (test_crowd.py measures it). Before, on v1, the workload stayed
+    in its caller's cpu cgroup, where each of its processes weighed as much as any."""
     p = spawn(["--timeout", "20s", "--", "/bin/sh", "-c", f"{marker.sleep}; : {marker}"])
     try:
         pids = marker.wait_present(prefixes=("/bin/sh", "sleep"))
         assert pids, [cmdline_of(x) for x in marker.pids()]
-        with open(f"/proc/{pids[0]}/cgroup") as f:
-            cg = {c: line.rstrip("\n").split(":", 2)[2] for line in f
-                  for c in line.split(":", 2)[1].split(",")}
-        assert cg["cpu"] == mine["cpu"], (cg["cpu"], mine["cpu"])
-        for c in ("memory", "pids"):
+        cg = hostprobe.proc_cgroups(pids[0])
+        for c in ("memory", "pids", "cpu"):
             assert cg[c].startswith("/airlock/run-"), (c, cg[c])
-        run_dir = cg["pids"].rsplit("/", 1)[1]
-        assert not os.path.exists(f"/sys/fs/cgroup/cpu/airlock/{run_dir}")
+        assert hostprobe.limits_at(cg)["cpu"] is None
+        assert hostprobe.cpu_weight(cg["cpu"]) == hostprobe.DEFAULT_CPU_WEIGHT
     finally:
         _stop(p)
     assert not marker.wait_gone()
@@ -346,3 +340,38 @@ def test_sigterm_json_reason_interrupted(spawn, marker):
     j = json.loads(out)
     assert j["reason"] == "interrupted", j
     assert not marker.wait_gone(timeout=1.0)
+
+
+SPIN = ("import os, sys, time\n"
+        "n, t = int(sys.argv[1]), float(sys.argv[2])\n"
+        "if sys.argv[3:] == ['pin']:\n"
+        "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "for _ in range(n):\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        end = time.monotonic() + t\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "        os._exit(0)\n"
+        "cpu = 0.0\n"
+        "for _ in range(n):\n"
+        "    ru = os.wait4(-1, 0)[2]\n"
+        "    cpu += ru.ru_utime + ru.ru_stime\n"
+        "print(cpu)\n")
+
+
+def test_two_one_shots_share_the_cpu_evenly_whatever_they_run(spawn):
+    """Two one-shot runs at once, 2 spinners in one and 8 in the other, for the same
+    3 s on the same CPU (the first each may use), each spinner in a session of its own:
+    each run gets about the same CPU time, since each is one cpu cgroup of the same
+    weight. When one-shots stayed in their caller's cpu cgroup (v1, the root one here),
+    the kernel's autogroups made each session weigh as much as a run: 1:4."""
+    ps = [spawn(["--timeout", "30s", "--", PY, "-c", SPIN, str(n), "3", "pin"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in (2, 8)]
+    cpu = []
+    for p in ps:
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        cpu.append(float(out))
+    print(f"\nCPU s: 2 spinners {cpu[0]:.2f}, 8 spinners {cpu[1]:.2f} ({cpu[0] / cpu[1]:.2f})")
+    assert 0.7 < cpu[0] / cpu[1] < 1.4, cpu

@@ -2,7 +2,8 @@
 /*
  * Unit tests of the cgroup v1 bookkeeping that needs no kernel: cgroups made ahead and
  * taken by rename (with the rename undone when one of the three fails), the sweep of a
- * dead maker's leftovers, and one-shot runs without a cpu cgroup. The tree is a plain
+ * dead maker's leftovers, every sandbox's cpu cgroup, and the weights of airlock/ and
+ * airlockd/ (v1 and v2). The tree is a plain
  * directory (AIRLOCK_CGROUP_ROOT) with memory/, pids/ and cpu/ subdirectories; limit
  * files are plain files the test makes where a write is expected, as kernfs would.
  */
@@ -260,25 +261,127 @@ static void test_sweep_removes_a_dead_makers_only(void)
 	}
 }
 
-static void test_one_shot_without_cpu_limit_has_no_cpu_cgroup(void)
+static void test_every_sandbox_has_its_cpu_cgroup(void)
 {
 	struct al_config cfg;
 	struct jail_cgroup *cg = NULL;
 	struct al_error *err = NULL;
 
 	config_without_limits(&cfg);
-	CHECK(jail_cgroup_create("run-1-1", &cfg, true, &cg, &err) == 0, "one-shot cgroup made");
+	CHECK(jail_cgroup_create("run-1-1", &cfg, &cg, &err) == 0, "one-shot cgroup made");
 	al_error_free(err);
 	err = NULL;
-	CHECK(is_dir("memory", "run-1-1") && is_dir("pids", "run-1-1"), "memory and pids made");
-	CHECK(!is_dir("cpu", "run-1-1"), "no cpu cgroup without a CPU limit");
-	CHECK(count_prefix("cpu", "", NULL, 0) == 0, "nothing at all under cpu/airlock");
+	for (int i = 0; i < 3; i++)
+		CHECK(is_dir(ctrls[i], "run-1-1"), "%s made without a limit", ctrls[i]);
 	CHECK(jail_cgroup_destroy_now(cg) == 0, "removed");
 	cg = NULL;
-	CHECK(jail_cgroup_create("run-1-2", &cfg, false, &cg, &err) == 0, "daemon cgroup made");
+	CHECK(jail_cgroup_create_split("run-1-2", &cfg, &cg, &err) == 0, "split cgroup made");
 	al_error_free(err);
-	CHECK(is_dir("cpu", "run-1-2"), "a daemon sandbox always has one (limits can change)");
+	CHECK(is_dir("pids", "run-1-2") && is_dir("cpu", "run-1-2"),
+	      "the parent's half: pids and cpu, without a CPU limit");
+	CHECK(!is_dir("memory", "run-1-2"), "memory left to the child");
 	CHECK(jail_cgroup_destroy_now(cg) == 0, "removed");
+	CHECK(count_prefix("cpu", "", NULL, 0) == 0, "nothing left under cpu/airlock");
+}
+
+/* A fake cgroup directory with the files the kernel would have in it. */
+static void fake_cgroup(const char *dir, const char *const files[])
+{
+	char p[1024];
+
+	mkdir(dir, 0755);
+	for (int i = 0; files[i]; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, files[i]);
+		close(open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644));
+	}
+}
+
+static void put(const char *dir, const char *file, const char *val)
+{
+	char p[1100];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	fd = open(p, O_WRONLY | O_TRUNC);
+	if (fd >= 0) {
+		if (write(fd, val, strlen(val)) < 0)
+			perror("write");
+		close(fd);
+	}
+}
+
+static bool holds(const char *dir, const char *file, const char *want)
+{
+	char p[1024], buf[128] = {0};
+	int fd;
+	ssize_t n;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
+	fd = open(p, O_RDONLY);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	return n >= 0 && strcmp(buf, want) == 0;
+}
+
+/* v1: cpu/airlock/ weighs one host task (another value written over),
+ * cpu/airlockd/ four, and the caller is moved into the latter; a host where a file
+ * cannot be written gets an error. */
+static void test_v1_weights_and_the_daemon_joins_its_cgroup(void)
+{
+	char t[] = "/tmp/test-cgroup-w1.XXXXXX", p[1024], q[1024];
+	const char *const files[] = {"cpu.shares", "cgroup.procs", NULL};
+	struct al_error *err = NULL;
+
+	if (!mkdtemp(t))
+		return;
+	snprintf(p, sizeof(p), "%s/cpu", t);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/cpu/airlock", t);
+	fake_cgroup(p, files);
+	put(p, "cpu.shares", "2048"); /* an operator's (a plain file is not truncated) */
+	snprintf(q, sizeof(q), "%s/cpu/" JAIL_CGROUP_DAEMON, t);
+	CHECK(jail_cgroup_weigh_at(t, false, &err) < 0 && err, "no cgroup.procs there: an error");
+	al_error_free(err);
+	err = NULL;
+	fake_cgroup(q, files);
+	CHECK(jail_cgroup_weigh_at(t, false, &err) == 0, "weighed (%s)",
+	      err && err->msg ? err->msg : "");
+	al_error_free(err);
+	CHECK(holds(p, "cpu.shares", "1024"), "the sandboxes together: one host task");
+	CHECK(holds(q, "cpu.shares", "4096"), "the daemons: four times the sandboxes");
+	CHECK(holds(q, "cgroup.procs", "0"), "the caller moved into airlockd/");
+	CHECK(atoi(JAIL_CGROUP_DAEMON_SHARES) > atoi(JAIL_CGROUP_SANDBOXES_SHARES),
+	      "the daemon weighs more than all sandboxes");
+	rm_rf(t);
+}
+
+/* v2: the controllers delegated, airlock/ at the default weight (100), airlockd/ at four
+ * times that, the caller moved into it. */
+static void test_v2_weights_and_the_daemon_joins_its_cgroup(void)
+{
+	char t[] = "/tmp/test-cgroup-w2.XXXXXX", p[1024], q[1024];
+	const char *const top[] = {"cgroup.subtree_control", NULL};
+	const char *const leaf[] = {"cpu.weight", "cgroup.procs", NULL};
+	const char *const sbx[] = {"cpu.weight", NULL};
+	struct al_error *err = NULL;
+
+	if (!mkdtemp(t))
+		return;
+	fake_cgroup(t, top);
+	snprintf(p, sizeof(p), "%s/airlock", t);
+	snprintf(q, sizeof(q), "%s/" JAIL_CGROUP_DAEMON, t);
+	fake_cgroup(p, sbx);
+	fake_cgroup(q, leaf);
+	CHECK(jail_cgroup_weigh_at(t, true, &err) == 0, "weighed (%s)",
+	      err && err->msg ? err->msg : "");
+	al_error_free(err);
+	CHECK(holds(t, "cgroup.subtree_control", "+memory +pids +cpu"), "cpu delegated");
+	CHECK(holds(p, "cpu.weight", "100"), "the sandboxes together: a default weight");
+	CHECK(holds(q, "cpu.weight", "400"), "the daemons: four times that");
+	CHECK(holds(q, "cgroup.procs", "0"), "the caller moved into airlockd/");
+	rm_rf(t);
 }
 
 /* A file in a plain directory makes its rmdir fail as a busy cgroup's would. */
@@ -337,7 +440,7 @@ static void test_destroy_keeps_pids_while_another_is_left(void)
 	struct al_error *err = NULL;
 
 	config_without_limits(&cfg);
-	CHECK(jail_cgroup_create("run-1-3", &cfg, false, &cg, &err) == 0, "cgroups made");
+	CHECK(jail_cgroup_create("run-1-3", &cfg, &cg, &err) == 0, "cgroups made");
 	al_error_free(err);
 	make_busy("memory", "run-1-3", true);
 	CHECK(jail_cgroup_destroy_now(cg) < 0, "a busy memory cgroup: destroy says so");
@@ -415,7 +518,9 @@ int main(void)
 	test_failed_take_is_undone();
 	test_limits_written_only_when_they_differ();
 	test_sweep_removes_a_dead_makers_only();
-	test_one_shot_without_cpu_limit_has_no_cpu_cgroup();
+	test_every_sandbox_has_its_cpu_cgroup();
+	test_v1_weights_and_the_daemon_joins_its_cgroup();
+	test_v2_weights_and_the_daemon_joins_its_cgroup();
 	test_one_shot_sweep_reads_pids_and_keeps_it_last();
 	test_destroy_keeps_pids_while_another_is_left();
 	test_usage_reads_memory_and_the_processes_cpu();

@@ -457,6 +457,10 @@ def test_create_with_allow_list(api, box, world, canary):
     g = gen_of(api, sid)
     assert g >= 1
     assert gateway_pids(sid), "no gateway for a sandbox with an allow list"
+    # the gateway works on the sandbox's behalf at the daemon's CPU weight, above every
+    # sandbox's (docs/security.md, "CPU between sandboxes")
+    for pid in gateway_pids(sid):
+        assert hostprobe.cpu_cgroup_of(pid) == "/airlockd", pid
 
     code, out, err = curl(api, sid, f"https://allowed.test/{canary[:0]}ok")
     assert code == 200, (out, err)

@@ -1,0 +1,93 @@
+"""CPU weights between sandboxes and the daemon (docs/daemon.md, "CPU"): every sandbox
+is its own cpu cgroup under airlock/ with the same weight, so two sandboxes share the
+CPU evenly however many processes each runs; airlockd and what it forks (the spawner,
+the gateways) are in airlockd/ beside airlock/, weighing four times all sandboxes
+together, so the daemon answers while sandboxes spin."""
+
+import os
+import statistics
+import time
+
+import hostprobe
+
+from .conftest import agent_pid_of, wait_for
+from .test_daemon_netns import spawner_pids
+
+PY = "/usr/bin/python3"
+# n processes spinning for t seconds of wall time, each in a session of its own (with
+# the kernel's autogroups a session outside any cpu cgroup weighs as much as a task), all
+# on the first CPU allowed with "pin" (so that two sandboxes meet on one CPU, where their
+# weights alone decide); prints the CPU seconds they used.
+SPIN = ("import os, sys, time\n"
+        "n, t = int(sys.argv[1]), float(sys.argv[2])\n"
+        "if sys.argv[3:] == ['pin']:\n"
+        "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+        "for _ in range(n):\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        end = time.monotonic() + t\n"
+        "        while time.monotonic() < end:\n"
+        "            pass\n"
+        "        os._exit(0)\n"
+        "cpu = 0.0\n"
+        "for _ in range(n):\n"
+        "    ru = os.wait4(-1, 0)[2]\n"
+        "    cpu += ru.ru_utime + ru.ru_stime\n"
+        "print(cpu)\n")
+
+
+def test_daemon_and_its_spawner_weigh_more_than_all_sandboxes(api, daemon, make_sandbox):
+    sid = make_sandbox()
+    assert api.sh(sid, "true").exit["exit_code"] == 0
+    mine = hostprobe.cpu_cgroup_of(daemon.pid)
+    assert mine == "/airlockd", mine
+    for pid in spawner_pids(daemon.pid):
+        assert hostprobe.cpu_cgroup_of(pid) == "/airlockd", pid
+    agent = hostprobe.cpu_cgroup_of(agent_pid_of(sid))
+    assert agent == f"/airlock/{sid}", agent
+    assert hostprobe.cpu_weight(agent) == hostprobe.DEFAULT_CPU_WEIGHT
+    assert hostprobe.cpu_weight("/airlock") == hostprobe.DEFAULT_CPU_WEIGHT
+    assert hostprobe.cpu_weight("/airlockd") == 4 * hostprobe.cpu_weight("/airlock")
+
+
+def test_two_sandboxes_share_the_cpu_evenly_whatever_they_run(api, make_sandbox):
+    """2 spinners in one sandbox, 8 in the other, for the same 3 s on the same CPU: each
+    sandbox gets about the same CPU time (by process it would be 1:4)."""
+    few, many = make_sandbox(), make_sandbox()
+    c1 = api.start_ok(few, PY, "-c", SPIN, "2", "3", "pin")["id"]
+    c2 = api.start_ok(many, PY, "-c", SPIN, "8", "3", "pin")["id"]
+    cpu = {}
+    for sid, cid in ((few, c1), (many, c2)):
+        api.wait_ok(sid, cid, timeout_ms=30000)
+        cpu[sid] = float(api.logs(sid, cid).stdout)
+    share = cpu[few] / cpu[many]
+    print(f"\nCPU s: 2 spinners {cpu[few]:.2f}, 8 spinners {cpu[many]:.2f} ({share:.2f})")
+    assert 0.7 < share < 1.4, cpu
+
+
+def _health_median(api, n=40):
+    lat = []
+    for _ in range(n):
+        t0 = time.monotonic()
+        assert api.health(timeout=5).status == 200
+        lat.append(time.monotonic() - t0)
+    return statistics.median(lat)
+
+
+def test_daemon_answers_while_four_sandboxes_spin(api, make_sandbox):
+    """4 sandboxes with 4 spinners each and no CPU quota fill both CPUs; the daemon's
+    /v1/health (measured idle just before, in the same test) stays within 3x + 2 ms."""
+    sids = [make_sandbox() for _ in range(4)]
+    idle = _health_median(api)
+    cmds = [(sid, api.start_ok(sid, PY, "-c", SPIN, "4", "30")["id"]) for sid in sids]
+    try:
+        assert wait_for(lambda: all(api.cmd_get(s, c).json["command"]["status"] == "running"
+                                    for s, c in cmds), timeout=10)
+        time.sleep(0.5)
+        busy = _health_median(api)
+        print(f"\nhealth median: idle {idle * 1000:.2f} ms, 4 sandboxes spinning "
+              f"{busy * 1000:.2f} ms")
+        assert busy < 3 * idle + 0.002, (idle, busy)
+    finally:
+        for sid, cid in cmds:
+            api.kill(sid, cid, 9)
