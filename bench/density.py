@@ -516,17 +516,22 @@ def main():
         t = time.perf_counter()
         stopped, stop_err = 0, []
         for sid in ids:
-            try:
-                if c is None:
-                    c = Client(port)
-                c.call("POST", f"/v1/sandboxes/{sid}/stop")
-                stopped += 1
-            except Exception as e:
-                stop_err.append(f"{sid}: {e}")
+            # twice: a kept-alive connection the daemon closed meanwhile (a long --trace
+            # analysis) fails the first try
+            for attempt in range(2):
                 try:
-                    c = Client(port)
-                except Exception:
-                    pass
+                    if c is None:
+                        c = Client(port)
+                    c.call("POST", f"/v1/sandboxes/{sid}/stop")
+                    stopped += 1
+                    break
+                except Exception as e:
+                    if attempt:
+                        stop_err.append(f"{sid}: {e}")
+                    try:
+                        c = Client(port)
+                    except Exception:
+                        pass
         res["stop_seconds"] = time.perf_counter() - t
         time.sleep(1.0)
         left_desc, table = descendants(daemon.pid)
