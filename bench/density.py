@@ -270,7 +270,7 @@ def probe(c, body, reps=20):
 def trace_sites(c, body, ids, res):
     """--trace K: K more sandboxes created under a kmem trace; what they keep, by site."""
     k = args.trace
-    tr = slabtrace.Tracer(f"airlock-density-{os.getpid()}", buffer_kb=32768)
+    tr = slabtrace.Tracer(f"airlock-density-{os.getpid()}", buffer_kb=131072)
     try:
         for _ in range(k):
             ids.append(json.loads(c.call("POST", "/v1/sandboxes", body))["sandbox"]["id"])
