@@ -267,7 +267,18 @@ def probe(c, body, reps=20):
     return {"create_stop_ms": statistics.median(cyc), "oneshot_ms": statistics.median(one)}
 
 
-def trace_sites(c, body, ids, res):
+def tasks_of(root):
+    """Every thread of root and of its descendants."""
+    out = set()
+    for p in [root] + descendants(root)[0]:
+        try:
+            out |= {int(t) for t in os.listdir(f"/proc/{p}/task")}
+        except OSError:
+            pass
+    return out
+
+
+def trace_sites(c, body, ids, res, daemon_pid):
     """--trace K: K more sandboxes created under a kmem trace; what they keep, by site."""
     k = args.trace
     tr = slabtrace.Tracer(f"airlock-density-{os.getpid()}", buffer_kb=131072)
@@ -275,10 +286,11 @@ def trace_sites(c, body, ids, res):
         for _ in range(k):
             ids.append(json.loads(c.call("POST", "/v1/sandboxes", body))["sandbox"]["id"])
         time.sleep(args.settle)
+        pids = tasks_of(daemon_pid)
         text, dropped = tr.stop()
     finally:
         tr.close()
-    rows, total, cats = slabtrace.analyse(text, k)
+    rows, total, cats = slabtrace.analyse(text, k, pids=pids)
     res["trace"] = {"k": k, "dropped_events": dropped, "live_kib_per_sandbox": total,
                     "categories_kib": {c: round(v, 2) for v, c in cats},
                     "sites": [{"kib": round(r[0], 2), "objects": round(r[1], 2),
@@ -502,7 +514,7 @@ def main():
                     if merged else ""
                 print(f"  {kib:>7.1f} {objs:>8.1f}  {name}{al}")
         if args.trace:
-            trace_sites(c, body, ids, res)
+            trace_sites(c, body, ids, res, daemon.pid)
     except Exception as e:
         problems.append(f"error: {e}")
         print(f"bench/density: error: {e}", file=sys.stderr)

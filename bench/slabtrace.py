@@ -6,8 +6,9 @@ the other caches merged into it (/sys/kernel/slab symlinks).
 
 `Tracer` says which allocations made them: a tracefs instance of our own records every
 kmalloc, kmem_cache_alloc and percpu allocation (each with its kernel stack, by an event
-trigger) and every free while K sandboxes are created; an object allocated and not freed
-by the end is one that K sandboxes keep. Grouped by (cache, allocating function, the
+trigger) and every free while K sandboxes are created; an object allocated (by one of `pids`:
+the daemon's threads and descendants, so that other work on the host is left out) and not
+freed by the end is one that K sandboxes keep. Grouped by (cache, allocating function, the
 system call or kernel thread it came from) and by what made it (CATEGORIES, a function in
 its stack), divided by K. Pointers in the trace are
 hashed by the kernel but stable, so an allocation and its free match. Other work on the
@@ -20,6 +21,7 @@ import subprocess
 
 TRACEFS = "/sys/kernel/tracing"
 ALLOC_EVENTS = ["kmem/kmalloc", "kmem/kmem_cache_alloc", "percpu/percpu_alloc_percpu"]
+ALLOC_NAMES = {e.split("/")[1] for e in ALLOC_EVENTS}
 FREE_EVENTS = ["kmem/kfree", "kmem/kmem_cache_free", "percpu/percpu_free_percpu"]
 
 LINE = re.compile(r"^\s*(?P<comm>.*?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?(?P<ts>\d+\.\d+):"
@@ -176,7 +178,7 @@ def category(stack):
     return "other"
 
 
-def analyse(text, k, top=40):
+def analyse(text, k, top=40, pids=None):
     """Live objects of the trace grouped; rows (KiB per sandbox, objects per sandbox,
     cache, site, origin, comms, an example stack)."""
     live = {}  # ptr -> (bytes, cache, site, origin, comm, stack, category)
@@ -214,9 +216,12 @@ def analyse(text, k, top=40):
             m.group("cpu")
         finish(cpu, [])  # an allocation whose stack never came
         fields = dict(FIELD.findall(rest))
+        if pids is not None and ev in ALLOC_NAMES and int(m.group("pid")) not in pids:
+            continue  # another process's (other work on the host)
         if ev in ("kmalloc", "kmem_cache_alloc"):
             nbytes = int(fields.get("bytes_alloc", 0))
-            cache = fields.get("name") or f"kmalloc-{nbytes}"
+            cg = "-cg" if fields.get("accounted") == "true" else ""  # charged to a memcg
+            cache = fields.get("name") or f"kmalloc{cg}-{nbytes}"
             pending[cpu] = (fields.get("ptr"), nbytes, cache, fields.get("call_site", "?"), comm)
         elif ev == "percpu_alloc_percpu":
             nbytes = int(fields.get("bytes_alloc", 0))
