@@ -37,6 +37,7 @@ kernel part is noisy on a shared machine (the process part is not).
 import argparse
 import json
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -45,6 +46,7 @@ import tempfile
 import time
 
 from apiclient import ApiClient
+import slabtrace
 
 ap = argparse.ArgumentParser()
 ap.add_argument("airlock")
@@ -53,6 +55,12 @@ ap.add_argument("--allow", action="append", default=[],
                 help="domain allowlist for every sandbox (adds a gateway each)")
 ap.add_argument("--settle", type=float, default=3.0, help="seconds before measuring")
 ap.add_argument("--out", help="JSON file (default bench/results/density-<date>.json)")
+ap.add_argument("--slab", action="store_true",
+                help="print every slab cache grown, KiB and objects per sandbox, with the "
+                     "caches merged into it")
+ap.add_argument("--trace", type=int, default=0, metavar="K",
+                help="after the measurement, create K more sandboxes under a kmem trace and "
+                     "print the kernel objects they keep by allocation site (bench/slabtrace.py)")
 args = ap.parse_args()
 
 TOKEN = "bench-token"
@@ -81,7 +89,7 @@ def meminfo():
 
 
 def slabinfo():
-    """cache name -> bytes held (num_objs * objsize), or {} if unreadable."""
+    """cache name -> (bytes held (num_objs * objsize), objects), or {} if unreadable."""
     out = {}
     try:
         with open("/proc/slabinfo") as f:
@@ -89,7 +97,7 @@ def slabinfo():
                 if ln.startswith(("slabinfo", "#")):
                     continue
                 p = ln.split()
-                out[p[0]] = int(p[2]) * int(p[3])
+                out[p[0]] = (int(p[2]) * int(p[3]), int(p[2]))
     except OSError:
         pass
     return out
@@ -259,7 +267,51 @@ def probe(c, body, reps=20):
     return {"create_stop_ms": statistics.median(cyc), "oneshot_ms": statistics.median(one)}
 
 
+def tasks_of(root):
+    """Every thread of root and of its descendants."""
+    out = set()
+    for p in [root] + descendants(root)[0]:
+        try:
+            out |= {int(t) for t in os.listdir(f"/proc/{p}/task")}
+        except OSError:
+            pass
+    return out
+
+
+def trace_sites(c, body, ids, res, daemon_pid):
+    """--trace K: K more sandboxes created under a kmem trace; what they keep, by site."""
+    k = args.trace
+    tr = slabtrace.Tracer(f"airlock-density-{os.getpid()}", buffer_kb=131072)
+    try:
+        for _ in range(k):
+            ids.append(json.loads(c.call("POST", "/v1/sandboxes", body))["sandbox"]["id"])
+        time.sleep(args.settle)
+        pids = tasks_of(daemon_pid)
+        text, dropped = tr.stop()
+    finally:
+        tr.close()
+    rows, total, cats = slabtrace.analyse(text, k, pids=pids)
+    res["trace"] = {"k": k, "dropped_events": dropped, "live_kib_per_sandbox": total,
+                    "categories_kib": {c: round(v, 2) for v, c in cats},
+                    "sites": [{"kib": round(r[0], 2), "objects": round(r[1], 2),
+                               "cache": r[2], "site": r[3], "origin": r[4], "comms": r[5],
+                               "stack": list(r[6])} for r in rows]}
+    print(f"\n  kernel objects kept by {k} sandboxes created under a kmem trace, per sandbox "
+          f"(object sizes only: no slab overhead; {total:.1f} KiB in all; "
+          f"{dropped} events dropped):")
+    print("  by what made them (a function in the allocation's stack), KiB: " + ", ".join(
+        f"{c} {v:.1f}" for v, c in cats if v >= 0.1))
+    print(f"  {'KiB':>7} {'objects':>8}  {'cache':<24} {'allocated by':<28} from (who)")
+    for kib, objs, cache, site, origin, comms, _ in rows:
+        if kib < 0.2:
+            break
+        print(f"  {kib:>7.1f} {objs:>8.1f}  {cache:<24} {site:<28} {origin} "
+              f"({', '.join(comms[:3])})")
+
+
 def main():
+    # a SIGTERM (timeout(1), say) still runs the clean-up below
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     n = args.n
     state = tempfile.mkdtemp(prefix="airlock-density-")
     with open(os.path.join(state, "tokens"), "w") as f:
@@ -363,8 +415,8 @@ def main():
         g1 = memcg_usage(memcg) if memcg else None
         m1 = meminfo()
         s1 = slabinfo()
-        sd = sorted(((s1.get(k2, 0) - s0.get(k2, 0), k2) for k2 in set(s0) | set(s1)),
-                    reverse=True)
+        sd = sorted(((s1.get(k2, (0, 0))[0] - s0.get(k2, (0, 0))[0], k2)
+                     for k2 in set(s0) | set(s1)), reverse=True)
         res["slab_top_kib_per_sandbox"] = {k2: round(v / 1024 / n, 1) for v, k2 in sd[:12]}
         res["daemon_after"] = d1
         res["cgroup_memory"] = cg
@@ -448,6 +500,21 @@ def main():
               f"{cg['cgroups']} cgroups; MemFree fell {-info['MemFree'] / n:.0f} KiB per sandbox "
               f"(host-wide, noisy); daemon threads {d0.get('Threads')} -> {d1.get('Threads')}; "
               f"round trip with {n} idle: {res['round_trip_ms_while_idle']['median']:.2f} ms")
+        if args.slab and s1:
+            rows = slabtrace.slab_table(s0, s1, n, slabtrace.cache_aliases())
+            res["slab_caches_per_sandbox"] = [
+                {"cache": r[1], "kib": round(r[0], 2), "objects": round(r[2], 2),
+                 "merged_with": r[3]} for r in rows]
+            print(f"\n  slab caches grown, per sandbox (N = {n}):")
+            print(f"  {'KiB':>7} {'objects':>8}  cache (merged with)")
+            for kib, name, objs, merged in rows:
+                if kib < 0.2:
+                    break
+                al = f" ({', '.join(merged[:6])}{', ...' if len(merged) > 6 else ''})" \
+                    if merged else ""
+                print(f"  {kib:>7.1f} {objs:>8.1f}  {name}{al}")
+        if args.trace:
+            trace_sites(c, body, ids, res, daemon.pid)
     except Exception as e:
         problems.append(f"error: {e}")
         print(f"bench/density: error: {e}", file=sys.stderr)
@@ -461,17 +528,22 @@ def main():
         t = time.perf_counter()
         stopped, stop_err = 0, []
         for sid in ids:
-            try:
-                if c is None:
-                    c = Client(port)
-                c.call("POST", f"/v1/sandboxes/{sid}/stop")
-                stopped += 1
-            except Exception as e:
-                stop_err.append(f"{sid}: {e}")
+            # twice: a kept-alive connection the daemon closed meanwhile (a long --trace
+            # analysis) fails the first try
+            for attempt in range(2):
                 try:
-                    c = Client(port)
-                except Exception:
-                    pass
+                    if c is None:
+                        c = Client(port)
+                    c.call("POST", f"/v1/sandboxes/{sid}/stop")
+                    stopped += 1
+                    break
+                except Exception as e:
+                    if attempt:
+                        stop_err.append(f"{sid}: {e}")
+                    try:
+                        c = Client(port)
+                    except Exception:
+                        pass
         res["stop_seconds"] = time.perf_counter() - t
         time.sleep(1.0)
         left_desc, table = descendants(daemon.pid)

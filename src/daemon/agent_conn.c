@@ -443,6 +443,7 @@ int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	struct reader_arg *ra;
+	pthread_attr_t attr;
 	pthread_t t;
 	int fd, e;
 
@@ -460,7 +461,13 @@ int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 	ra = xzalloc(sizeof(*ra));
 	ra->d = d;
 	ra->s = s;
-	e = pthread_create(&t, NULL, reader_main, ra);
+	/* 256 KiB of stack, as the API's connection threads (src/api/server.c), not glibc's
+	 * 8 MiB: one reader per idle sandbox, and each 8 MiB mapping took a page-table page
+	 * of its own (bench/density: PageTables per sandbox). */
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, DM_READER_STACK);
+	e = pthread_create(&t, &attr, reader_main, ra);
+	pthread_attr_destroy(&attr);
 	if (e) {
 		free(ra);
 		close(fd);

@@ -31,6 +31,8 @@
 /* The most of the store's time one sandbox's command output may take, in percent
  * (agent_conn.c: the reader pauses after each append to keep to it). */
 #define DM_OUTPUT_STORE_SHARE 10
+/* The stack of a sandbox's reader thread (agent_conn.c), as the API's connection threads'. */
+#define DM_READER_STACK (256u * 1024)
 /* Bytes of one stream of one command kept in the store; beyond it output is dropped and
  * the command says output_truncated (the host's disk is not the sandbox's to fill). */
 #define DM_OUTPUT_MAX (64ull << 20)

@@ -111,6 +111,10 @@ struct jail_ctx {
 	bool cpus_moved;       /* the parent moved us off its CPU for the set-up: take back */
 	cpu_set_t cpus;	       /* these (the parent's own) at GO (jail_child_elsewhere) */
 	const char *cg_memory; /* v1 one-shot: make and join this memory cgroup (C4c) */
+	/* A directory only root can reach (a daemon's), where generated /etc files that never
+	 * change after set-up are kept once, by content, and bound read-only into each root
+	 * (rootfs.c, put_etc_file); NULL: each root gets copies of its own. */
+	const char *etc_shared;
 
 	/* Daemon sandboxes: PID 1 execs the agent instead of running a command. */
 	const char *agent_path; /* NULL for one-shot runs */
@@ -172,6 +176,8 @@ void jail_child_elsewhere(const struct jail_ctx *ctx, pid_t pid);
  * taken) and return its fd, or -1 if the file cannot be opened (then none are counted).
  * Others: how many other launches hold one, counted up to `enough`. */
 #define JAIL_CROWD_FILE "/run/airlock/launches"
+/* Generated /etc files daemon sandboxes share, bound read-only (rootfs.c, put_etc_file). */
+#define JAIL_ETC_SHARED "/run/airlock/etc"
 int jail_crowd_join(const char *path);
 unsigned jail_crowd_others(int fd, unsigned enough);
 /* Do the launches under way fill `cpus` CPUs (0: unknown, never full)? `counted`: we hold

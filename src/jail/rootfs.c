@@ -118,6 +118,77 @@ static int import_host_entry(int root_fd, const char *host_path, const char *rel
 	return bind_at(host_path, dst, rw, err);
 }
 
+/* Whether the regular file at fd holds exactly content (len bytes, owned by root). */
+static bool holds(int fd, const char *content, size_t len)
+{
+	char buf[1024];
+	struct stat st;
+
+	if (len > sizeof(buf) || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 022) || (size_t)st.st_size != len)
+		return false;
+	return pread(fd, buf, sizeof(buf), 0) == (ssize_t)len && memcmp(buf, content, len) == 0;
+}
+
+/* The file of dir_fd (etc_shared) named by a hash of content, made if missing; its name in
+ * name. -1 when there is none that holds exactly content (the caller writes a copy). */
+static int shared_file(int dir_fd, const char *content, char *name, size_t cap)
+{
+	size_t len = strlen(content);
+	char tmp[64];
+	int fd;
+
+	snprintf(name, cap, "%08x%08x", jail_fnv(2166136261u, content, len),
+		 jail_fnv(0x9e3779b9u, content, len));
+	fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0) {
+		bool same = holds(fd, content, len);
+
+		close(fd);
+		return same ? 0 : -1;
+	}
+	if (errno != ENOENT)
+		return -1;
+	/* Written whole under a temporary name, then renamed: never seen half-written. */
+	snprintf(tmp, sizeof(tmp), ".%s.%d", name, (int)getpid());
+	fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	if (fchmod(fd, 0644) < 0 || write(fd, content, len) != (ssize_t)len) {
+		close(fd);
+		unlinkat(dir_fd, tmp, 0);
+		return -1;
+	}
+	close(fd);
+	if (renameat(dir_fd, tmp, dir_fd, name) < 0) {
+		unlinkat(dir_fd, tmp, 0);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A generated /etc file that nothing changes after set-up and that is the same in every
+ * sandbox (passwd, group, nsswitch.conf; hosts and hostname for the default hostname: a
+ * fixed set, so the directory never grows with what tenants ask). With the daemon's
+ * etc_shared directory (etc_fd >= 0) its content is kept there once, named by a hash of
+ * it, and bound read-only, nosuid, nodev like a host file: no tmpfs page (4 KiB) per
+ * sandbox and file (docs/performance.md, "Density"). A file there is used only if it holds
+ * exactly this content; otherwise, or without the directory, the root gets its own copy.
+ * resolv.conf is always the root's own: a gateway attached later rewrites it
+ * (gateway_main.c, set_resolver).
+ */
+static int put_etc_file(int root_fd, int etc_fd, const char *path, const char *content,
+			struct al_error **err)
+{
+	char name[32], src[64];
+
+	if (etc_fd < 0 || shared_file(etc_fd, content, name, sizeof(name)) < 0)
+		return write_file(root_fd, path, content, err);
+	snprintf(src, sizeof(src), "/proc/self/fd/%d/%s", etc_fd, name);
+	return bind_host_file(src, root_fd, path, false, err);
+}
+
 static const char etc_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
 				 "user:x:1000:1000:user:" JAIL_HOME ":/bin/bash\n"
 				 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
@@ -172,11 +243,13 @@ bool jail_rootfs_host_path(size_t i, char *buf, size_t len)
 	return true;
 }
 
-static int build_host_runtime(int root_fd, const char *hostname, bool net, struct al_error **err)
+static int build_host_runtime(int root_fd, int etc_fd, const char *hostname, bool net,
+			      struct al_error **err)
 {
 	char host_path[PATH_MAX], rel[PATH_MAX], hosts[512];
 	size_t i;
-	int r;
+	/* hosts and hostname are shared only for the default name (put_etc_file). */
+	int r, named_fd = strcmp(hostname, JAIL_HOSTNAME_DEFAULT) == 0 ? etc_fd : -1;
 
 	if (mkdirat(root_fd, "usr", 0755) < 0)
 		return al_error_set(err, errno, "mkdir '/usr'");
@@ -192,14 +265,14 @@ static int build_host_runtime(int root_fd, const char *hostname, bool net, struc
 	snprintf(hosts, sizeof(hosts),
 		 "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n",
 		 hostname);
-	if (write_file(root_fd, "etc/passwd", etc_passwd, err) < 0 ||
-	    write_file(root_fd, "etc/group", etc_group, err) < 0 ||
-	    write_file(root_fd, "etc/nsswitch.conf", etc_nsswitch, err) < 0 ||
+	if (put_etc_file(root_fd, etc_fd, "etc/passwd", etc_passwd, err) < 0 ||
+	    put_etc_file(root_fd, etc_fd, "etc/group", etc_group, err) < 0 ||
+	    put_etc_file(root_fd, etc_fd, "etc/nsswitch.conf", etc_nsswitch, err) < 0 ||
 	    write_file(root_fd, "etc/resolv.conf", net ? etc_resolv_gw : etc_resolv, err) < 0 ||
-	    write_file(root_fd, "etc/hosts", hosts, err) < 0)
+	    put_etc_file(root_fd, named_fd, "etc/hosts", hosts, err) < 0)
 		return -1;
 	snprintf(hosts, sizeof(hosts), "%s\n", hostname);
-	if (write_file(root_fd, "etc/hostname", hosts, err) < 0)
+	if (put_etc_file(root_fd, named_fd, "etc/hostname", hosts, err) < 0)
 		return -1;
 	for (i = 0; i < ARRAY_SIZE(host_etc); i++) {
 		snprintf(host_path, sizeof(host_path), "/etc/%s", host_etc[i]);
@@ -421,6 +494,11 @@ static int build_stage(const struct jail_ctx *ctx, int image_fd, const struct ja
 		       int *root_fd, struct al_error **err)
 {
 	const struct al_config *cfg = ctx->cfg;
+	/* Opened before the stage hides host /tmp (where a state directory may lie). */
+	_cleanup_close_ int etc_fd =
+	    ctx->etc_shared && !cfg->image
+		? open(ctx->etc_shared, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		: -1;
 	char opts[128];
 	int r;
 
@@ -430,7 +508,7 @@ static int build_stage(const struct jail_ctx *ctx, int image_fd, const struct ja
 	if ((*root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return al_error_set(err, errno, "open '%s'", STAGE);
 	r = cfg->image ? build_image_root(ctx, *root_fd, image_fd, layers, err)
-		       : build_host_runtime(*root_fd,
+		       : build_host_runtime(*root_fd, etc_fd,
 					    cfg->hostname ? cfg->hostname : JAIL_HOSTNAME_DEFAULT,
 					    ctx->net_link, err);
 	if (r == 0)
@@ -616,7 +694,7 @@ int jail_rootfs_template_make(bool net_link, struct al_error **err)
 		return mount_err(err, "tmpfs", STAGE);
 	if ((root_fd = open(STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return al_error_set(err, errno, "open '%s'", STAGE);
-	r = build_host_runtime(root_fd, JAIL_HOSTNAME_DEFAULT, net_link, err);
+	r = build_host_runtime(root_fd, -1, JAIL_HOSTNAME_DEFAULT, net_link, err);
 	if (r == 0)
 		r = build_ca(root_fd, false, NULL, err);
 	if (r == 0)

@@ -104,6 +104,7 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 	    .root = spec->mntns_ahead && jail_rootfs_can_ahead(spec->cfg) ? JAIL_ROOT_AHEAD
 									  : JAIL_ROOT_BUILD,
 	    .mntns_fd = spec->mntns_fd,
+	    .etc_shared = spec->etc_shared,
 	};
 	struct jail_cgroup *cg = NULL;
 	int sync[2] = {-1, -1}, pidfd = -1, r;

@@ -23,6 +23,7 @@ struct jail_sandbox_spec {
 	int mntns_fd;			  /* (jail_rootfs_ahead; still ours to close) */
 	struct jail_cgroup *cgroup_ahead; /* NULL, or one made by jail_cgroup_ahead: the spawn
 					   * renames it to cgroup_name or removes it */
+	const char *etc_shared;		  /* NULL, or jail_ctx's etc_shared (jail.h) */
 };
 
 struct jail_sandbox_info {

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,7 +47,24 @@ struct ahead {
 	struct jail_cgroup *cg;
 	struct al_config limits; /* the last create's memory, pids and CPU */
 	bool no_cg;		 /* cgroups cannot be made ahead here (v2) */
+	const char *etc_shared;	 /* etc_shared_dir, or NULL */
 };
+
+/* JAIL_ETC_SHARED, the shared /etc files of daemon sandboxes (jail_ctx's etc_shared), made
+ * if missing; NULL (each root gets its own copies) if it cannot be, or is not a directory
+ * of root's that only root can write. A fixed path, whatever the daemon's state directory:
+ * a sandbox's mountinfo shows where its binds come from. */
+static const char *etc_shared_dir(void)
+{
+	struct stat st;
+
+	mkdir("/run/airlock", 0755);
+	if ((mkdir(JAIL_ETC_SHARED, 0700) < 0 && errno != EEXIST) ||
+	    lstat(JAIL_ETC_SHARED, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 022))
+		return NULL;
+	return JAIL_ETC_SHARED;
+}
 
 static void make_ahead(struct ahead *a)
 {
@@ -62,7 +80,8 @@ static void make_ahead(struct ahead *a)
 	e = NULL;
 	if (a->mntns_fd < 0) {
 		struct al_config cfg;
-		struct jail_ctx ctx = {.cfg = &cfg, .uid = JAIL_USER_UID};
+		struct jail_ctx ctx = {
+		    .cfg = &cfg, .uid = JAIL_USER_UID, .etc_shared = a->etc_shared};
 
 		jail_spec_config(&a->root_for, &cfg);
 		if (jail_rootfs_can_ahead(&cfg) &&
@@ -115,6 +134,7 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 	if (send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello))
 		_exit(0);
 	jail_cgroup_sweep(true); /* all leftovers: once, not per create (cgroup.c) */
+	ahead.etc_shared = etc_shared_dir();
 	make_ahead(&ahead);
 	while ((n = recv(fd, &q, sizeof(q), 0)) == (ssize_t)sizeof(q)) {
 		struct jail_spawn_report rep = {0};
@@ -133,6 +153,7 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 		    .netns_ahead = ahead.netns_fd >= 0,
 		    .netns_fd = ahead.netns_fd,
 		    .cgroup_ahead = ahead.cg,
+		    .etc_shared = ahead.etc_shared,
 		};
 
 		q.id[sizeof(q.id) - 1] = q.spec.image[sizeof(q.spec.image) - 1] = '\0';
