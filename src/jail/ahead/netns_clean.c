@@ -65,9 +65,8 @@ static unsigned lines_after(const char *s, unsigned skip)
 
 /* Files that list sockets (or what only a live socket holds): the header alone. */
 static const char *const socket_lists[] = {
-    "tcp",    "tcp6",	   "udp",	  "udp6",      "udplite",  "udplite6",
-    "raw",    "raw6",	   "unix",	  "packet",    "icmp",	   "icmp6",
-    "mcfilter", "mcfilter6", "ip6_flowlabel",
+    "tcp",  "tcp6",   "udp",  "udp6",  "udplite",  "udplite6",	"raw",		 "raw6",
+    "unix", "packet", "icmp", "icmp6", "mcfilter", "mcfilter6", "ip6_flowlabel",
 };
 
 /* sockstat and sockstat6: every "inuse" and "tw" count of this namespace 0. Not "sockets:
@@ -187,8 +186,7 @@ static int flush_tcp_metrics(char *buf, size_t size)
 
 	if (nl < 0)
 		return -1;
-	n = genl_ask(nl, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, 0, TCP_METRICS_GENL_NAME, buf,
-		     size);
+	n = genl_ask(nl, GENL_ID_CTRL, CTRL_CMD_GETFAMILY, 1, 0, TCP_METRICS_GENL_NAME, buf, size);
 	if (n < (ssize_t)NLMSG_HDRLEN || !NLMSG_OK(h, (size_t)n))
 		return -1;
 	if (h->nlmsg_type == NLMSG_ERROR)
@@ -202,8 +200,8 @@ static int flush_tcp_metrics(char *buf, size_t size)
 		return -1;
 	/* DEL without an address: every entry of this namespace (needs CAP_NET_ADMIN over
 	 * it, which airlock has and the sandbox had not). */
-	n = genl_ask(nl, (uint16_t)family, TCP_METRICS_CMD_DEL, TCP_METRICS_GENL_VERSION,
-		     NLM_F_ACK, NULL, buf, size);
+	n = genl_ask(nl, (uint16_t)family, TCP_METRICS_CMD_DEL, TCP_METRICS_GENL_VERSION, NLM_F_ACK,
+		     NULL, buf, size);
 	if (n < (ssize_t)NLMSG_HDRLEN || !NLMSG_OK(h, (size_t)n) || h->nlmsg_type != NLMSG_ERROR)
 		return -1;
 	return ((struct nlmsgerr *)NLMSG_DATA(h))->error == 0 ? 0 : -1;
@@ -237,8 +235,8 @@ static int clean_in(void *arg)
 
 	if (!buf)
 		return dirty(a->why, a->len, "out of memory");
-	if (a->recycled && (slurp("/proc/sys/net/ipv4/tcp_max_tw_buckets", buf) < 0 ||
-			    strcmp(buf, "0\n") != 0))
+	if (a->recycled &&
+	    (slurp("/proc/sys/net/ipv4/tcp_max_tw_buckets", buf) < 0 || strcmp(buf, "0\n") != 0))
 		return dirty(a->why, a->len, "tcp_max_tw_buckets is not 0");
 	if ((r = check_sockstat("sockstat", buf, a->why, a->len)) != 0 ||
 	    (r = check_sockstat("sockstat6", buf, a->why, a->len)) != 0 ||

@@ -58,8 +58,7 @@ static DIR *open_sub(const char *root, const char *sub)
 }
 
 /* One line in ROOT/log: when, which namespace, what became of it and why. Best effort. */
-static void log_event(const char *root, unsigned long long ino, const char *what,
-		      const char *why)
+static void log_event(const char *root, unsigned long long ino, const char *what, const char *why)
 {
 	char path[300], line[600], stamp[32];
 	struct timespec ts;
@@ -71,8 +70,8 @@ static void log_event(const char *root, unsigned long long ino, const char *what
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	n = snprintf(line, sizeof(line), "%s pid=%d net:[%llu] %s: %s\n", stamp, (int)getpid(),
-		     ino, what, why);
+	n = snprintf(line, sizeof(line), "%s pid=%d net:[%llu] %s: %s\n", stamp, (int)getpid(), ino,
+		     what, why);
 	if (n <= 0)
 		return;
 	if (stat(path, &st) == 0 && st.st_size > LOG_MAX) {
@@ -250,9 +249,10 @@ static int sweep_sub(const char *root, const char *sub, bool all)
 			continue;
 		snprintf(entry, sizeof(entry), "%s/%s/%s", root, sub, name);
 		if (strcmp(sub, "claimed") == 0)
-			log_event(root, strtoull(strchr(name, 'n') ? strchr(name, 'n') + 1 : "0",
-						 NULL, 10),
-				  "destroyed", "its run ended without giving it back");
+			log_event(
+			    root,
+			    strtoull(strchr(name, 'n') ? strchr(name, 'n') + 1 : "0", NULL, 10),
+			    "destroyed", "its run ended without giving it back");
 		destroy(entry);
 		n++;
 	}
