@@ -1,0 +1,1 @@
+/usr/include/idn2.h

@@ -1,0 +1,1 @@
+/usr/include/pcre2.h
