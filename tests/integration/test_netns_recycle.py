@@ -322,3 +322,28 @@ def test_a_killed_runs_claim_is_destroyed_not_returned(pool, airlock, marker):
     assert second != first
     assert pool.claimed() == []
     assert "destroyed: its run ended without giving it back" in pool.log(), pool.log()
+
+
+def test_concurrent_runs_never_share_a_namespace(pool):
+    """Runs alive at the same time each hold a namespace of their own: a claim is a
+    rename(2) only one run can win, and a run that finds none ready makes its own."""
+    import concurrent.futures
+    for _ in range(3):                        # fill the pool with a few clean ones
+        with concurrent.futures.ThreadPoolExecutor(max_workers=3) as ex:
+            list(ex.map(lambda _: cookie_of(pool), range(3)))
+    ready = len(pool.ready())
+    assert ready >= 1
+    src = ("import socket, time; s = socket.socket(); s.bind(('127.0.0.1', 7100)); "
+           "s.listen(); print(s.getsockopt(socket.SOL_SOCKET, 71, 8).hex()); "
+           "time.sleep(0.5)")
+
+    def one(_):
+        return pool.py(src)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as ex:
+        results = list(ex.map(one, range(6)))
+    for r in results:       # each bound port 7100 of its own namespace: no clash
+        assert r.returncode == 0, r.err
+    cookies = [r.out.strip() for r in results]
+    assert len(set(cookies)) == 6, cookies
+    assert pool.claimed() == []
