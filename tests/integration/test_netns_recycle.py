@@ -347,3 +347,27 @@ def test_concurrent_runs_never_share_a_namespace(pool):
     cookies = [r.out.strip() for r in results]
     assert len(set(cookies)) == 6, cookies
     assert pool.claimed() == []
+
+
+def test_the_host_setting_turns_recycling_off(pool, invoke):
+    """/etc/airlock/fresh-netns present: no run takes or keeps a recycled namespace."""
+    first = cookie_of(pool)
+    assert len(pool.ready()) == 1
+    d = pathlib.Path("/etc/airlock")
+    made_dir = not d.exists()
+    f = d / "fresh-netns"
+    if f.exists():
+        pytest.skip("the host has recycling turned off already")
+    d.mkdir(exist_ok=True)
+    try:
+        f.touch()
+        a, b = cookie_of(pool), cookie_of(pool)
+        status = invoke(["pool", "netns", "status"], env=pool.env).out
+    finally:
+        f.unlink()
+        if made_dir:
+            d.rmdir()
+    assert first not in (a, b) and a != b
+    assert len(pool.ready()) == 1              # neither taken nor added to
+    assert "off: /etc/airlock/fresh-netns" in status, status
+    assert cookie_of(pool) == first            # on again
