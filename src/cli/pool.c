@@ -7,6 +7,7 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "jail/ahead/pool.h"
+#include "jail/ahead/recycle.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,7 @@ static void usage(FILE *out)
 {
 	fprintf(
 	    out,
-	    "usage: airlock pool fill [N] | status | drain\n"
+	    "usage: airlock pool fill [N] | status | drain | netns status | netns drain\n"
 	    "\n"
 	    "Sandbox parts made ahead, so that `airlock run` joins finished ones instead of\n"
 	    "making them: a network namespace (with an allowlist also the link, the gateway's\n"
@@ -32,10 +33,13 @@ static void usage(FILE *out)
 	    "             default %u, at most %u; makes them now\n"
 	    "  status     the size and how many are ready\n"
 	    "  drain      release every entry and turn the pool off\n"
+	    "  netns status  how many recycled network namespaces of deny-all runs are ready\n"
+	    "  netns drain   destroy them (runs refill it again, unless --fresh-netns or the\n"
+	    "                host setting %s: docs/security.md)\n"
 	    "\n"
 	    "The pool lives in %s ($AIRLOCK_POOL to move it), one directory per build.\n"
 	    "`airlock run --no-pool` ignores it.\n",
-	    POOL_DEFAULT_SIZE, JAIL_POOL_MAX_SIZE, JAIL_POOL_ROOT);
+	    POOL_DEFAULT_SIZE, JAIL_POOL_MAX_SIZE, JAIL_RECYCLE_OFF_FILE, JAIL_POOL_ROOT);
 }
 
 static int pool_error(struct al_error *err)
@@ -43,6 +47,30 @@ static int pool_error(struct al_error *err)
 	fprintf(stderr, "airlock pool: %s\n", err && err->msg ? err->msg : "failed");
 	al_error_free(err);
 	return AL_EXIT_SETUP;
+}
+
+/* airlock pool netns status|drain: the recycled namespaces (jail/ahead/recycle.h), wherever
+ * runs keep them ($AIRLOCK_NETNS_POOL), even while the host setting turns recycling off. */
+static int netns_pool(const char *cmd)
+{
+	const char *root = getenv("AIRLOCK_NETNS_POOL");
+
+	if (!root || root[0] != '/')
+		root = JAIL_RECYCLE_ROOT;
+	if (strcmp(cmd, "status") == 0) {
+		printf(
+		    "recycled network namespaces %s: %u ready%s\n", root, jail_recycle_count(root),
+		    access(JAIL_RECYCLE_OFF_FILE, F_OK) == 0 ? " (off: " JAIL_RECYCLE_OFF_FILE ")"
+							     : "");
+		return 0;
+	}
+	if (strcmp(cmd, "drain") == 0) {
+		printf("recycled network namespaces drained: %d destroyed\n",
+		       jail_recycle_drain(root));
+		return 0;
+	}
+	fprintf(stderr, "airlock pool netns: unknown command '%s'\n", cmd);
+	return AL_EXIT_USAGE;
 }
 
 int cli_pool(int argc, char **argv)
@@ -59,6 +87,8 @@ int cli_pool(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (argc == 3 && strcmp(argv[1], "netns") == 0)
+		return netns_pool(argv[2]);
 	if (getenv("AIRLOCK_POOL") && getenv("AIRLOCK_POOL")[0] != '/') {
 		fprintf(stderr, "airlock pool: $AIRLOCK_POOL must be an absolute path\n");
 		return AL_EXIT_USAGE;

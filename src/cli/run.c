@@ -7,6 +7,7 @@
 #include "common/path.h"
 #include "common/xalloc.h"
 #include "jail/ahead/pool.h"
+#include "jail/ahead/recycle.h"
 #include "jail/run.h"
 #include "jail/spec.h"
 #include "jail/ahead/template.h"
@@ -70,6 +71,10 @@ void cli_run_usage(FILE *out)
 	    "  --hostname NAME      hostname inside: letters, digits, '-', '.' (default sandbox)\n"
 	    "  --no-pool            make every namespace now, even if `airlock pool fill` has\n"
 	    "                       some ready (`airlock pool --help`)\n"
+	    "  --fresh-netns        deny-all: a network namespace of its own, destroyed after,\n"
+	    "                       instead of a recycled one proven clean (docs/security.md,\n"
+	    "                       \"Recycled network namespaces\"; for the whole host: create\n"
+	    "                       " JAIL_RECYCLE_OFF_FILE ")\n"
 	    "  --no-template        build the sandbox's whole root now instead of copying the\n"
 	    "                       read-only template kept for default runs\n"
 	    "                       (`airlock template --help`)\n"
@@ -102,7 +107,7 @@ struct run_opts {
 	struct al_config cfg;
 	const char **env;
 	struct al_file_copy *files;
-	bool json, interactive, no_pool, no_template;
+	bool json, interactive, no_pool, no_template, fresh_netns;
 	struct buf out, err;
 	/* network flags, turned into one policy document */
 	const char *net_mode; /* deny / allow-all, or NULL */
@@ -163,6 +168,7 @@ enum {
 	OPT_EGRESS_LOG,
 	OPT_NO_POOL,
 	OPT_NO_TEMPLATE,
+	OPT_FRESH_NETNS,
 };
 
 static const struct option long_opts[] = {
@@ -192,6 +198,7 @@ static const struct option long_opts[] = {
     {"egress-log", required_argument, NULL, OPT_EGRESS_LOG},
     {"no-pool", no_argument, NULL, OPT_NO_POOL},
     {"no-template", no_argument, NULL, OPT_NO_TEMPLATE},
+    {"fresh-netns", no_argument, NULL, OPT_FRESH_NETNS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -422,6 +429,9 @@ static int parse_opt(struct run_opts *o, int c, const char *arg)
 		break;
 	case OPT_NO_TEMPLATE:
 		o->no_template = true;
+		break;
+	case OPT_FRESH_NETNS:
+		o->fresh_netns = true;
 		break;
 	case OPT_HOSTNAME:
 		if (!jail_hostname_ok(arg))
@@ -682,7 +692,7 @@ int cli_run(int argc, char **argv)
 	struct al_error *err = NULL;
 	struct tty_state tty = {0};
 	_cleanup_free_ char *policy_json = NULL;
-	char pool_dir[200];
+	char pool_dir[200], recycle_root[200];
 	struct jail_run_opts ro = {.caller_exits = true}; /* main returns right after */
 	int c, code, egress_fd = -1, json_fd = -1;
 	bool egress_made = false;
@@ -717,6 +727,9 @@ int cli_run(int argc, char **argv)
 	/* A read-only root template for default settings (src/cli/template.c). */
 	if (!o.no_template)
 		ro.template_dir = jail_template_root(NULL);
+	/* Deny-all: a recycled network namespace, unless the run or the host says no. */
+	if (!o.fresh_netns)
+		ro.recycle_root = jail_recycle_root(NULL, recycle_root, sizeof(recycle_root));
 	o.cfg.argv = argv + optind;
 	o.cfg.env = o.env;
 	o.cfg.files = o.files;

@@ -117,7 +117,11 @@ static void keep_copies(struct jail_ctx *ctx)
 /*
  * C4. uts and net: a fixed hostname, loopback up, nothing else. A daemon sandbox
  *     joins the namespace its spawner made ahead for it (never entered before, its
- *     loopback up: jail_netns_make) instead of the one a clone would make.
+ *     loopback up: jail_netns_make) instead of the one a clone would make. A deny-all
+ *     one-shot may join a recycled one (jail/ahead/recycle.h): made the same way, by host
+ *     root in the initial user namespace, for an earlier deny-all run, and found clean
+ *     after it; here, before C6, we still hold host privilege, and the sandbox will hold
+ *     none over it.
  */
 static int child_uts_net(struct jail_ctx *ctx, struct al_error **err)
 {

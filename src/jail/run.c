@@ -12,6 +12,7 @@
 #include "net/contract.h"
 #include "host/gw_client.h"
 #include "jail/ahead/pool.h"
+#include "jail/ahead/recycle.h"
 #include "jail/ahead/template.h"
 #include "common/cleanup.h"
 #include "common/error.h"
@@ -196,6 +197,8 @@ struct run {
 	bool gw_abandon; /* the caller exits next and wants no egress log: do not wait for it */
 	int crowd_fd;	 /* our slot among the launches under way (jail_crowd_join), or -1 */
 	char *cg_memory; /* v1: the memory cgroup the child makes (ctx.cg_memory), or NULL */
+	struct jail_recycle recycle; /* deny-all: the recycled network namespace, or its own */
+	bool stranded;		     /* left in a namespace it checked: the caller must exit */
 };
 
 /* The root template's namespace (ctx.mntns_fd is ours then, not the pool's). */
@@ -225,6 +228,11 @@ static void run_cleanup(struct run *r)
 			;
 		al_closep(&r->pidfd);
 	}
+	/* Every process of the sandbox is dead (PID 1 of its pid namespace is reaped): its
+	 * network namespace goes back to the pool if nothing of it remains, else it is
+	 * destroyed (jail/ahead/recycle.h). */
+	if (jail_recycle_release(&r->recycle) == JAIL_NS_STRANDED)
+		r->stranded = true;
 	if (!r->cg && r->cg_memory) /* the child may have made it before we made the rest */
 		jail_cgroup_remove(r->cg_memory);
 	jail_cgroup_destroy(r->cg);
@@ -295,6 +303,14 @@ static int spawn(struct run *r, struct al_error **err)
 	}
 	if (jail_clone(&r->ctx, r->cg, &r->pid, &r->pidfd, err) < 0)
 		return -1;
+	if (r->recycle.state == JAIL_RECYCLE_FRESH && r->ctx.netns == JAIL_NETNS_CLONE) {
+		char path[64];
+		_cleanup_close_ int fd = -1;
+
+		snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)r->pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		jail_recycle_adopt_fd(&r->recycle, fd);
+	}
 	al_closep(&r->pool.sbx_fd); /* the child has joined them, or holds its own copies */
 	al_closep(&r->pool.mnt_fd);
 	close_template(r);
@@ -312,6 +328,8 @@ static int spawn(struct run *r, struct al_error **err)
 	jail_child_elsewhere(&r->ctx, r->pid);
 	if (r->ctx.netns == JAIL_NETNS_LATER && jail_netns_make(&r->netns_fd, err) != 0)
 		return -1; /* stranded in it or not: the run fails, nothing ran */
+	if (r->ctx.netns == JAIL_NETNS_LATER)
+		jail_recycle_adopt_fd(&r->recycle, r->netns_fd);
 	if (!r->cg && make_cgroup(r, err) < 0)
 		return -1;
 	if (jail_release_child(r->cg, r->pid, r->sync[0], r->netns_fd, err) < 0)
@@ -359,10 +377,27 @@ static void claim_pool(struct run *r, const struct al_config *cfg, bool with_net
 		return;
 	r->ctx.netns = JAIL_NETNS_AHEAD;
 	r->ctx.netns_fd = r->pool.sbx_fd;
+	r->recycle.state = JAIL_RECYCLE_OFF; /* a made-ahead entry is never reused */
 	if (jail_pool_root_fits(cfg, with_net && !r->no_rules)) {
 		r->ctx.root = JAIL_ROOT_AHEAD;
 		r->ctx.mntns_fd = r->pool.mnt_fd;
 	}
+}
+
+/*
+ * Deny-all, no entry of the one-shot pool: a recycled network namespace if one is ready
+ * (the child joins it: the parent keeps its own fd, to check it after the run), else the
+ * run makes its own as always and may leave it in the pool at the end.
+ */
+static void claim_recycled(struct run *r, bool with_net)
+{
+	if (with_net || r->pool.held || !r->o->recycle_root)
+		return;
+	jail_recycle_claim(r->o->recycle_root, &r->recycle);
+	if (r->recycle.state != JAIL_RECYCLE_CLAIMED)
+		return;
+	r->ctx.netns = JAIL_NETNS_AHEAD;
+	r->ctx.netns_fd = r->recycle.fd;
 }
 
 /*
@@ -443,7 +478,8 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 			.pidfd = -1,
 			.pool = {.sbx_fd = -1, .mnt_fd = -1},
 			.netns_fd = -1,
-			.crowd_fd = -1};
+			.crowd_fd = -1,
+			.recycle = {.fd = -1}};
 	struct relay rl;
 	bool with_net, cg_first;
 	_cleanup_error_ struct al_error *setup = NULL;
@@ -467,6 +503,7 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 	r.crowd_fd = jail_crowd_join(JAIL_CROWD_FILE); /* one of the launches under way */
 
 	claim_pool(&r, cfg, with_net);
+	claim_recycled(&r, with_net);
 	if (start_gateway(&r, cfg, io, name, with_net, &setup) < 0) {
 		/* EINVAL: the policy is invalid, the caller's mistake */
 		return end_setup_failed(&r, res, &setup, setup->code == EINVAL, "network gateway",
@@ -501,6 +538,11 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 	relay_finish(&rl);
 	run_cleanup(&r);
 	res->duration_ms = jail_now_ms() - t0;
+	if (r.stranded) { /* jail/ahead/recycle.h: left in the namespace it checked */
+		al_error_msg(err, EIO, "stranded in a sandbox's network namespace after the run");
+		al_result_release(res);
+		return -1;
+	}
 	if (rl.policy_refused) { /* an invalid policy is the caller's mistake, as above */
 		al_error_msg(err, EINVAL, "%s", res->error ? res->error : "invalid network policy");
 		al_result_release(res);

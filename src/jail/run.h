@@ -18,6 +18,9 @@ struct jail_run_opts {
 	/* Where read-only root templates are kept (jail/ahead/template.h), or NULL to build
 	 * every root. A run whose settings no template suits builds its own. */
 	const char *template_dir;
+	/* Where deny-all runs recycle clean network namespaces (jail/ahead/recycle.h: its
+	 * ROOT), or NULL to make a fresh one for every run and destroy it after. */
+	const char *recycle_root;
 	/* The caller exits right after the run returns (the airlock CLI): a gateway with no
 	 * egress log to finish is then killed and not waited for; the kernel ends it while the
 	 * caller exits, and whoever reaps the caller's orphans reaps it. false in a process

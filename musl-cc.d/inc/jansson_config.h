@@ -1,0 +1,1 @@
+/usr/include/jansson_config.h
