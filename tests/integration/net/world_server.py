@@ -28,6 +28,7 @@ import os
 import socket
 import socketserver
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -52,6 +53,21 @@ ZONE = {
     "gw.test": {"A": ["100.96.0.1"]},
     "v6only.test": {"AAAA": ["2001:db8:a::10"]},
 }
+
+
+def last_rx(sock):
+    """When the last segment of a TCP connection arrived (time.time() scale): its
+    handshake's last ACK for an accepted connection that has sent nothing yet. TCP_INFO's
+    tcpi_last_ack_recv (ms ago, at 4 ms jiffies) is read at once; None where it is
+    unreadable. An accept (or the thread that serves it) can run well after the
+    connection was made on a loaded host: this is when it reached us."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        now = time.time()
+        ago_ms = struct.unpack_from("=I", info, 8 + 12 * 4)[0]
+        return now - ago_ms / 1000.0
+    except (OSError, struct.error):
+        return None
 
 
 def event(**kw):
@@ -349,7 +365,7 @@ class WebServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
     def finish_request(self, request, client_address):
         event(server=self.name, kind="accept", proto=self.proto,
-              peer=client_address[0], port=self.server_address[1])
+              peer=client_address[0], port=self.server_address[1], t_rx=last_rx(request))
         if self.ctx is not None:
             holder = {}
 
@@ -412,7 +428,7 @@ def serve_tcp_sink(addr, port, name):
         while True:
             c, peer = s.accept()
             event(server=name, kind="accept", proto="tcp", peer=peer[0],
-                  port=port)
+                  port=port, t_rx=last_rx(c))
             threading.Thread(target=conn, args=(c, peer), daemon=True).start()
     threading.Thread(target=loop, daemon=True).start()
 
