@@ -28,7 +28,8 @@
 
 #define HEAD_MAX NET_HTTP_MAX_HEAD
 #define SPLICE_IDLE_MS (10 * 60 * 1000)
-#define PIPE_IDLE_MS 250 /* a tunnel quiet this long gives its pipes back */
+#define PIPE_IDLE_MS 250      /* a tunnel quiet this long gives its pipes back */
+#define RELAY_CHUNK (1 << 20) /* what one splice asks for, and a relay pipe's size */
 
 /* Answer an explicit-proxy client with an error status (transparent ones are just closed). */
 static void respond(struct gw_conn *k, const char *reason, int status)
@@ -317,6 +318,17 @@ static int send_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
+/* A relay's pipe, sized to hold what one splice asks for: the default 64 KiB made every
+ * 64 KiB of a bulk transfer cost a poll, two splices and a wake-up. Best effort: a pipe the
+ * kernel will not grow stays at its default size and still works. */
+static int relay_pipe(int p[2])
+{
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	(void)fcntl(p[1], F_SETPIPE_SZ, RELAY_CHUNK);
+	return 0;
+}
+
 static void close_pipes(int pipes[2][2])
 {
 	for (int i = 0; i < 2; i++)
@@ -350,14 +362,14 @@ static void splice_both(struct gw_conn *k)
 		}
 		if (r <= 0 || p[2].revents)
 			break;
-		if (!piped && (pipe2(pipes[0], O_CLOEXEC) < 0 || pipe2(pipes[1], O_CLOEXEC) < 0))
+		if (!piped && (relay_pipe(pipes[0]) < 0 || relay_pipe(pipes[1]) < 0))
 			break;
 		for (int i = 0; i < 2; i++) {
 			int from = i == 0 ? k->c : k->u, to = i == 0 ? k->u : k->c;
 			ssize_t n = 0;
 
 			if (p[i].revents) {
-				n = splice(from, NULL, pipes[i][1], NULL, 1 << 20,
+				n = splice(from, NULL, pipes[i][1], NULL, RELAY_CHUNK,
 					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 				if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 					open_[i] = false;
@@ -509,11 +521,11 @@ static int relay_plain_response(struct gw_conn *k)
 {
 	int pp[2];
 
-	if (pipe2(pp, O_CLOEXEC) < 0)
+	if (relay_pipe(pp) < 0)
 		return -1;
 	while (gw_wait(k->g, k->u, POLLIN, SPLICE_IDLE_MS) == 0) {
 		ssize_t m =
-		    splice(k->u, NULL, pp[1], NULL, 1 << 20, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		    splice(k->u, NULL, pp[1], NULL, RELAY_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 
 		if (m < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
