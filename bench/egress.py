@@ -32,6 +32,11 @@ ap.add_argument("--handshakes", type=int, default=200)
 ap.add_argument("--dns-seconds", type=float, default=3.0)
 ap.add_argument("--tunnels", default="1000,10000")
 ap.add_argument("--out", help="JSON file (default bench/results/egress-<date>.json)")
+ap.add_argument("--perf", action="store_true",
+                help="bulk: count each transfer's CPU time, context switches and syscalls "
+                     "with perf stat (the client side: curl, and airlock with its gateway)")
+ap.add_argument("--only", default="bulk,handshake,dns,tunnels",
+                help="sections to run, comma-separated (default: all four)")
 args = ap.parse_args()
 
 SIZE = (256 if args.quick else 1024) << 20
@@ -340,34 +345,68 @@ def med(xs):
 # ---------------------------------------------------------------------------
 # 1. bulk
 
+PERF_EVENTS = ("task-clock,context-switches,syscalls:sys_enter_splice,syscalls:sys_enter_poll,"
+               "raw_syscalls:sys_enter")
+
+
+def perf_per_gib(path):
+    """perf stat -x, output -> {event: count per GiB} (task-clock in ms)."""
+    per = {}
+    for ln in open(path):
+        f = ln.strip().split(",")
+        if len(f) > 2 and f[0] and f[0][0].isdigit():
+            per[f[2].split(":")[-1]] = float(f[0]) * (1 << 30) / SIZE
+    return per
+
+
 CURL_BULK = ["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download} %{speed_download}\\n"]
 
 
 def bulk():
-    print(f"\n# 1. bulk transfer of {SIZE >> 20} MiB, {RUNS} runs per mode", flush=True)
+    print(f"\n# 1. bulk transfer of {SIZE >> 20} MiB, {RUNS} rounds, one transfer per mode "
+          "each, the modes' order rotated round by round", flush=True)
     url = f"http://bench.test/big?n={SIZE}"
-    loop = lambda c: ["/bin/sh", "-c", f"for i in $(seq {RUNS}); do {shlex.join(c)}; done"]
     modes = {
-        "direct": direct(loop([*CURL_BULK, "--resolve", f"bench.test:80:{WEB}", url])),
-        "transparent": airlock(loop([*CURL_BULK, "--noproxy", "*", url])),
-        "http_proxy": airlock(loop([*CURL_BULK, "-x", "http://100.96.0.1:3128", url])),
+        "direct": direct([*CURL_BULK, "--resolve", f"bench.test:80:{WEB}", url]),
+        "transparent": airlock([*CURL_BULK, "--noproxy", "*", url]),
+        "http_proxy": airlock([*CURL_BULK, "-x", "http://100.96.0.1:3128", url]),
     }
-    out = {}
-    for name, cmd in modes.items():
-        r = sh(cmd, timeout=600)
-        speeds = []
-        for ln in r.stdout.split("\n"):
-            if ln.strip():
-                size, speed = ln.split()
-                if int(size) != SIZE:
-                    raise SystemExit(f"{name}: short transfer {size} of {SIZE}")
-                speeds.append(float(speed) * 8 / 1e9)
-        out[name] = {"gbit_s": speeds, "median_gbit_s": med(speeds)}
-        print(f"    {name:12s} median {med(speeds):6.2f} Gbit/s  runs {[round(x, 2) for x in speeds]}",
+    names = list(modes)
+    speeds = {n: [] for n in names}
+    counts = {n: [] for n in names}
+    loads = []
+    for rnd in range(RUNS):
+        order = names[rnd % len(names):] + names[:rnd % len(names)]
+        loads.append(os.getloadavg()[0])
+        for name in order:
+            cmd = modes[name]
+            if args.perf:
+                cmd = ["perf", "stat", "-x,", "-o", work / "perf.csv", "-e", PERF_EVENTS, "--",
+                       *cmd]
+            r = sh(cmd, timeout=600, quiet=rnd > 0)
+            size, speed = r.stdout.split()
+            if int(size) != SIZE:
+                raise SystemExit(f"{name}: short transfer {size} of {SIZE}")
+            speeds[name].append(float(speed) * 8 / 1e9)
+            if args.perf:
+                counts[name].append(perf_per_gib(work / "perf.csv"))
+    out = {"loadavg_1min_per_round": loads}
+    for name in names:
+        xs = speeds[name]
+        out[name] = {"gbit_s": xs, "median_gbit_s": med(xs)}
+        print(f"    {name:12s} median {med(xs):6.2f} Gbit/s  runs {[round(x, 2) for x in xs]}",
               flush=True)
+        if counts[name]:
+            per = {k: med([c[k] for c in counts[name]]) for k in counts[name][0]}
+            out[name]["per_gib_median"] = per
+            out[name]["per_gib"] = counts[name]
+            print("    " + " " * 12 + " per GiB: " +
+                  "  ".join(f"{k} {v:.0f}" for k, v in per.items()), flush=True)
     for name in ("transparent", "http_proxy"):
         out[name]["ratio_vs_direct"] = out[name]["median_gbit_s"] / out["direct"]["median_gbit_s"]
         print(f"    {name} / direct = {out[name]['ratio_vs_direct']:.2f}", flush=True)
+    print(f"    load average (1 min) at each round's start: {[round(x, 2) for x in loads]}",
+          flush=True)
     results["bulk"] = out
 
 
@@ -505,10 +544,11 @@ def tunnels():
 srv = None
 try:
     srv = build_world()
-    bulk()
-    latency()
-    dnsqps()
-    tunnels()
+    only = set(args.only.split(","))
+    for name, fn in (("bulk", bulk), ("handshake", latency), ("dns", dnsqps),
+                     ("tunnels", tunnels)):
+        if name in only:
+            fn()
 finally:
     destroy(srv)
 
@@ -519,5 +559,6 @@ else:
     res_dir = pathlib.Path(__file__).resolve().parent / "results"
     res_dir.mkdir(exist_ok=True)
     path = res_dir / f"egress-{stamp}.json"
+results["host"]["loadavg_end"] = os.getloadavg()
 path.write_text(json.dumps(results, indent=1) + "\n")
 print(f"\nresults: {path}")

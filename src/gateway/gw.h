@@ -116,6 +116,7 @@ struct net_gateway {
 	uint64_t flows;			 /* flow ids handed out */
 	int n_conns;
 	int max_conns; /* this sandbox's budget of n_conns (net_gateway_conn_budget) */
+	int big_pipes; /* relay pipes grown past 64 KiB (atomic; gw_proxy.c, grow_pipe) */
 	pthread_cond_t conns_cv;
 	pthread_attr_t conn_attr; /* small stacks: thousands of idle tunnels stay cheap */
 	pthread_mutex_t cache_mu;

@@ -28,7 +28,9 @@
 
 #define HEAD_MAX NET_HTTP_MAX_HEAD
 #define SPLICE_IDLE_MS (10 * 60 * 1000)
-#define PIPE_IDLE_MS 250 /* a tunnel quiet this long gives its pipes back */
+#define PIPE_IDLE_MS 250	/* a tunnel quiet this long gives its pipes back */
+#define RELAY_CHUNK (1 << 20)	/* what one splice asks for, and a grown relay pipe's size */
+#define PIPE_DEFAULT (64 << 10) /* a new pipe's size */
 
 /* Answer an explicit-proxy client with an error status (transparent ones are just closed). */
 static void respond(struct gw_conn *k, const char *reason, int status)
@@ -317,11 +319,42 @@ static int send_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-static void close_pipes(int pipes[2][2])
+/*
+ * A relay pipe starts at the default 64 KiB; one that a splice fills (a bulk flow: every
+ * 64 KiB cost a poll, two splices and a wake-up) grows to RELAY_CHUNK, what one splice asks
+ * for. Grown pipes are drawn from a pool of one per 16 connections of the sandbox's budget
+ * (at least 4), so that all relay pipes together hold at most ~60 KiB more per budgeted
+ * connection than the two 64 KiB pipes the budget counts (docs/network.md, "Limits per
+ * sandbox"); past the pool a pipe stays small and works as before. big: whether this pipe
+ * holds one of the pool's places.
+ */
+static void grow_pipe(struct gw_conn *k, int wfd, bool *big)
+{
+	int max = k->g->max_conns / 16 > 4 ? k->g->max_conns / 16 : 4;
+
+	if (*big)
+		return;
+	if (__atomic_add_fetch(&k->g->big_pipes, 1, __ATOMIC_RELAXED) > max ||
+	    fcntl(wfd, F_SETPIPE_SZ, RELAY_CHUNK) < 0) {
+		__atomic_sub_fetch(&k->g->big_pipes, 1, __ATOMIC_RELAXED);
+		return;
+	}
+	*big = true;
+}
+
+static void close_pipe(struct gw_conn *k, int p[2], bool *big)
+{
+	al_closep(&p[0]);
+	al_closep(&p[1]);
+	if (*big)
+		__atomic_sub_fetch(&k->g->big_pipes, 1, __ATOMIC_RELAXED);
+	*big = false;
+}
+
+static void close_pipes(struct gw_conn *k, int pipes[2][2], bool big[2])
 {
 	for (int i = 0; i < 2; i++)
-		for (int j = 0; j < 2; j++)
-			al_closep(&pipes[i][j]);
+		close_pipe(k, pipes[i], &big[i]);
 }
 
 /*
@@ -335,7 +368,7 @@ static void splice_both(struct gw_conn *k)
 {
 	int pipes[2][2] = {{-1, -1}, {-1, -1}};
 	size_t pending[2] = {0, 0}; /* bytes sitting in each direction's pipe */
-	bool open_[2] = {true, true};
+	bool open_[2] = {true, true}, big[2] = {false, false};
 
 	while (open_[0] || open_[1] || pending[0] || pending[1]) {
 		struct pollfd p[3] = {{.fd = open_[0] ? k->c : -1, .events = POLLIN},
@@ -345,7 +378,7 @@ static void splice_both(struct gw_conn *k)
 		int r = poll(p, 3, piped ? PIPE_IDLE_MS : SPLICE_IDLE_MS);
 
 		if (r == 0 && piped) { /* quiet: give the pipes back until data comes */
-			close_pipes(pipes);
+			close_pipes(k, pipes, big);
 			continue;
 		}
 		if (r <= 0 || p[2].revents)
@@ -357,13 +390,15 @@ static void splice_both(struct gw_conn *k)
 			ssize_t n = 0;
 
 			if (p[i].revents) {
-				n = splice(from, NULL, pipes[i][1], NULL, 1 << 20,
+				n = splice(from, NULL, pipes[i][1], NULL, RELAY_CHUNK,
 					   SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 				if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 					open_[i] = false;
 					n = 0;
 				} else if (n > 0) {
 					pending[i] += (size_t)n;
+					if (n >= PIPE_DEFAULT)
+						grow_pipe(k, pipes[i][1], &big[i]);
 				}
 			}
 			while (pending[i] > 0) {
@@ -382,7 +417,7 @@ static void splice_both(struct gw_conn *k)
 		}
 	}
 out:
-	close_pipes(pipes);
+	close_pipes(k, pipes, big);
 }
 
 /* TLS: the ClientHello's SNI; must_match = the CONNECT name ("" = judge the SNI itself). */
@@ -508,17 +543,20 @@ static int forward_body(struct gw_conn *k, const struct net_http_req *req)
 static int relay_plain_response(struct gw_conn *k)
 {
 	int pp[2];
+	bool big = false;
 
 	if (pipe2(pp, O_CLOEXEC) < 0)
 		return -1;
 	while (gw_wait(k->g, k->u, POLLIN, SPLICE_IDLE_MS) == 0) {
 		ssize_t m =
-		    splice(k->u, NULL, pp[1], NULL, 1 << 20, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		    splice(k->u, NULL, pp[1], NULL, RELAY_CHUNK, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 
 		if (m < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
 		if (m <= 0)
 			break;
+		if (m >= PIPE_DEFAULT)
+			grow_pipe(k, pp[1], &big);
 		while (m > 0) {
 			ssize_t w = splice(pp[0], NULL, k->c, NULL, (size_t)m, SPLICE_F_MOVE);
 			if (w <= 0)
@@ -528,8 +566,7 @@ static int relay_plain_response(struct gw_conn *k)
 		}
 	}
 done:
-	close(pp[0]);
-	close(pp[1]);
+	close_pipe(k, pp, &big);
 	return 0;
 }
 
