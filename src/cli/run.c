@@ -679,9 +679,36 @@ static void copy_egress_log(int json_fd, int egress_fd)
 	}
 }
 
+/* What parsing and the run allocated (a short-lived CLI would not need it, but the
+ * sanitized build's leak check then reports only real leaks). */
+static void run_opts_release(struct run_opts *o)
+{
+	for (size_t i = 0; o->files && i < o->cfg.n_files; i++)
+		free((char *)o->files[i].src);
+	free(o->files);
+	free(o->env);
+	free(o->out.data);
+	free(o->err.data);
+	json_decref(o->allow);
+	json_decref(o->allow_cidr);
+	json_decref(o->deny_cidr);
+}
+
+static int run_main(struct run_opts *o, int argc, char **argv);
+
 int cli_run(int argc, char **argv)
 {
 	struct run_opts o;
+	int code;
+
+	memset(&o, 0, sizeof(o));
+	code = run_main(&o, argc, argv);
+	run_opts_release(&o);
+	return code;
+}
+
+static int run_main(struct run_opts *o, int argc, char **argv)
+{
 	struct al_io io = {.stdin_fd = -1,
 			   .signal_fd = -1,
 			   .tty_fd = -1,
@@ -697,61 +724,60 @@ int cli_run(int argc, char **argv)
 	int c, code, egress_fd = -1, json_fd = -1;
 	bool egress_made = false;
 
-	memset(&o, 0, sizeof(o));
-	al_config_init(&o.cfg);
+	al_config_init(&o->cfg);
 	opterr = 0;
 	optind = 1;
 	while ((c = al_getopt_exact(argc, argv, "+:e:w:ith", long_opts)) != -1) {
 		/* For errors, report the option as the user wrote it. */
-		code = parse_opt(&o, c, c == '?' || c == ':' ? argv[optind - 1] : optarg);
+		code = parse_opt(o, c, c == '?' || c == ':' ? argv[optind - 1] : optarg);
 		if (code >= 0)
 			return code;
 	}
 	if (optind >= argc)
 		return usage_error("%s", "no command given: airlock run [flags] -- CMD [ARGS...]");
-	if (build_policy(&o, &policy_json) < 0)
+	if (build_policy(o, &policy_json) < 0)
 		return AL_EXIT_USAGE;
-	o.cfg.net_policy_json = policy_json;
-	if (o.egress_log) {
-		code = open_egress_log(o.egress_log, &egress_fd, &egress_made);
+	o->cfg.net_policy_json = policy_json;
+	if (o->egress_log) {
+		code = open_egress_log(o->egress_log, &egress_fd, &egress_made);
 		if (code >= 0)
 			return code;
 	}
-	if (o.json && policy_json) {
+	if (o->json && policy_json) {
 		/* The log goes to memory too, to be returned in the result object. */
 		json_fd = memfd_create("airlock-egress", MFD_CLOEXEC);
 	}
 	/* Namespaces made ahead by `airlock pool fill`, if there are any (src/cli/pool.c). */
-	if (!o.no_pool && jail_pool_dir(NULL, pool_dir, sizeof(pool_dir)) == 0)
+	if (!o->no_pool && jail_pool_dir(NULL, pool_dir, sizeof(pool_dir)) == 0)
 		ro.pool_dir = pool_dir;
 	/* A read-only root template for default settings (src/cli/template.c). */
-	if (!o.no_template)
+	if (!o->no_template)
 		ro.template_dir = jail_template_root(NULL);
 	/* Deny-all: a recycled network namespace, unless the run or the host says no. */
-	if (!o.fresh_netns)
+	if (!o->fresh_netns)
 		ro.recycle_root = jail_recycle_root(NULL, recycle_root, sizeof(recycle_root));
-	o.cfg.argv = argv + optind;
-	o.cfg.env = o.env;
-	o.cfg.files = o.files;
-	o.cfg.term = getenv("TERM");
+	o->cfg.argv = argv + optind;
+	o->cfg.env = o->env;
+	o->cfg.files = o->files;
+	o->cfg.term = getenv("TERM");
 
-	prepare_io(&o, &io, json_fd >= 0 ? json_fd : egress_fd, &tty);
-	if (jail_run(&o.cfg, &io, &ro, &res, &err) < 0) {
+	prepare_io(o, &io, json_fd >= 0 ? json_fd : egress_fd, &tty);
+	if (jail_run(&o->cfg, &io, &ro, &res, &err) < 0) {
 		tty_restore(&tty);
 		code = usage_error("%s", err->msg);
 		al_error_free(err);
 		if (egress_made)
-			unlink(o.egress_log);
+			unlink(o->egress_log);
 		return code;
 	}
 	tty_restore(&tty);
 	if (json_fd >= 0 && egress_fd >= 0)
 		copy_egress_log(json_fd, egress_fd);
-	if (o.json)
-		cli_print_json(stdout, &res, o.out.data, o.out.len, o.err.data, o.err.len,
+	if (o->json)
+		cli_print_json(stdout, &res, o->out.data, o->out.len, o->err.data, o->err.len,
 			       policy_json ? read_egress(json_fd) : NULL);
 	else
-		report(&o, &res);
+		report(o, &res);
 	code = al_result_exit_code(&res);
 	al_result_release(&res);
 	return code;
