@@ -276,8 +276,9 @@ try:
     n_all = len(rt) + len(rt_py) + 5
     res["round_trip"] = stats(rt)
     res["round_trip"]["client"] = "bench/httpload (C)"
-    res["round_trip"]["daemon_cpu_ms_per_round_trip"] = (c1[0] - c0[0]) * 1000 / n_all
-    res["round_trip"]["sandbox_cpu_ms_per_round_trip"] = (c1[1] - c0[1]) * 1000 / n_all
+    # whole clock ticks (10 ms) summed as floats: an unchanged count can come out -1e-16
+    res["round_trip"]["daemon_cpu_ms_per_round_trip"] = round((c1[0] - c0[0]) * 1000 / n_all, 6) + 0.0
+    res["round_trip"]["sandbox_cpu_ms_per_round_trip"] = round((c1[1] - c0[1]) * 1000 / n_all, 6) + 0.0
     res["round_trip_python"] = stats(rt_py)
     res["round_trip_python"]["client"] = "Python http.client"
     # The floor: what any round trip must do, on the host with no sandbox (bench/rtfloor).
