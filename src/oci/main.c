@@ -124,9 +124,20 @@ static int parse_global(int argc, char **argv, struct oci_opts *o)
 	return optind < argc ? optind : -1;
 }
 
+/* The state directory when no --root is given: $AIRLOCK_OCI_ROOT if it is an absolute path,
+ * else /run/airlock-oci. podman 4.3 passes its --runtime-flag options to create and start
+ * but not to the delete of its clean-up (`podman run --rm`): a root set in the
+ * environment reaches that delete too (docs/oci.md). */
+static const char *default_root(void)
+{
+	const char *env = getenv("AIRLOCK_OCI_ROOT");
+
+	return env && env[0] == '/' ? env : OCI_ROOT_DEFAULT;
+}
+
 int main(int argc, char **argv)
 {
-	struct oci_opts o = {.root = OCI_ROOT_DEFAULT};
+	struct oci_opts o = {.root = default_root()};
 	int i = parse_global(argc, argv, &o), n;
 	char **av;
 	const char *cmd;
