@@ -340,17 +340,23 @@ def test_only_loopback_interface_up(run):
     assert res["lo_up"]
 
 
-def test_each_run_has_a_fresh_network_namespace_of_its_own(airlock):
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh-netns", "recycled"])
+def test_each_run_has_a_fresh_network_namespace_of_its_own(airlock, fresh):
     """A deny-all run's network namespace is made by airlock while the child builds its
-    root, and handed to it with GO (src/jail/run.c, JAIL_NETNS_LATER). Each run must get a new
-    one -- not the host's, not another run's, nothing sent through its loopback before
-    the workload -- with lo up. Two runs held at once show two different namespaces."""
+    root, and handed to it with GO (src/jail/run.c, JAIL_NETNS_LATER), or is a recycled one
+    proven clean (docs/security.md, "Recycled network namespaces"). Each run gets one of its
+    own -- not the host's, not another live run's -- with lo up; three runs held at once
+    show three different namespaces. With --fresh-netns it is new: nothing went through its
+    loopback before the workload. A recycled one carries lo's counters over (the documented
+    count-only channel, residual risk R14), so they are not asserted there."""
     import subprocess
     host = os.stat("/proc/self/ns/net").st_ino
     script = ("readlink /proc/self/ns/net; grep ' lo:' /proc/net/dev; "
               "cat /sys/class/net/lo/operstate 2>/dev/null; sleep 1")
-    procs = [subprocess.Popen([airlock, "run", "--", "/bin/sh", "-c", script],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    argv = [airlock, "run"] + (["--fresh-netns"] if fresh else []) + ["--", "/bin/sh", "-c",
+                                                                      script]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for _ in range(3)]
     inos = []
     for p in procs:
         out, err = p.communicate(timeout=30)
@@ -358,8 +364,9 @@ def test_each_run_has_a_fresh_network_namespace_of_its_own(airlock):
         lines = out.decode().splitlines()
         ino = int(lines[0].split("[")[1].rstrip("]"))
         counters = lines[1].split(":")[1].split()
-        assert counters[0] == "0" and counters[1] == "0", lines  # rx bytes, packets
-        assert counters[8] == "0" and counters[9] == "0", lines  # tx bytes, packets
+        if fresh:
+            assert counters[0] == "0" and counters[1] == "0", lines  # rx bytes, packets
+            assert counters[8] == "0" and counters[9] == "0", lines  # tx bytes, packets
         inos.append(ino)
     assert host not in inos, (host, inos)
     assert len(set(inos)) == len(inos), inos
