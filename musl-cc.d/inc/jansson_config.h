@@ -1,1 +1,0 @@
-/usr/include/jansson_config.h
