@@ -33,7 +33,8 @@ static void usage(FILE *out)
 	    "             default %u, at most %u; makes them now\n"
 	    "  status     the size and how many are ready\n"
 	    "  drain      release every entry and turn the pool off\n"
-	    "  netns status  how many recycled network namespaces of deny-all runs are ready\n"
+	    "  netns status  how many recycled network namespaces of deny-all runs, and linked\n"
+	    "                pairs of allowlisted runs, are ready\n"
 	    "  netns drain   destroy them (runs refill it again, unless --fresh-netns or the\n"
 	    "                host setting %s: docs/security.md)\n"
 	    "\n"
@@ -57,11 +58,15 @@ static int netns_pool(const char *cmd)
 
 	if (!root || root[0] != '/')
 		root = JAIL_RECYCLE_ROOT;
+	jail_recycle_settle(root); /* what the runs that just ended give back counts */
 	if (strcmp(cmd, "status") == 0) {
-		printf(
-		    "recycled network namespaces %s: %u ready%s\n", root, jail_recycle_count(root),
-		    access(JAIL_RECYCLE_OFF_FILE, F_OK) == 0 ? " (off: " JAIL_RECYCLE_OFF_FILE ")"
-							     : "");
+		unsigned pairs = 0, ready = jail_recycle_count(root, &pairs);
+
+		printf("recycled network namespaces %s: %u ready, %u linked pairs ready%s\n", root,
+		       ready, pairs,
+		       access(JAIL_RECYCLE_OFF_FILE, F_OK) == 0 ? " (off: " JAIL_RECYCLE_OFF_FILE
+								  ")"
+								: "");
 		return 0;
 	}
 	if (strcmp(cmd, "drain") == 0) {

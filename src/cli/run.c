@@ -71,9 +71,10 @@ void cli_run_usage(FILE *out)
 	    "  --hostname NAME      hostname inside: letters, digits, '-', '.' (default sandbox)\n"
 	    "  --no-pool            make every namespace now, even if `airlock pool fill` has\n"
 	    "                       some ready (`airlock pool --help`)\n"
-	    "  --fresh-netns        deny-all: a network namespace of its own, destroyed after,\n"
-	    "                       instead of a recycled one proven clean (docs/security.md,\n"
-	    "                       \"Recycled network namespaces\"; for the whole host: create\n"
+	    "  --fresh-netns        network namespaces of its own (deny-all: one; an allowlist:\n"
+	    "                       its own and its gateway's), destroyed after, instead of\n"
+	    "                       recycled ones proven clean (docs/security.md, \"Recycled\n"
+	    "                       network namespaces\"; for the whole host: create\n"
 	    "                       " JAIL_RECYCLE_OFF_FILE ")\n"
 	    "  --no-template        build the sandbox's whole root now instead of copying the\n"
 	    "                       read-only template kept for default runs\n"
@@ -753,7 +754,8 @@ static int run_main(struct run_opts *o, int argc, char **argv)
 	/* A read-only root template for default settings (src/cli/template.c). */
 	if (!o->no_template)
 		ro.template_dir = jail_template_root(NULL);
-	/* Deny-all: a recycled network namespace, unless the run or the host says no. */
+	/* Recycled network namespaces (deny-all: one; an allowlist: a linked pair), unless the
+	 * run or the host says no. */
 	if (!o->fresh_netns)
 		ro.recycle_root = jail_recycle_root(NULL, recycle_root, sizeof(recycle_root));
 	o->cfg.argv = argv + optind;

@@ -307,6 +307,11 @@ int net_gateway_prepare(const struct net_gateway_opts *o, struct net_gateway **o
 	return r < 0 ? al_error_wrap(err, "network gateway") : 0;
 }
 
+int net_gateway_netns(const struct net_gateway *g)
+{
+	return g->gw_ns;
+}
+
 int net_gateway_configure(struct net_gateway *g, const struct net_gateway_opts *o,
 			  struct al_error **err)
 {

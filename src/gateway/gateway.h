@@ -66,6 +66,8 @@ int net_gateway_serve_lazily(struct net_gateway *g, int ctl, struct al_error **e
 /* Stop serving: every thread and connection ended, every log line written; nothing freed
  * (for a process about to exit). Safe on a gateway never started, and twice. */
 void net_gateway_quiesce(struct net_gateway *g);
+/* The gateway's network namespace (its fd, the gateway's own), or -1. */
+int net_gateway_netns(const struct net_gateway *g);
 /* Quiesce, then close and free everything. Safe on a gateway never started. */
 void net_gateway_stop(struct net_gateway *g);
 

@@ -492,7 +492,9 @@ static int serve_one_shot(struct net_gateway *g, bool filtered)
 	 * listeners' queues (they are bound and listening) for the service thread its first
 	 * packet starts (a run that sends nothing costs no thread). If this fails, the gateway
 	 * exits and nothing flows. */
-	net_gwctl_send(CTL, &(struct net_gwctl){.kind = NET_GWCTL_ATTACHED});
+	/* With the gateway's namespace, which airlock may recycle (jail/ahead/recycle.h) */
+	if (al_send_with_fd(CTL, "A\n", 2, net_gateway_netns(g)) != 2)
+		_exit(1);
 	take_parents_cpus();
 	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). A
 	 * service whose thread cannot start leaves us: nothing flows then (fail closed). */

@@ -32,6 +32,7 @@ struct gw_client {
 	char ca_dir[64]; /* a private directory for the sandbox CA's certificate ("" if none) */
 	char *ca_pem;	 /* the certificate, when the policy has per-request rules */
 	enum { GW_STARTING, GW_READY, GW_LINKED } state;
+	int netns;	     /* the gateway's namespace, sent with its "A" (a one-shot's), or -1 */
 	bool policy_refused; /* its "E" came at start with EINVAL */
 	char line[1024];     /* the control line being read */
 	size_t len;
@@ -92,7 +93,13 @@ static int handle_line(struct gw_client *c, const char *line, struct al_error **
 int gw_client_step(struct gw_client *c, struct al_error **err)
 {
 	char buf[256];
-	ssize_t n = recv(c->ctl, buf, sizeof(buf), MSG_DONTWAIT);
+	int fd = -1;
+	ssize_t n = al_recv_with_fd(c->ctl, buf, sizeof(buf), MSG_DONTWAIT, &fd, NULL);
+
+	if (fd >= 0 && c->netns < 0)
+		c->netns = fd;
+	else if (fd >= 0)
+		close(fd);
 
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return c->state == GW_LINKED;
@@ -245,7 +252,7 @@ int gw_client_start(const struct al_config *cfg, bool no_rules, const char *sand
 	const char *argv[28];
 	int a = 0;
 
-	c->pidfd = -1;
+	c->pidfd = c->netns = -1;
 
 	*out = c;
 	c->ctl = -1;
@@ -369,6 +376,7 @@ int gw_client_start_pooled(const struct al_config *cfg, bool no_rules, const cha
 		kv[n++] = "--upstream-dns", kv[n++] = cfg->upstream_dns;
 	c = xzalloc(sizeof(*c));
 	c->ctl = fd;
+	c->netns = -1;
 	c->pid = cred.pid;
 	/* Opened before it can have exited: a claimed gateway only exits once ctl closes. */
 	c->pidfd = (int)syscall(SYS_pidfd_open, cred.pid, 0);
@@ -416,6 +424,8 @@ void gw_client_close(struct gw_client *c)
 
 static void free_client(struct gw_client *c)
 {
+	if (c->netns >= 0)
+		close(c->netns);
 	if (c->ca_dir[0]) {
 		char path[96];
 		snprintf(path, sizeof(path), "%s/ca.pem", c->ca_dir);
@@ -447,6 +457,20 @@ void gw_client_abandon(struct gw_client *c)
 		kill(c->pid, SIGKILL);
 	}
 	free_client(c);
+}
+
+int gw_client_pidfd(const struct gw_client *c)
+{
+	if (!c)
+		return -1;
+	if (c->pidfd >= 0)
+		return fcntl(c->pidfd, F_DUPFD_CLOEXEC, 3);
+	return c->pid > 0 ? (int)syscall(SYS_pidfd_open, c->pid, 0) : -1;
+}
+
+int gw_client_netns(const struct gw_client *c)
+{
+	return c && c->netns >= 0 ? fcntl(c->netns, F_DUPFD_CLOEXEC, 3) : -1;
 }
 
 void gw_client_stop(struct gw_client *c)

@@ -67,6 +67,10 @@ const char *gw_client_ca_pem(const struct gw_client *c);
 void gw_client_close(struct gw_client *c);
 /* Close the channel (if not yet), wait for the gateway to exit, free. NULL is fine. */
 void gw_client_stop(struct gw_client *c);
+/* A pidfd of the gateway (a new fd), or -1. */
+int gw_client_pidfd(const struct gw_client *c);
+/* The gateway's network namespace, as it sent it with its "A" (a new fd), or -1. */
+int gw_client_netns(const struct gw_client *c);
 /* Close our end of the channel and free c, neither waiting nor killing: for a gateway
  * whose channel another process holds too (an OCI container's PID 1, src/oci/), which
  * serves until that one's end closes. */

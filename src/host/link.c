@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <linux/if_link.h>
+#include <linux/neighbour.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -220,6 +221,32 @@ int net_addr_add4(int nl, const char *ifname, struct in_addr addr, int prefix,
 	return talk(nl, &r, "add address", err);
 }
 
+int net_neigh_del4(int nl, const char *ifname, struct in_addr addr, struct al_error **err)
+{
+	struct nlreq r;
+	struct ndmsg *nd;
+	struct al_error *e = NULL;
+	int idx = ifindex_of(ifname, err);
+
+	if (idx < 0)
+		return idx;
+	memset(&r, 0, sizeof(r));
+	r.h.nlmsg_len = NLMSG_LENGTH(sizeof(struct ndmsg));
+	r.h.nlmsg_type = RTM_DELNEIGH;
+	nd = NLMSG_DATA(&r.h);
+	nd->ndm_family = AF_INET;
+	nd->ndm_ifindex = idx;
+	put_attr(&r, NDA_DST, &addr, sizeof(addr));
+	if (talk(nl, &r, "delete a neighbour", &e) == 0)
+		return 0;
+	if (e->code == ENOENT) { /* none: nothing was sent on the link */
+		al_error_free(e);
+		return 0;
+	}
+	*err = e;
+	return -1;
+}
+
 int net_route_default4(int nl, struct in_addr gw, struct al_error **err)
 {
 	struct nlreq r;
@@ -252,6 +279,16 @@ void net_disable_ipv6(const char *ifname)
 	}
 }
 
+void net_no_time_wait(void)
+{
+	int fd = open("/proc/sys/net/ipv4/tcp_max_tw_buckets", O_WRONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		(void)!write(fd, "0\n", 2);
+		close(fd);
+	}
+}
+
 int net_sandbox_link_setup(struct al_error **err)
 {
 	_cleanup_close_ int nl = net_nl_open(err);
@@ -262,6 +299,7 @@ int net_sandbox_link_setup(struct al_error **err)
 	if (nl < 0)
 		return -1;
 	net_disable_ipv6(NET_SBX_LINK);
+	net_no_time_wait();
 	if (net_addr_add4(nl, NET_SBX_LINK, me, NET_LINK_PREFIX, err) < 0 ||
 	    net_link_up(nl, NET_SBX_LINK, err) < 0 || net_route_default4(nl, gw, err) < 0)
 		return al_error_wrap(err, "sandbox network link");
@@ -277,6 +315,7 @@ int net_link_make(int nl, int sbx_ns, struct al_error **err)
 	    net_addr_add4(nl, NET_GW_LINK, gw, NET_LINK_PREFIX, err) < 0)
 		return -1;
 	net_disable_ipv6(NET_GW_LINK);
+	net_no_time_wait();
 	if (net_link_up(nl, NET_GW_LINK, err) < 0)
 		return -1;
 	/* Its end is configured from outside: the sandbox need not wait for the link before

@@ -25,8 +25,13 @@ int net_link_up(int nl, const char *ifname, struct al_error **err);
 int net_addr_add4(int nl, const char *ifname, struct in_addr addr, int prefix,
 		  struct al_error **err);
 int net_route_default4(int nl, struct in_addr gw, struct al_error **err);
+/* Delete the IPv4 neighbour entry of addr on ifname (none there: 0 too). */
+int net_neigh_del4(int nl, const char *ifname, struct in_addr addr, struct al_error **err);
 /* /proc/sys/net/ipv6/conf/IF/disable_ipv6 = 1 (ignored where IPv6 is absent). */
 void net_disable_ipv6(const char *ifname);
+/* net.ipv4.tcp_max_tw_buckets = 0 in this thread's network namespace: no TIME_WAIT is kept
+ * (both ends of a sandbox's link: so that the pair can be recycled, jail/ahead/recycle.h). */
+void net_no_time_wait(void);
 
 /* In the sandbox's network namespace: configure eth0 (address, up, default route). */
 int net_sandbox_link_setup(struct al_error **err);

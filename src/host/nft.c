@@ -9,9 +9,14 @@
 #include "common/error.h"
 #include "gw_nft_batch.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <linux/netlink.h>
 #include <sys/socket.h>
+#include <string.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -50,6 +55,69 @@ static int read_acks(int fd, struct al_error **err)
 		}
 	}
 	return 0;
+}
+
+/* One request of netfilter subsystem subsys on a new socket; its first reply into buf.
+ * The reply's length, or -1. */
+static ssize_t nfnl_ask(uint16_t subsys, uint16_t msg, uint16_t flags, void *buf, size_t size)
+{
+	struct {
+		struct nlmsghdr n;
+		struct nfgenmsg g;
+	} req = {.n = {.nlmsg_len = sizeof(req),
+		       .nlmsg_type = (uint16_t)(subsys << 8 | msg),
+		       .nlmsg_flags = (uint16_t)(NLM_F_REQUEST | flags),
+		       .nlmsg_seq = 1},
+		 .g = {.nfgen_family = AF_UNSPEC, .version = NFNETLINK_V0}};
+	struct timeval patience = {.tv_sec = 5};
+	_cleanup_close_ int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience)) < 0 ||
+	    send(fd, &req, sizeof(req), 0) != (ssize_t)sizeof(req))
+		return -1;
+	return recv(fd, buf, size, 0);
+}
+
+int net_nft_generation(uint32_t *gen)
+{
+	union {
+		char b[512];
+		struct nlmsghdr align;
+	} buf;
+	ssize_t n = nfnl_ask(NFNL_SUBSYS_NFTABLES, NFT_MSG_GETGEN, 0, buf.b, sizeof(buf.b));
+	struct nlmsghdr *h = &buf.align;
+
+	if (n < (ssize_t)NLMSG_HDRLEN || !NLMSG_OK(h, (size_t)n) ||
+	    h->nlmsg_type != (NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_NEWGEN))
+		return -1;
+	for (struct nlattr *a =
+		 (struct nlattr *)((char *)NLMSG_DATA(h) + NLMSG_ALIGN(sizeof(struct nfgenmsg)));
+	     (char *)a + NLA_HDRLEN <= (char *)h + h->nlmsg_len && a->nla_len >= NLA_HDRLEN;
+	     a = (struct nlattr *)((char *)a + NLA_ALIGN(a->nla_len)))
+		if ((a->nla_type & NLA_TYPE_MASK) == NFTA_GEN_ID &&
+		    a->nla_len >= NLA_HDRLEN + sizeof(uint32_t)) {
+			uint32_t be;
+
+			memcpy(&be, (char *)a + NLA_HDRLEN, sizeof(be));
+			*gen = ntohl(be);
+			return 0;
+		}
+	return -1;
+}
+
+int net_ct_flush(void)
+{
+	union {
+		char b[512];
+		struct nlmsghdr align;
+	} buf;
+	ssize_t n =
+	    nfnl_ask(NFNL_SUBSYS_CTNETLINK, IPCTNL_MSG_CT_DELETE, NLM_F_ACK, buf.b, sizeof(buf.b));
+	struct nlmsghdr *h = &buf.align;
+
+	if (n < (ssize_t)NLMSG_HDRLEN || !NLMSG_OK(h, (size_t)n) || h->nlmsg_type != NLMSG_ERROR)
+		return -1;
+	return ((struct nlmsgerr *)NLMSG_DATA(h))->error == 0 ? 0 : -1;
 }
 
 int net_nft_apply(struct al_error **err)

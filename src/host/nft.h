@@ -17,6 +17,13 @@
  * gw_nft_batch.h (tools/gen_nft_batch.c) and checks every acknowledgement.
  */
 int net_nft_apply(struct al_error **err);
+/* The nf_tables generation of the calling thread's network namespace (1 in a new one; each
+ * transaction adds 1, so a gateway's namespace whose ruleset is as it was made has 2). 0,
+ * or -1. */
+int net_nft_generation(uint32_t *gen);
+#define NET_NFT_GEN_MADE 2u
+/* Delete every conntrack entry of the calling thread's network namespace. 0, or -1. */
+int net_ct_flush(void);
 
 /*
  * Build time only (tools/nft_build.c, with libnftnl): the transaction's netlink

@@ -20,6 +20,7 @@
 #include "common/xalloc.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <jansson.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -197,7 +198,7 @@ struct run {
 	bool gw_abandon; /* the caller exits next and wants no egress log: do not wait for it */
 	int crowd_fd;	 /* our slot among the launches under way (jail_crowd_join), or -1 */
 	char *cg_memory; /* v1: the memory cgroup the child makes (ctx.cg_memory), or NULL */
-	struct jail_recycle recycle; /* deny-all: the recycled network namespace, or its own */
+	struct jail_recycle recycle; /* the recycled network namespace (or pair), or its own */
 	bool stranded;		     /* left in a namespace it checked: the caller must exit */
 };
 
@@ -212,9 +213,22 @@ static void run_cleanup(struct run *r)
 {
 	int *fds[] = {r->sync, r->in, r->out, r->errp};
 
+	/* A linked pair to check for reuse: its gateway's side as the gateway sent it. */
+	bool pair = r->recycle.link && r->recycle.state != JAIL_RECYCLE_OFF;
+	_cleanup_close_ int gw_exit = -1; /* a pidfd of the gateway */
+	int released;
+
+	if (pair && r->recycle.state == JAIL_RECYCLE_FRESH) {
+		_cleanup_close_ int gw_ns = gw_client_netns(r->gw);
+
+		jail_recycle_adopt_gw_fd(&r->recycle, gw_ns);
+	}
 	/* The gateway finishes and exits while we do the rest; its exit is awaited last,
-	 * unless nothing it would still write is wanted by a caller about to exit. */
+	 * unless nothing it would still write is wanted by a caller about to exit (a pair's
+	 * check then waits for it, gw_exit). */
 	if (r->gw_abandon) {
+		if (pair)
+			gw_exit = gw_client_pidfd(r->gw);
 		gw_client_abandon(r->gw);
 		r->gw = NULL;
 	}
@@ -228,10 +242,22 @@ static void run_cleanup(struct run *r)
 			;
 		al_closep(&r->pidfd);
 	}
-	/* Every process of the sandbox is dead (PID 1 of its pid namespace is reaped): its
-	 * network namespace goes back to the pool if nothing of it remains, else it is
-	 * destroyed (jail/ahead/recycle.h). */
-	if (jail_recycle_release(&r->recycle) == JAIL_NS_STRANDED)
+	/* Every process of the sandbox is dead (PID 1 of its pid namespace is reaped), and
+	 * of a pair its gateway too: its network namespace (or pair) goes back to the pool if
+	 * nothing of it remains, else it is destroyed (jail/ahead/recycle.h). */
+	if (pair) { /* its egress log wanted: all of it before the caller goes on */
+		gw_client_stop(r->gw);
+		r->gw = NULL;
+	}
+	/* A caller about to exit does not wait for the check: a detached child makes it. */
+	if (r->o->caller_exits) {
+		released = jail_recycle_release_detached(&r->recycle, gw_exit);
+	} else {
+		if (gw_exit >= 0)
+			poll(&(struct pollfd){.fd = gw_exit, .events = POLLIN}, 1, 5000);
+		released = jail_recycle_release(&r->recycle);
+	}
+	if (released == JAIL_NS_STRANDED)
 		r->stranded = true;
 	if (!r->cg && r->cg_memory) /* the child may have made it before we made the rest */
 		jail_cgroup_remove(r->cg_memory);
@@ -385,15 +411,17 @@ static void claim_pool(struct run *r, const struct al_config *cfg, bool with_net
 }
 
 /*
- * Deny-all, no entry of the one-shot pool: a recycled network namespace if one is ready
- * (the child joins it: the parent keeps its own fd, to check it after the run), else the
- * run makes its own as always and may leave it in the pool at the end.
+ * No entry of the one-shot pool: a recycled network namespace if one is ready (deny-all),
+ * or a recycled pair (an allowlist: the sandbox's namespace, linked to its gateway's, whose
+ * ruleset is in place); the child joins it, the gateway joins the pair's other side, and
+ * the parent keeps its own fds, to check them after the run. Else the run makes its own
+ * as always and may leave them in the pool at the end.
  */
 static void claim_recycled(struct run *r, bool with_net)
 {
-	if (with_net || r->pool.held || !r->o->recycle_root)
+	if (r->pool.held || !r->o->recycle_root)
 		return;
-	jail_recycle_claim(r->o->recycle_root, &r->recycle);
+	jail_recycle_claim(r->o->recycle_root, with_net, &r->recycle);
 	if (r->recycle.state != JAIL_RECYCLE_CLAIMED)
 		return;
 	r->ctx.netns = JAIL_NETNS_AHEAD;
@@ -416,7 +444,10 @@ static int start_gateway(struct run *r, const struct al_config *cfg, const struc
 						   r->pool.gw_sock, &r->gw) == 0)
 		return 0; /* the entry's own gateway, made ahead with it */
 	if (gw_client_start(cfg, r->no_rules, id, io->egress_log_fd,
-			    r->pool.held ? r->pool.gw_path : NULL, &r->gw, err) < 0)
+			    r->pool.held			       ? r->pool.gw_path
+			    : r->recycle.state == JAIL_RECYCLE_CLAIMED ? r->recycle.gw_path
+								       : NULL,
+			    &r->gw, err) < 0)
 		return -1;
 	if (!r->no_rules && gw_client_ready(r->gw, err) < 0)
 		return -1;
@@ -479,7 +510,7 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 			.pool = {.sbx_fd = -1, .mnt_fd = -1},
 			.netns_fd = -1,
 			.crowd_fd = -1,
-			.recycle = {.fd = -1}};
+			.recycle = {.fd = -1, .gw_fd = -1}};
 	struct relay rl;
 	bool with_net, cg_first;
 	_cleanup_error_ struct al_error *setup = NULL;

@@ -8,6 +8,7 @@ A namespace is identified by its cookie (SO_NETNS_COOKIE, a 64-bit number the ke
 never reuses), not by its nsfs inode: inode numbers of destroyed namespaces are reused.
 """
 
+import fcntl
 import json
 import os
 import pathlib
@@ -114,20 +115,47 @@ class Pool:
         self._run, self._invoke = run, invoke
 
     def run(self, args, **kw):
+        self.settle()          # the last run's namespace back first: tests are sequential
         return self._run(args, env=self.env, **kw)
 
     def py(self, src, *flags, **kw):
         return self.run([*flags, "--", PY, "-c", src], **kw)
 
-    def ready(self):
-        d = self.dir / "ready"
+    def settle(self):
+        """Wait for the checks of runs that ended: `airlock run` leaves them to a detached
+        child, which holds ROOT/lock shared until it is done (jail_recycle_settle)."""
+        p = self.dir / "lock"
+        if not p.exists():
+            return
+        with open(p) as f:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    assert time.monotonic() < deadline, "a check never ended"
+                    time.sleep(0.005)
+
+    def _list(self, *parts):
+        self.settle()
+        d = self.dir.joinpath(*parts)
         return sorted(os.listdir(d)) if d.exists() else []
+
+    def ready(self):
+        return self._list("ready")
 
     def claimed(self):
-        d = self.dir / "claimed"
-        return sorted(os.listdir(d)) if d.exists() else []
+        return self._list("claimed")
+
+    def pairs(self, sub="ready"):
+        """Linked pairs of allowlisted runs (ROOT/link-VERSION/SUB)."""
+        self.settle()
+        return sorted(n for d in self.dir.glob("link-*") for n in os.listdir(d / sub)
+                      if (d / sub).exists())
 
     def log(self):
+        self.settle()
         p = self.dir / "log"
         return p.read_text() if p.exists() else ""
 
@@ -307,6 +335,7 @@ def test_a_killed_runs_claim_is_destroyed_not_returned(pool, airlock, marker):
     """airlock killed with SIGKILL mid-run: its claim stays in claimed/, and the next
     sweep destroys it (logged); it never goes back to ready/."""
     first = cookie_of(pool)
+    pool.settle()
     p = subprocess.Popen([airlock, "run", "--", "/bin/sh", "-c", marker.sleep],
                          env={**os.environ, **pool.env},
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -9,7 +9,12 @@
 #include "jail/ahead/recycle.h"
 #include "jail/jail.h"
 #include "common/cleanup.h"
+#include "common/error.h"
+#include "host/link.h"
+#include "host/nft.h"
+#include "net/contract.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/genetlink.h>
@@ -129,24 +134,72 @@ static int check_lists(char *buf, char *why, size_t len)
 	return 0;
 }
 
-/* Only lo, only its own addresses, nothing in the main IPv4 table, no conntrack entry. */
-static int check_config(char *buf, char *why, size_t len)
+/* What a namespace's configuration must be: its links (lo first), the routes of its main
+ * IPv4 table, all through `via` (NULL: none). */
+struct shape {
+	const char *links[2]; /* lo, and the link's end or NULL */
+	unsigned routes;
+	const char *via;
+};
+
+static const struct shape loopback_only = {{"lo", NULL}, 0, NULL};
+static const struct shape sandbox_end = {{"lo", NET_SBX_LINK}, 2, NET_SBX_LINK};
+static const struct shape gateway_end = {{"lo", NET_GW_LINK}, 1, NET_GW_LINK};
+
+/* /proc/net/dev lists exactly the links of sh, in any order. */
+static bool links_are(const char *buf, const struct shape *sh)
 {
-	const char *l;
+	unsigned want = sh->links[1] ? 2 : 1, seen = 0;
+	const char *l = strchr(buf, '\n');
+
+	l = l ? strchr(l + 1, '\n') : NULL; /* two header lines */
+	if (!l || lines_after(buf, 2) != want)
+		return false;
+	for (; l && l[1]; l = strchr(l + 1, '\n')) {
+		const char *name = l + 1 + strspn(l + 1, " ");
+
+		for (unsigned i = 0; i < want; i++) {
+			size_t n = strlen(sh->links[i]);
+
+			if (strncmp(name, sh->links[i], n) == 0 && name[n] == ':')
+				seen |= 1u << i;
+		}
+	}
+	return seen == (1u << want) - 1;
+}
+
+/* /proc/net/route: sh->routes lines, every one through sh->via. */
+static bool routes_are(const char *buf, const struct shape *sh)
+{
+	if (lines_after(buf, 1) != sh->routes)
+		return false;
+	for (const char *l = strchr(buf, '\n'); l && l[1]; l = strchr(l + 1, '\n'))
+		if (strncmp(l + 1, sh->via, strlen(sh->via)) != 0 || l[1 + strlen(sh->via)] != '\t')
+			return false;
+	return true;
+}
+
+/* Only the links of sh, only lo's own IPv6 address (or none: lo down), its routes alone,
+ * no neighbour entry, no conntrack entry. */
+static int check_config(const struct shape *sh, char *buf, char *why, size_t len)
+{
 	ssize_t n;
 
 	if (slurp("/proc/thread-self/net/dev", buf) < 0)
 		return dirty(why, len, "cannot read dev");
-	l = strchr(buf, '\n');
-	l = l ? strchr(l + 1, '\n') : NULL;
-	if (!l || lines_after(buf, 2) != 1 || strncmp(l + 1 + strspn(l + 1, " "), "lo:", 3) != 0)
-		return dirty(why, len, "a link other than lo");
+	if (!links_are(buf, sh))
+		return dirty(why, len, "a link other than %s%s%s", sh->links[0],
+			     sh->links[1] ? " and " : "", sh->links[1] ? sh->links[1] : "");
 	n = slurp("/proc/thread-self/net/if_inet6", buf); /* absent: no IPv6 in this kernel */
-	if (n != -1 && (n < 0 || lines_after(buf, 0) != 1 ||
-			strncmp(buf, "00000000000000000000000000000001 01 80 10 80", 44) != 0))
+	if (n != -1 &&
+	    (n < 0 || lines_after(buf, 0) > 1 ||
+	     (sh == &loopback_only && lines_after(buf, 0) != 1) ||
+	     (n > 0 && strncmp(buf, "00000000000000000000000000000001 01 80 10 80", 44) != 0)))
 		return dirty(why, len, "an IPv6 address other than lo's ::1: %.80s", buf);
-	if (slurp("/proc/thread-self/net/route", buf) < 0 || lines_after(buf, 1) != 0)
-		return dirty(why, len, "a route in the main IPv4 table");
+	if (slurp("/proc/thread-self/net/route", buf) < 0 || !routes_are(buf, sh))
+		return dirty(why, len, "a route in the main IPv4 table not made with it");
+	if (slurp("/proc/thread-self/net/arp", buf) > 0 && lines_after(buf, 1) != 0)
+		return dirty(why, len, "a neighbour entry: %.80s", strchr(buf, '\n') + 1);
 	if (slurp("/proc/sys/net/netfilter/nf_conntrack_count", buf) > 0 && atol(buf) != 0)
 		return dirty(why, len, "%ld conntrack entries", atol(buf));
 	if (slurp("/proc/thread-self/net/nf_conntrack_expect", buf) > 0)
@@ -229,9 +282,42 @@ static int in_netns(int ns_fd, int (*fn)(void *), void *arg)
 
 struct clean_args {
 	bool recycled;
+	const struct shape *shape;
 	char *why;
 	size_t len;
 };
+
+/* A link's end: its neighbour entry for the other end deleted (the only address on the
+ * link; what it holds is when that end was last heard from). */
+static int forget_peer(const struct shape *sh, char *why, size_t len)
+{
+	const char *peer = sh == &sandbox_end ? NET_GW_ADDR : NET_SBX_ADDR;
+	struct al_error *err = NULL;
+	struct in_addr a;
+	int nl, r;
+
+	inet_pton(AF_INET, peer, &a);
+	nl = net_nl_open(&err);
+	r = nl < 0 ? -1 : net_neigh_del4(nl, sh->links[1], a, &err);
+	if (nl >= 0)
+		close(nl);
+	if (r < 0)
+		dirty(why, len, "%s", err && err->msg ? err->msg : "neighbour");
+	al_error_free(err);
+	return r < 0 ? 1 : 0;
+}
+
+/* The gateway's end: its conntrack table emptied, its ruleset as it was made. */
+static int gateway_state(char *why, size_t len)
+{
+	uint32_t gen = 0;
+
+	if (net_nft_generation(&gen) < 0 || gen != NET_NFT_GEN_MADE)
+		return dirty(why, len, "its ruleset changed (nf_tables generation %u)", gen);
+	if (net_ct_flush() < 0)
+		return dirty(why, len, "its conntrack table could not be flushed");
+	return 0;
+}
 
 static int clean_in(void *arg)
 {
@@ -244,10 +330,14 @@ static int clean_in(void *arg)
 	if (a->recycled &&
 	    (slurp("/proc/sys/net/ipv4/tcp_max_tw_buckets", buf) < 0 || strcmp(buf, "0\n") != 0))
 		return dirty(a->why, a->len, "tcp_max_tw_buckets is not 0");
+	if (a->shape->links[1] && (r = forget_peer(a->shape, a->why, a->len)) != 0)
+		return r;
+	if (a->shape == &gateway_end && (r = gateway_state(a->why, a->len)) != 0)
+		return r;
 	if ((r = check_sockstat("sockstat", buf, a->why, a->len)) != 0 ||
 	    (r = check_sockstat("sockstat6", buf, a->why, a->len)) != 0 ||
 	    (r = check_lists(buf, a->why, a->len)) != 0 ||
-	    (r = check_config(buf, a->why, a->len)) != 0)
+	    (r = check_config(a->shape, buf, a->why, a->len)) != 0)
 		return r;
 	/* Last: its own socket is one of this namespace's while it lives. */
 	if (flush_tcp_metrics(buf, FILE_MAX) < 0)
@@ -257,11 +347,31 @@ static int clean_in(void *arg)
 
 int jail_netns_clean(int ns_fd, bool recycled, char *why, size_t len)
 {
-	struct clean_args a = {.recycled = recycled, .why = why, .len = len};
+	struct clean_args a = {
+	    .recycled = recycled, .shape = &loopback_only, .why = why, .len = len};
 	int r = in_netns(ns_fd, clean_in, &a);
 
 	if (r == -1)
 		snprintf(why, len, "cannot enter it: %s", strerror(errno));
+	return r;
+}
+
+int jail_netns_clean_link(int sbx_fd, int gw_fd, char *why, size_t len)
+{
+	char side[160] = "";
+	struct clean_args a = {
+	    .recycled = true, .shape = &gateway_end, .why = side, .len = sizeof(side)};
+	int r = in_netns(gw_fd, clean_in, &a);
+
+	if (r == 0) {
+		a.shape = &sandbox_end;
+		r = in_netns(sbx_fd, clean_in, &a);
+	}
+	if (r == -1 && !side[0])
+		snprintf(side, sizeof(side), "cannot enter it: %s", strerror(errno));
+	if (r != 0 && r != JAIL_NS_STRANDED)
+		snprintf(why, len, "%s's end: %s",
+			 a.shape == &gateway_end ? "the gateway" : "the sandbox", side);
 	return r;
 }
 

@@ -4,14 +4,20 @@
 #include "jail/ahead/recycle.h"
 #include "jail/jail.h"
 #include "common/cleanup.h"
+#include "net/contract.h"
+#include "gw_nft_batch.h"
+
+#include "common/syscalls.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,7 +101,35 @@ static void destroy(const char *entry)
 
 	snprintf(path, sizeof(path), "%s/ns", entry);
 	jail_unpin(path);
+	snprintf(path, sizeof(path), "%s/gw", entry);
+	jail_unpin(path);
 	rmdir(entry);
+}
+
+/* CLOCK_BOOTTIME in ms: when a pair was put back (its name's -t part). */
+static unsigned long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (unsigned long long)ts.tv_sec * 1000u + (unsigned long long)ts.tv_nsec / 1000000u;
+}
+
+/* A pair named nINODE-tMS has rested long enough (the ruleset's log limit refilled). */
+static bool rested(const char *name)
+{
+	const char *t = strstr(name, "-t");
+
+	return t && now_ms() >= strtoull(t + 2, NULL, 10) + JAIL_RECYCLE_REST_MS;
+}
+
+/* What a pair was made by: the ruleset's bytes and the link's names and addresses. */
+static unsigned link_version(void)
+{
+	static const char link[] = NET_GW_ADDR " " NET_SBX_ADDR " " NET_SBX_LINK " " NET_GW_LINK;
+
+	return jail_fnv(jail_fnv(2166136261u, gw_nft_batch, sizeof(gw_nft_batch)), link,
+			sizeof(link));
 }
 
 static unsigned long long ino_of(int fd)
@@ -105,36 +139,62 @@ static unsigned long long ino_of(int fd)
 	return fstat(fd, &st) == 0 ? (unsigned long long)st.st_ino : 0;
 }
 
-static unsigned pool_size(void)
+/* Loopback-only: 2 per CPU. Pairs rest after a run, so a run finds one only if the pool
+ * holds what the host launches in that time: 16 per CPU (at most JAIL_RECYCLE_MAX; a
+ * lone run takes ~4 ms, 2 CPUs launch ~500/s). */
+static unsigned pool_size(bool link)
 {
-	unsigned n = 2 * jail_crowd_cpus();
+	unsigned n = (link ? 16 : 2) * jail_crowd_cpus();
 
 	return n < 4 ? 4 : n > JAIL_RECYCLE_MAX ? JAIL_RECYCLE_MAX : n;
 }
 
-void jail_recycle_claim(const char *root, struct jail_recycle *c)
+/* Open a claimed entry's namespaces into c: 0, or -1 (then it is not sound). */
+static int open_claimed(struct jail_recycle *c)
 {
-	char from[400], ns[420];
+	char ns[420];
+
+	snprintf(ns, sizeof(ns), "%s/ns", c->entry);
+	c->fd = jail_pin_open(ns, CLONE_NEWNET);
+	if (c->fd < 0 || !c->link)
+		return c->fd < 0 ? -1 : 0;
+	snprintf(c->gw_path, sizeof(c->gw_path), "%s/gw", c->entry);
+	c->gw_fd = jail_pin_open(c->gw_path, CLONE_NEWNET);
+	if (c->gw_fd >= 0)
+		return 0;
+	al_closep(&c->fd);
+	return -1;
+}
+
+void jail_recycle_claim(const char *root, bool link, struct jail_recycle *c)
+{
+	char from[400];
 	const char *name;
 	DIR *d;
 
 	memset(c, 0, sizeof(*c));
 	c->state = JAIL_RECYCLE_FRESH;
-	c->fd = -1;
-	snprintf(c->root, sizeof(c->root), "%s", root);
-	d = open_sub(root, "ready");
+	c->link = link;
+	c->fd = c->gw_fd = -1;
+	snprintf(c->log, sizeof(c->log), "%s", root);
+	if (link)
+		snprintf(c->root, sizeof(c->root), "%s/link-%08x", root, link_version());
+	else
+		snprintf(c->root, sizeof(c->root), "%s", root);
+	d = open_sub(c->root, "ready");
 	while (d && (name = next_entry(d))) {
-		snprintf(from, sizeof(from), "%s/ready/%s", root, name);
-		snprintf(c->entry, sizeof(c->entry), "%s/claimed/%d-%s", root, (int)getpid(), name);
+		if (link && !rested(name))
+			continue;
+		snprintf(from, sizeof(from), "%s/ready/%s", c->root, name);
+		snprintf(c->entry, sizeof(c->entry), "%s/claimed/%d-%s", c->root, (int)getpid(),
+			 name);
 		if (rename(from, c->entry) < 0)
 			continue; /* another run took it first */
-		snprintf(ns, sizeof(ns), "%s/ns", c->entry);
-		c->fd = jail_pin_open(ns, CLONE_NEWNET);
-		if (c->fd >= 0) {
+		if (open_claimed(c) == 0) {
 			c->state = JAIL_RECYCLE_CLAIMED;
 			break;
 		}
-		log_event(root, 0, "destroyed", "its pin is not a network namespace");
+		log_event(c->log, 0, "destroyed", "its pin is not a network namespace");
 		destroy(c->entry);
 	}
 	if (d)
@@ -149,10 +209,25 @@ void jail_recycle_adopt_fd(struct jail_recycle *c, int fd)
 		c->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
 }
 
+void jail_recycle_adopt_gw_fd(struct jail_recycle *c, int fd)
+{
+	struct stat mine, its;
+
+	/* The gateway not yet in a namespace of its own would hand in ours: never. */
+	if (c->state != JAIL_RECYCLE_FRESH || !c->link || c->gw_fd >= 0 || fd < 0 ||
+	    stat("/proc/thread-self/ns/net", &mine) < 0 || fstat(fd, &its) < 0 ||
+	    (mine.st_dev == its.st_dev && mine.st_ino == its.st_ino))
+		return;
+	c->gw_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
 static int mkdirs(const char *root)
 {
 	static const char *const subs[] = {"ready", "claimed", "new"};
 	char path[300], *slash;
+
+	if (!root[0])
+		return -1;
 
 	snprintf(path, sizeof(path), "%s", root);
 	for (slash = strchr(path + 1, '/');; slash = strchr(slash + 1, '/')) {
@@ -172,25 +247,51 @@ static int mkdirs(const char *root)
 	return jail_dir_is_ours(root) ? 0 : -1;
 }
 
-/* A clean namespace this run made: prepared, pinned in new/, published in ready/. */
+static unsigned count_ready(const char *root)
+{
+	unsigned n = 0;
+	DIR *d = open_sub(root, "ready");
+
+	while (d && next_entry(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* An entry's name in ready/: nINODE, and for a pair -tMS (now: when it starts to rest). */
+static void ready_name(const struct jail_recycle *c, unsigned long long ino, char *buf, size_t len)
+{
+	if (c->link)
+		snprintf(buf, len, "n%llu-t%llu", ino, now_ms());
+	else
+		snprintf(buf, len, "n%llu", ino);
+}
+
+/* A clean namespace (or pair) this run made: prepared, pinned in new/, published in ready/. */
 static int adopt(struct jail_recycle *c)
 {
-	char tmp[260], dst[300];
+	char tmp[300], dst[300], name[64], pin[320];
 	unsigned long long ino = ino_of(c->fd);
 	struct al_error *err = NULL;
 	int r;
 
-	if (jail_recycle_count(c->root) >= pool_size() || mkdirs(c->root) < 0)
+	if (count_ready(c->root) >= pool_size(c->link) || mkdirs(c->root) < 0)
 		return 1;
-	r = jail_netns_prepare(c->fd);
+	r = jail_netns_prepare(c->fd); /* a pair's ends were made so (net_link_make) */
 	if (r != 0)
 		return r == JAIL_NS_STRANDED ? r : 1;
-	snprintf(tmp, sizeof(tmp), "%s/new/%d-n%llu", c->root, (int)getpid(), ino);
-	snprintf(dst, sizeof(dst), "%s/ready/n%llu", c->root, ino);
+	ready_name(c, ino, name, sizeof(name));
+	snprintf(tmp, sizeof(tmp), "%s/new/%d-%s", c->root, (int)getpid(), name);
+	snprintf(dst, sizeof(dst), "%s/ready/%s", c->root, name);
 	if (mkdir(tmp, 0700) < 0)
 		return 1;
-	snprintf(c->entry, sizeof(c->entry), "%s/ns", tmp);
-	if (jail_pin(c->fd, c->entry, &err) < 0 || rename(tmp, dst) < 0) {
+	snprintf(pin, sizeof(pin), "%s/ns", tmp);
+	r = jail_pin(c->fd, pin, &err);
+	snprintf(pin, sizeof(pin), "%s/gw", tmp);
+	if (r == 0 && c->link)
+		r = jail_pin(c->gw_fd, pin, &err);
+	if (r < 0 || rename(tmp, dst) < 0) {
 		al_error_free(err);
 		destroy(tmp);
 		return 1;
@@ -198,44 +299,170 @@ static int adopt(struct jail_recycle *c)
 	return 0;
 }
 
+/* Is everything of the run gone from its namespace (or pair)? As jail_netns_clean. */
+static int check(struct jail_recycle *c, char *why, size_t len)
+{
+	if (!c->link)
+		return jail_netns_clean(c->fd, c->state == JAIL_RECYCLE_CLAIMED, why, len);
+	if (c->gw_fd < 0) {
+		snprintf(why, len, "its gateway's namespace is not known");
+		return 1;
+	}
+	return jail_netns_clean_link(c->fd, c->gw_fd, why, len);
+}
+
 int jail_recycle_release(struct jail_recycle *c)
 {
-	char why[200] = "", dst[300];
+	char why[200] = "", dst[300], name[64];
 	unsigned long long ino;
 	int r = 1;
 
 	if (c->state == JAIL_RECYCLE_OFF || c->fd < 0) {
 		al_closep(&c->fd);
+		al_closep(&c->gw_fd);
 		c->state = JAIL_RECYCLE_OFF;
 		return 1;
 	}
 	ino = ino_of(c->fd);
-	r = jail_netns_clean(c->fd, c->state == JAIL_RECYCLE_CLAIMED, why, sizeof(why));
+	r = check(c, why, sizeof(why));
 	if (r == JAIL_NS_STRANDED)
 		return r;
 	if (c->state == JAIL_RECYCLE_CLAIMED) {
-		snprintf(dst, sizeof(dst), "%s/ready/%s", c->root,
-			 strchr(strrchr(c->entry, '/'), '-') + 1);
+		ready_name(c, ino, name, sizeof(name));
+		snprintf(dst, sizeof(dst), "%s/ready/%s", c->root, name);
 		if (r == 0 && rename(c->entry, dst) < 0) {
 			r = 1;
 			snprintf(why, sizeof(why), "cannot put it back: %s", strerror(errno));
 		}
 		if (r != 0) {
-			log_event(c->root, ino, "destroyed", why);
+			log_event(c->log, ino, "destroyed", why);
 			destroy(c->entry);
 		}
 	} else if (r == 0) {
 		r = adopt(c);
-	} else if (mkdirs(c->root) == 0) {
-		log_event(c->root, ino, "not kept", why);
+	} else if (mkdirs(c->log) == 0) {
+		log_event(c->log, ino, "not kept", why);
 	}
 	al_closep(&c->fd);
+	al_closep(&c->gw_fd);
 	c->state = JAIL_RECYCLE_OFF;
 	return r == JAIL_NS_STRANDED ? r : r == 0 ? 0 : 1;
 }
 
-/* Destroy the entries of SUB whose run (the pid that leads the name) is gone, or all. */
-static int sweep_sub(const char *root, const char *sub, bool all)
+/* Close every fd but 0..2 and those of keep (each may be -1); 0..2 onto /dev/null. */
+static void close_all_but(const int *fds, int n)
+{
+	int keep[8], null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	unsigned next = 3;
+
+	n = n < 8 ? n : 8;
+	for (int i = 0; i < n; i++)
+		keep[i] = fds[i];
+	for (int i = 0; i < n; i++) /* sorted */
+		for (int j = i + 1; j < n; j++)
+			if (keep[j] < keep[i]) {
+				int t = keep[i];
+				keep[i] = keep[j], keep[j] = t;
+			}
+	for (int fd = 0; fd < 3 && null_fd >= 0; fd++)
+		if (fd != null_fd)
+			dup2(null_fd, fd);
+	if (null_fd > 2)
+		close(null_fd);
+	for (int i = 0; i < n; i++) {
+		if (keep[i] < (int)next)
+			continue;
+		if (keep[i] > (int)next)
+			sys_close_range(next, (unsigned)keep[i] - 1, 0);
+		next = (unsigned)keep[i] + 1;
+	}
+	sys_close_range(next, ~0U, 0);
+}
+
+/* ROOT/lock, held shared by each check under way (jail_recycle_settle waits for them). */
+static int lock_shared(const char *root)
+{
+	char path[300];
+	int fd;
+
+	if (mkdirs(root) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "%s/lock", root);
+	fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd >= 0 && flock(fd, LOCK_SH) < 0)
+		al_closep(&fd);
+	return fd;
+}
+
+void jail_recycle_settle(const char *root)
+{
+	char path[300];
+	_cleanup_close_ int fd = -1;
+
+	snprintf(path, sizeof(path), "%s/lock", root);
+	if (!jail_dir_is_ours(root))
+		return;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0)
+		flock(fd, LOCK_EX); /* released with the fd */
+}
+
+int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd)
+{
+	struct pollfd p = {.fd = wait_fd, .events = POLLIN};
+	/* Taken before the fork, and so held until the child is done: a settle after the
+	 * caller's exit waits for the check. */
+	_cleanup_close_ int lock = -1;
+	pid_t pid;
+	int go[2];
+	char moved[300];
+
+	if (c->state == JAIL_RECYCLE_OFF || c->fd < 0 || pipe2(go, O_CLOEXEC) < 0)
+		return jail_recycle_release(c);
+	lock = lock_shared(c->log);
+	pid = fork();
+	if (pid == 0) { /* its own session, nothing of the caller's, niced */
+		const int keep[] = {c->fd, c->gw_fd, wait_fd, lock, go[0]};
+		char byte;
+
+		setsid();
+		close_all_but(keep, 5);
+		/* A claim carries its holder's pid: ours once the caller has renamed it (a
+		 * sweep destroys a claim whose holder is gone, and the caller is about to go). */
+		if (read(go[0], &byte, 1) != 1)
+			_exit(1);
+		if (c->state == JAIL_RECYCLE_CLAIMED)
+			snprintf(c->entry, sizeof(c->entry), "%s/claimed/%d-%s", c->root,
+				 (int)getpid(), strchr(strrchr(c->entry, '/'), '-') + 1);
+		(void)!nice(5);
+		if (wait_fd >= 0)
+			poll(&p, 1, 5000);
+		_exit(jail_recycle_release(c) == JAIL_NS_STRANDED ? 2 : 0);
+	}
+	close(go[0]);
+	if (pid > 0) {
+		if (c->state == JAIL_RECYCLE_CLAIMED) {
+			snprintf(moved, sizeof(moved), "%s/claimed/%d-%s", c->root, (int)pid,
+				 strchr(strrchr(c->entry, '/'), '-') + 1);
+			if (rename(c->entry, moved) < 0)
+				kill(pid, SIGKILL); /* left for the sweep, which destroys it */
+		}
+		(void)!write(go[1], "g", 1);
+		close(go[1]);
+		al_closep(&c->fd);
+		al_closep(&c->gw_fd);
+		c->state = JAIL_RECYCLE_OFF;
+		return 1;
+	}
+	close(go[1]);
+	if (wait_fd >= 0) /* no process: the same, here and now */
+		poll(&p, 1, 5000);
+	return jail_recycle_release(c);
+}
+
+/* Destroy the entries of SUB whose run (the pid that leads the name) is gone, or all; log in
+ * log. */
+static int sweep_sub(const char *log, const char *root, const char *sub, bool all)
 {
 	char entry[400];
 	const char *name;
@@ -250,7 +477,7 @@ static int sweep_sub(const char *root, const char *sub, bool all)
 		snprintf(entry, sizeof(entry), "%s/%s/%s", root, sub, name);
 		if (strcmp(sub, "claimed") == 0)
 			log_event(
-			    root,
+			    log,
 			    strtoull(strchr(name, 'n') ? strchr(name, 'n') + 1 : "0", NULL, 10),
 			    "destroyed", "its run ended without giving it back");
 		destroy(entry);
@@ -261,21 +488,45 @@ static int sweep_sub(const char *root, const char *sub, bool all)
 	return n;
 }
 
-int jail_recycle_sweep(const char *root)
+/* Call fn(log, dir) for ROOT and for each ROOT/link-* (pairs of every build); the sum. */
+static int each_dir(const char *root, int (*fn)(const char *log, const char *dir))
 {
-	return sweep_sub(root, "claimed", false) + sweep_sub(root, "new", false);
+	char dir[300];
+	struct dirent *e;
+	int n = fn(root, root);
+	DIR *d = jail_dir_is_ours(root) ? opendir(root) : NULL;
+
+	while (d && (e = readdir(d))) {
+		if (strncmp(e->d_name, "link-", 5) != 0 || strlen(e->d_name) > 40)
+			continue;
+		snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name);
+		n += fn(root, dir);
+	}
+	if (d)
+		closedir(d);
+	return n;
 }
 
-int jail_recycle_drain(const char *root)
+static int sweep_dir(const char *log, const char *dir)
+{
+	return sweep_sub(log, dir, "claimed", false) + sweep_sub(log, dir, "new", false);
+}
+
+int jail_recycle_sweep(const char *root)
+{
+	return each_dir(root, sweep_dir);
+}
+
+static int drain_dir(const char *log, const char *dir)
 {
 	char from[400], to[400];
 	const char *name;
-	int n = jail_recycle_sweep(root);
-	DIR *d = jail_dir_is_ours(root) && mkdirs(root) == 0 ? open_sub(root, "ready") : NULL;
+	int n = sweep_dir(log, dir);
+	DIR *d = jail_dir_is_ours(dir) && mkdirs(dir) == 0 ? open_sub(dir, "ready") : NULL;
 
 	while (d && (name = next_entry(d))) {
-		snprintf(from, sizeof(from), "%s/ready/%s", root, name);
-		snprintf(to, sizeof(to), "%s/claimed/%d-%s", root, (int)getpid(), name);
+		snprintf(from, sizeof(from), "%s/ready/%s", dir, name);
+		snprintf(to, sizeof(to), "%s/claimed/%d-%s", dir, (int)getpid(), name);
 		if (rename(from, to) == 0) {
 			destroy(to);
 			n++;
@@ -286,14 +537,18 @@ int jail_recycle_drain(const char *root)
 	return n;
 }
 
-unsigned jail_recycle_count(const char *root)
+int jail_recycle_drain(const char *root)
 {
-	unsigned n = 0;
-	DIR *d = open_sub(root, "ready");
+	return each_dir(root, drain_dir);
+}
 
-	while (d && next_entry(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n;
+unsigned jail_recycle_count(const char *root, unsigned *link)
+{
+	char dir[300];
+
+	if (link) {
+		snprintf(dir, sizeof(dir), "%s/link-%08x", root, link_version());
+		*link = count_ready(dir);
+	}
+	return count_ready(root);
 }

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Recycled network namespaces for deny-all one-shots (`airlock run`, no policy or
- * "deny-all"): a namespace is reused by the next run only once it is proven to carry
- * nothing over but counters (docs/security.md, "Recycled network namespaces").
+ * Recycled network namespaces for one-shots (`airlock run`): a deny-all run's loopback-only
+ * namespace, and an allowlisted run's linked pair (the sandbox's namespace and its
+ * gateway's, with the link and the ruleset), are reused by the next run of the same kind
+ * only once they are proven to carry nothing over but counters (docs/security.md,
+ * "Recycled network namespaces").
  *
  * Every such namespace was made by airlock as host root, in the initial user namespace,
  * before the sandbox made its own user namespace: the sandbox never holds CAP_NET_ADMIN
@@ -13,6 +15,14 @@
  * conntrack entry, only lo with its own addresses and no route of the main table; then it
  * flushes the TCP metrics cache and puts it back. Anything else: it is destroyed, never
  * reused, and the reason is logged in ROOT/log.
+ *
+ * A linked pair: the sandbox never held a capability over either namespace, and its gateway
+ * (airlock's own, R2 in docs/security.md) is dead before the check. Both sides are checked
+ * as above (their link, addresses and routes as made, no TIME_WAIT: the link's ends keep
+ * none, host/link.h), the neighbour entries of the link deleted, the gateway's conntrack
+ * table flushed, and its ruleset's generation is the one it was born with (no change since
+ * its one transaction). The ruleset's log rate limit is state a sandbox can drain: a pair
+ * rests JAIL_RECYCLE_REST_MS after a run (the limit's whole burst back) before it is taken.
  *
  * The pool fills itself: nothing is made for it. A run that found it empty makes its own
  * namespace as before and, if that namespace is clean at the end and the pool below its
@@ -25,6 +35,10 @@
  *                              back by a rename, or destroyed. A claim whose run is gone
  *                              (killed) is destroyed by the next sweep, never put back.
  *   ROOT/new/PID-nINODE/ns     being adopted (never claimed from here)
+ *   ROOT/link-VERSION/...      linked pairs, the same three directories; an entry holds
+ *                              `ns` (the sandbox's) and `gw` (its gateway's) and is named
+ *                              nINODE-tMS (MS: CLOCK_BOOTTIME when it was put back).
+ *                              VERSION hashes the ruleset and the link's addresses.
  *   ROOT/log                   one line per namespace destroyed, with the reason
  *
  * Off for a run with `airlock run --fresh-netns`; off for the whole host while
@@ -40,6 +54,7 @@
 #define JAIL_RECYCLE_ROOT "/run/airlock/netns"
 #define JAIL_RECYCLE_OFF_FILE "/etc/airlock/fresh-netns"
 #define JAIL_RECYCLE_MAX 64u
+#define JAIL_RECYCLE_REST_MS 120 /* the ruleset's log limit: a burst of 5 at 50/s is 100 ms */
 
 /* Where a run's namespace came from, and so what happens to it at the end. */
 enum jail_recycle_state {
@@ -50,36 +65,56 @@ enum jail_recycle_state {
 
 struct jail_recycle {
 	enum jail_recycle_state state;
-	int fd;		 /* the namespace (CLAIMED: to join; FRESH: once known), or -1 */
-	char root[200];	 /* ROOT */
-	char entry[300]; /* CLAIMED: ROOT/claimed/PID-NAME */
+	bool link;	   /* a linked pair (an allowlist), not a loopback-only namespace */
+	int fd;		   /* the namespace (CLAIMED: to join; FRESH: once known), or -1 */
+	int gw_fd;	   /* link: its gateway's namespace (CLAIMED, or FRESH once known), or -1 */
+	char log[200];	   /* ROOT, where the log is */
+	char root[220];	   /* where its ready/, claimed/ and new/ are: ROOT or ROOT/link-VERSION */
+	char entry[300];   /* CLAIMED: ROOT/claimed/PID-NAME */
+	char gw_path[320]; /* link, CLAIMED: ENTRY/gw, for its gateway to join */
 };
 
 /* ROOT: root, else $AIRLOCK_NETNS_POOL, else JAIL_RECYCLE_ROOT (a relative path counts as
  * none). NULL while JAIL_RECYCLE_OFF_FILE exists, or if the path is too long. */
 const char *jail_recycle_root(const char *root, char *buf, size_t len);
-/* Take a ready namespace: CLAIMED with c->fd, else FRESH (the run makes its own and may
- * hand it in with jail_recycle_adopt_fd). Never blocks; never fails. */
-void jail_recycle_claim(const char *root, struct jail_recycle *c);
+/* Take a ready namespace (link: a ready pair rested JAIL_RECYCLE_REST_MS): CLAIMED with
+ * c->fd (and c->gw_fd, c->gw_path), else FRESH (the run makes its own and may hand it in
+ * with jail_recycle_adopt_fd, and for a pair jail_recycle_adopt_gw_fd). Never blocks;
+ * never fails. */
+void jail_recycle_claim(const char *root, bool link, struct jail_recycle *c);
 /* FRESH: the run's own namespace (a copy of fd is kept). */
 void jail_recycle_adopt_fd(struct jail_recycle *c, int fd);
+/* FRESH link: its gateway's namespace (a copy of fd is kept; not if it is this thread's). */
+void jail_recycle_adopt_gw_fd(struct jail_recycle *c, int fd);
 /* After the run, every process of the sandbox dead: the namespace checked and put back
  * (or adopted), or destroyed and logged. Closes c->fd. 0 when put back or adopted, 1 when
  * destroyed or left as it was (a full pool); JAIL_NS_STRANDED when this thread could not
  * leave the namespace it checked (the caller must exit). */
 int jail_recycle_release(struct jail_recycle *c);
-/* Destroy claims of runs that no longer exist. Returns how many. */
+/* The same in a detached child (its own session, stdio on /dev/null, every other fd of the
+ * caller closed), once wait_fd (a pidfd: a pair's gateway; -1: none) has exited, for a
+ * caller about to exit: its exit does not wait for the check. Returns 1 (nothing to tell
+ * the caller), or, when no child could be made, what jail_recycle_release returns. */
+int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd);
+/* Wait until every check under way (detached or not) is done. */
+void jail_recycle_settle(const char *root);
+/* Destroy claims of runs that no longer exist (ROOT's, and its pairs' of every version).
+ * Returns how many. */
 int jail_recycle_sweep(const char *root);
-/* Destroy every ready namespace and every dead run's claim. Returns how many. */
+/* Destroy every ready namespace and pair and every dead run's claim. Returns how many. */
 int jail_recycle_drain(const char *root);
-/* How many are ready. */
-unsigned jail_recycle_count(const char *root);
+/* How many are ready: loopback-only namespaces, and (link != NULL) pairs of this build. */
+unsigned jail_recycle_count(const char *root, unsigned *link);
 
 /* netns_clean.c: in namespace ns_fd, from inside: does anything of a sandbox remain?
  * 0: clean (then its TCP metrics are flushed), 1: not (why says what), -1: could not
  * tell (why too), JAIL_NS_STRANDED: this thread could not get back to its namespace.
  * recycled: the namespace was prepared for reuse (jail_netns_prepare) before. */
 int jail_netns_clean(int ns_fd, bool recycled, char *why, size_t len);
+/* The same for a linked pair, both sides (recycle.h): 0 clean (then its neighbour
+ * entries are deleted, its gateway's conntrack table flushed, the TCP metrics of both
+ * flushed), 1 not, -1 could not tell, JAIL_NS_STRANDED. */
+int jail_netns_clean_link(int sbx_fd, int gw_fd, char *why, size_t len);
 /* Make a namespace ready for reuse: net.ipv4.tcp_max_tw_buckets = 0 (no TIME_WAIT is
  * ever kept, so a run that used TCP leaves nothing behind). 0, -1, JAIL_NS_STRANDED. */
 int jail_netns_prepare(int ns_fd);
