@@ -375,10 +375,18 @@ static void set_setup_failed(struct al_result *res, struct al_error *e, const ch
  * A set-up that failed ends the run: as an error when it was the caller's mistake (an
  * invalid policy), else as a result that says so. Everything is released either way.
  */
+/* Namespaces the run made itself are destroyed as always, not kept for the next run. */
+static void forget_fresh(struct run *r)
+{
+	if (r->recycle.state == JAIL_RECYCLE_FRESH)
+		r->recycle.state = JAIL_RECYCLE_OFF;
+}
+
 static int end_setup_failed(struct run *r, struct al_result *res, struct al_error **setup,
 			    bool callers_mistake, const char *fallback, double t0,
 			    struct al_error **err)
 {
+	forget_fresh(r); /* a run that never ran adds nothing to the pool */
 	if (callers_mistake) {
 		*err = TAKE_PTR(*setup);
 		run_cleanup(r);
@@ -567,6 +575,8 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 	relay_run(&r, &rl, cfg, io, res, t0);
 	jail_cgroup_stats(r.cg, &res->peak_memory_bytes, &rl.oom_kills);
 	relay_finish(&rl);
+	if (res->reason == AL_REASON_SETUP_FAILED || rl.policy_refused)
+		forget_fresh(&r); /* a run that never ran adds nothing to the pool */
 	run_cleanup(&r);
 	res->duration_ms = jail_now_ms() - t0;
 	if (r.stranded) { /* jail/ahead/recycle.h: left in the namespace it checked */

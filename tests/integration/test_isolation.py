@@ -4,6 +4,7 @@ IPC and UTS namespaces, and that nothing carries over between sandboxes."""
 import ctypes
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -575,7 +576,11 @@ def _host_traces():
             entries |= {os.path.join(d, n) for n in os.listdir(d)}
         except OSError:
             pass
-    return ({m for m in mounts if not m.startswith(TEMPLATES + "/")},
+    # The recycled network namespaces a run may leave ready for the next one (their pins:
+    # ready/NAME/ns, and a pair's ready/NAME/gw; docs/security.md); a claim or a half-made
+    # entry would still show.
+    ready = re.compile(r"^/run/airlock/netns/(link-[0-9a-f]{8}/)?ready/n\d+/(ns|gw)$")
+    return ({m for m in mounts if not m.startswith(TEMPLATES + "/") and not ready.match(m)},
             entries - {TEMPLATES})
 
 

@@ -106,21 +106,26 @@ static void destroy(const char *entry)
 	rmdir(entry);
 }
 
-/* CLOCK_BOOTTIME in ms: when a pair was put back (its name's -t part). */
-static unsigned long long now_ms(void)
+/* A pair has rested long enough (the ruleset's log limit refilled): its entry directory's
+ * mtime is when it was put back (stamp). A clock set back counts as rested. */
+static bool rested(const char *entry)
 {
-	struct timespec ts;
+	struct timespec now;
+	struct stat st;
+	long long ms;
 
-	clock_gettime(CLOCK_BOOTTIME, &ts);
-	return (unsigned long long)ts.tv_sec * 1000u + (unsigned long long)ts.tv_nsec / 1000000u;
+	if (stat(entry, &st) < 0)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &now);
+	ms = (long long)(now.tv_sec - st.st_mtim.tv_sec) * 1000 +
+	     (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+	return ms >= JAIL_RECYCLE_REST_MS || ms < 0;
 }
 
-/* A pair named nINODE-tMS has rested long enough (the ruleset's log limit refilled). */
-static bool rested(const char *name)
+/* Its rest starts now. */
+static void stamp(const char *entry)
 {
-	const char *t = strstr(name, "-t");
-
-	return t && now_ms() >= strtoull(t + 2, NULL, 10) + JAIL_RECYCLE_REST_MS;
+	utimensat(AT_FDCWD, entry, NULL, 0);
 }
 
 /* What a pair was made by: the ruleset's bytes and the link's names and addresses. */
@@ -183,9 +188,9 @@ void jail_recycle_claim(const char *root, bool link, struct jail_recycle *c)
 		snprintf(c->root, sizeof(c->root), "%s", root);
 	d = open_sub(c->root, "ready");
 	while (d && (name = next_entry(d))) {
-		if (link && !rested(name))
-			continue;
 		snprintf(from, sizeof(from), "%s/ready/%s", c->root, name);
+		if (link && !rested(from))
+			continue;
 		snprintf(c->entry, sizeof(c->entry), "%s/claimed/%d-%s", c->root, (int)getpid(),
 			 name);
 		if (rename(from, c->entry) < 0)
@@ -259,15 +264,6 @@ static unsigned count_ready(const char *root)
 	return n;
 }
 
-/* An entry's name in ready/: nINODE, and for a pair -tMS (now: when it starts to rest). */
-static void ready_name(const struct jail_recycle *c, unsigned long long ino, char *buf, size_t len)
-{
-	if (c->link)
-		snprintf(buf, len, "n%llu-t%llu", ino, now_ms());
-	else
-		snprintf(buf, len, "n%llu", ino);
-}
-
 /* A clean namespace (or pair) this run made: prepared, pinned in new/, published in ready/. */
 static int adopt(struct jail_recycle *c)
 {
@@ -281,7 +277,7 @@ static int adopt(struct jail_recycle *c)
 	r = jail_netns_prepare(c->fd); /* a pair's ends were made so (net_link_make) */
 	if (r != 0)
 		return r == JAIL_NS_STRANDED ? r : 1;
-	ready_name(c, ino, name, sizeof(name));
+	snprintf(name, sizeof(name), "n%llu", ino);
 	snprintf(tmp, sizeof(tmp), "%s/new/%d-%s", c->root, (int)getpid(), name);
 	snprintf(dst, sizeof(dst), "%s/ready/%s", c->root, name);
 	if (mkdir(tmp, 0700) < 0)
@@ -291,6 +287,8 @@ static int adopt(struct jail_recycle *c)
 	snprintf(pin, sizeof(pin), "%s/gw", tmp);
 	if (r == 0 && c->link)
 		r = jail_pin(c->gw_fd, pin, &err);
+	if (c->link)
+		stamp(tmp);
 	if (r < 0 || rename(tmp, dst) < 0) {
 		al_error_free(err);
 		destroy(tmp);
@@ -313,7 +311,7 @@ static int check(struct jail_recycle *c, char *why, size_t len)
 
 int jail_recycle_release(struct jail_recycle *c)
 {
-	char why[200] = "", dst[300], name[64];
+	char why[200] = "", dst[300];
 	unsigned long long ino;
 	int r = 1;
 
@@ -328,8 +326,10 @@ int jail_recycle_release(struct jail_recycle *c)
 	if (r == JAIL_NS_STRANDED)
 		return r;
 	if (c->state == JAIL_RECYCLE_CLAIMED) {
-		ready_name(c, ino, name, sizeof(name));
-		snprintf(dst, sizeof(dst), "%s/ready/%s", c->root, name);
+		snprintf(dst, sizeof(dst), "%s/ready/%s", c->root,
+			 strchr(strrchr(c->entry, '/'), '-') + 1);
+		if (r == 0 && c->link)
+			stamp(c->entry);
 		if (r == 0 && rename(c->entry, dst) < 0) {
 			r = 1;
 			snprintf(why, sizeof(why), "cannot put it back: %s", strerror(errno));

@@ -36,9 +36,9 @@
  *                              (killed) is destroyed by the next sweep, never put back.
  *   ROOT/new/PID-nINODE/ns     being adopted (never claimed from here)
  *   ROOT/link-VERSION/...      linked pairs, the same three directories; an entry holds
- *                              `ns` (the sandbox's) and `gw` (its gateway's) and is named
- *                              nINODE-tMS (MS: CLOCK_BOOTTIME when it was put back).
- *                              VERSION hashes the ruleset and the link's addresses.
+ *                              `ns` (the sandbox's) and `gw` (its gateway's); its mtime
+ *                              is when it was put back. VERSION hashes the ruleset and
+ *                              the link's addresses.
  *   ROOT/log                   one line per namespace destroyed, with the reason
  *
  * Off for a run with `airlock run --fresh-netns`; off for the whole host while
