@@ -15,7 +15,8 @@ RUN = REPO / "bench" / "run"
 TARGET_IDS = {"oneshot_vs_bwrap", "oneshot_vs_floor", "oneshot_vs_floor_warm", "allow_vs_deny",
               "allow_vs_deny_warm", "throughput_vs_bwrap", "throughput_vs_bwrap_warm",
               "throughput_vs_netns",
-              "daemon_cycle", "daemon_cycle_warm", "daemon_rt", "daemon_p99", "density"}
+              "daemon_cycle", "daemon_cycle_warm", "daemon_rt", "daemon_p99", "density",
+              "egress_vs_direct"}
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +71,7 @@ def test_results_file_is_well_formed(results):
     names = {k.split(".")[2] for k in doc["figures"]}
     for peer in ("firejail", "runsc"):
         assert peer in names or any(peer in f["message"] for f in doc["failures"])
-    assert "targets (issue 7" in r.stdout
+    assert "targets (issue 31" in r.stdout
     # the warm contenders' pool is drained at the end: no pin, no gateway waiting
     with open("/proc/self/mountinfo") as f:
         assert "/run/airlock/bench-pool-" not in f.read()
