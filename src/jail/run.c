@@ -200,6 +200,10 @@ struct run {
 	char *cg_memory; /* v1: the memory cgroup the child makes (ctx.cg_memory), or NULL */
 	struct jail_recycle recycle; /* the recycled network namespace (or pair), or its own */
 	bool stranded;		     /* left in a namespace it checked: the caller must exit */
+	/* A recycled pair and a policy without rules: the gateway has no link, ruleset or CA
+	 * to make, and starts after the clone (its exec does not hold the clone up). */
+	const struct al_io *gw_io;
+	const char *gw_name;
 };
 
 /* The root template's namespace (ctx.mntns_fd is ours then, not the pool's). */
@@ -312,6 +316,9 @@ static int make_cgroup(struct run *r, struct al_error **err)
 	return jail_cgroup_create(r->cg_name, r->ctx.cfg, &r->cg, err);
 }
 
+static int start_gateway(struct run *r, const struct al_config *cfg, const struct al_io *io,
+			 const char *name, bool with_net, struct al_error **err);
+
 static int spawn(struct run *r, struct al_error **err)
 {
 	r->ctx.sync_fd = r->sync[1];
@@ -328,6 +335,8 @@ static int spawn(struct run *r, struct al_error **err)
 			r->ctx.netns = JAIL_NETNS_LATER;
 	}
 	if (jail_clone(&r->ctx, r->cg, &r->pid, &r->pidfd, err) < 0)
+		return -1;
+	if (r->gw_io && start_gateway(r, r->ctx.cfg, r->gw_io, r->gw_name, true, err) < 0)
 		return -1;
 	if (r->recycle.state == JAIL_RECYCLE_FRESH && r->ctx.netns == JAIL_NETNS_CLONE) {
 		char path[64];
@@ -543,7 +552,10 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 
 	claim_pool(&r, cfg, with_net);
 	claim_recycled(&r, with_net);
-	if (start_gateway(&r, cfg, io, name, with_net, &setup) < 0) {
+	if (with_net && r.no_rules && r.recycle.state == JAIL_RECYCLE_CLAIMED) {
+		r.gw_io = io; /* spawn() starts it */
+		r.gw_name = name;
+	} else if (start_gateway(&r, cfg, io, name, with_net, &setup) < 0) {
 		/* EINVAL: the policy is invalid, the caller's mistake */
 		return end_setup_failed(&r, res, &setup, setup->code == EINVAL, "network gateway",
 					t0, err);
