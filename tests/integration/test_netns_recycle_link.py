@@ -282,3 +282,19 @@ def test_status_counts_pairs(pool, invoke):
     out = invoke(["pool", "netns", "status"], env=pool.env).out
     assert "0 ready, 1 linked pairs ready" in out, out
     assert pathlib.Path(pool.dir / "lock").exists()
+
+
+def test_idle_pairs_are_destroyed_down_to_four(pool):
+    """After a burst, pairs unused for 60 s are destroyed at the next put-back, down to 4
+    ready (each holds ~320 KiB of kernel memory)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=7) as ex:
+        list(ex.map(lambda _: cookie_of(pool), range(7)))
+    made = pool.pairs()
+    assert len(made) >= 5, made
+    [d] = pool.dir.glob("link-*")
+    old = time.time() - 120
+    for name in made:
+        os.utime(d / "ready" / name, (old, old))
+    cookie_of(pool)
+    assert len(pool.pairs()) == 4, pool.pairs()
+    assert pool.pairs("claimed") == []

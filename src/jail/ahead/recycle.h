@@ -55,6 +55,7 @@
 #define JAIL_RECYCLE_OFF_FILE "/etc/airlock/fresh-netns"
 #define JAIL_RECYCLE_MAX 64u
 #define JAIL_RECYCLE_REST_MS 120 /* the ruleset's log limit: a burst of 5 at 50/s is 100 ms */
+#define JAIL_RECYCLE_IDLE_S 60	 /* a pair unused this long is destroyed (4 stay ready) */
 
 /* Where a run's namespace came from, and so what happens to it at the end. */
 enum jail_recycle_state {
