@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import cpushare
 import hostprobe
 
 from conftest import _cgroup_is_ours, cgroup_children, cmdline_of
@@ -342,36 +343,17 @@ def test_sigterm_json_reason_interrupted(spawn, marker):
     assert not marker.wait_gone(timeout=1.0)
 
 
-SPIN = ("import os, sys, time\n"
-        "n, t = int(sys.argv[1]), float(sys.argv[2])\n"
-        "if sys.argv[3:] == ['pin']:\n"
-        "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
-        "for _ in range(n):\n"
-        "    if os.fork() == 0:\n"
-        "        os.setsid()\n"
-        "        end = time.monotonic() + t\n"
-        "        while time.monotonic() < end:\n"
-        "            pass\n"
-        "        os._exit(0)\n"
-        "cpu = 0.0\n"
-        "for _ in range(n):\n"
-        "    ru = os.wait4(-1, 0)[2]\n"
-        "    cpu += ru.ru_utime + ru.ru_stime\n"
-        "print(cpu)\n")
-
-
 def test_two_one_shots_share_the_cpu_evenly_whatever_they_run(spawn):
     """Two one-shot runs at once, 2 spinners in one and 8 in the other, for the same
     3 s on the same CPU (the first each may use), each spinner in a session of its own:
     each run gets about the same CPU time, since each is one cpu cgroup of the same
     weight. When one-shots stayed in their caller's cpu cgroup (v1, the root one here),
     the kernel's autogroups made each session weigh as much as a run: 1:4."""
-    ps = [spawn(["--timeout", "30s", "--", PY, "-c", SPIN, str(n), "3", "pin"],
+    ps = [spawn(["--timeout", "30s", "--", *cpushare.spin_argv(n)],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in (2, 8)]
     cpu = []
     for p in ps:
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
         cpu.append(float(out))
-    print(f"\nCPU s: 2 spinners {cpu[0]:.2f}, 8 spinners {cpu[1]:.2f} ({cpu[0] / cpu[1]:.2f})")
-    assert 0.7 < cpu[0] / cpu[1] < 1.4, cpu
+    assert 0.7 < cpushare.share(cpu[0], cpu[1]) < 1.4, cpu

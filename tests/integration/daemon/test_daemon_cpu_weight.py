@@ -8,32 +8,11 @@ import os
 import statistics
 import time
 
+import cpushare
 import hostprobe
 
 from .conftest import agent_pid_of, wait_for
 from .test_daemon_netns import spawner_pids
-
-PY = "/usr/bin/python3"
-# n processes spinning for t seconds of wall time, each in a session of its own (with
-# the kernel's autogroups a session outside any cpu cgroup weighs as much as a task), all
-# on the first CPU allowed with "pin" (so that two sandboxes meet on one CPU, where their
-# weights alone decide); prints the CPU seconds they used.
-SPIN = ("import os, sys, time\n"
-        "n, t = int(sys.argv[1]), float(sys.argv[2])\n"
-        "if sys.argv[3:] == ['pin']:\n"
-        "    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
-        "for _ in range(n):\n"
-        "    if os.fork() == 0:\n"
-        "        os.setsid()\n"
-        "        end = time.monotonic() + t\n"
-        "        while time.monotonic() < end:\n"
-        "            pass\n"
-        "        os._exit(0)\n"
-        "cpu = 0.0\n"
-        "for _ in range(n):\n"
-        "    ru = os.wait4(-1, 0)[2]\n"
-        "    cpu += ru.ru_utime + ru.ru_stime\n"
-        "print(cpu)\n")
 
 
 def test_daemon_and_its_spawner_weigh_more_than_all_sandboxes(api, daemon, make_sandbox):
@@ -54,14 +33,13 @@ def test_two_sandboxes_share_the_cpu_evenly_whatever_they_run(api, make_sandbox)
     """2 spinners in one sandbox, 8 in the other, for the same 3 s on the same CPU: each
     sandbox gets about the same CPU time (by process it would be 1:4)."""
     few, many = make_sandbox(), make_sandbox()
-    c1 = api.start_ok(few, PY, "-c", SPIN, "2", "3", "pin")["id"]
-    c2 = api.start_ok(many, PY, "-c", SPIN, "8", "3", "pin")["id"]
+    c1 = api.start_ok(few, *cpushare.spin_argv(2))["id"]
+    c2 = api.start_ok(many, *cpushare.spin_argv(8))["id"]
     cpu = {}
     for sid, cid in ((few, c1), (many, c2)):
         api.wait_ok(sid, cid, timeout_ms=30000)
         cpu[sid] = float(api.logs(sid, cid).stdout)
-    share = cpu[few] / cpu[many]
-    print(f"\nCPU s: 2 spinners {cpu[few]:.2f}, 8 spinners {cpu[many]:.2f} ({share:.2f})")
+    share = cpushare.share(cpu[few], cpu[many])
     assert 0.7 < share < 1.4, cpu
 
 
@@ -79,7 +57,8 @@ def test_daemon_answers_while_four_sandboxes_spin(api, make_sandbox):
     /v1/health (measured idle just before, in the same test) stays within 3x + 2 ms."""
     sids = [make_sandbox() for _ in range(4)]
     idle = _health_median(api)
-    cmds = [(sid, api.start_ok(sid, PY, "-c", SPIN, "4", "30")["id"]) for sid in sids]
+    spin = cpushare.spin_argv(4, 30, pin=False)
+    cmds = [(sid, api.start_ok(sid, *spin)["id"]) for sid in sids]
     try:
         assert wait_for(lambda: all(api.cmd_get(s, c).json["command"]["status"] == "running"
                                     for s, c in cmds), timeout=10)
