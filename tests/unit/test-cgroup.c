@@ -325,6 +325,32 @@ static bool holds(const char *dir, const char *file, const char *want)
 	return n >= 0 && strcmp(buf, want) == 0;
 }
 
+/*
+ * A fake tree for jail_cgroup_weigh_at in a fresh directory made from template t: v1 has
+ * airlock/ and airlockd/ under cpu/, v2 has them at the top beside a
+ * cgroup.subtree_control. airlock/ gets the files sbx, airlockd/ the files daemon (not
+ * made when daemon is NULL: the test makes it later); their paths go into p and q (len
+ * bytes each). False when the directory could not be made.
+ */
+static bool fake_weigh_tree(char *t, bool v2, const char *const sbx[], const char *const daemon[],
+			    char *p, char *q, size_t len)
+{
+	static const char *const none[] = {NULL};
+	static const char *const top[] = {"cgroup.subtree_control", NULL};
+	const char *sub = v2 ? "" : "/cpu";
+
+	if (!mkdtemp(t))
+		return false;
+	snprintf(p, len, "%s%s", t, sub);
+	fake_cgroup(p, v2 ? top : none);
+	snprintf(p, len, "%s%s/airlock", t, sub);
+	snprintf(q, len, "%s%s/" JAIL_CGROUP_DAEMON, t, sub);
+	fake_cgroup(p, sbx);
+	if (daemon)
+		fake_cgroup(q, daemon);
+	return true;
+}
+
 /* v1: cpu/airlock/ weighs one host task (another value written over),
  * cpu/airlockd/ four, and the caller is moved into the latter; a host where a file
  * cannot be written gets an error. */
@@ -334,14 +360,9 @@ static void test_v1_weights_and_the_daemon_joins_its_cgroup(void)
 	const char *const files[] = {"cpu.shares", "cgroup.procs", NULL};
 	struct al_error *err = NULL;
 
-	if (!mkdtemp(t))
+	if (!fake_weigh_tree(t, false, files, NULL, p, q, sizeof(p)))
 		return;
-	snprintf(p, sizeof(p), "%s/cpu", t);
-	mkdir(p, 0755);
-	snprintf(p, sizeof(p), "%s/cpu/airlock", t);
-	fake_cgroup(p, files);
 	put(p, "cpu.shares", "2048"); /* an operator's (a plain file is not truncated) */
-	snprintf(q, sizeof(q), "%s/cpu/" JAIL_CGROUP_DAEMON, t);
 	CHECK(jail_cgroup_weigh_at(t, false, &err) < 0 && err, "no cgroup.procs there: an error");
 	al_error_free(err);
 	err = NULL;
@@ -362,18 +383,12 @@ static void test_v1_weights_and_the_daemon_joins_its_cgroup(void)
 static void test_v2_weights_and_the_daemon_joins_its_cgroup(void)
 {
 	char t[] = "/tmp/test-cgroup-w2.XXXXXX", p[1024], q[1024];
-	const char *const top[] = {"cgroup.subtree_control", NULL};
 	const char *const leaf[] = {"cpu.weight", "cgroup.procs", NULL};
 	const char *const sbx[] = {"cpu.weight", NULL};
 	struct al_error *err = NULL;
 
-	if (!mkdtemp(t))
+	if (!fake_weigh_tree(t, true, sbx, leaf, p, q, sizeof(p)))
 		return;
-	fake_cgroup(t, top);
-	snprintf(p, sizeof(p), "%s/airlock", t);
-	snprintf(q, sizeof(q), "%s/" JAIL_CGROUP_DAEMON, t);
-	fake_cgroup(p, sbx);
-	fake_cgroup(q, leaf);
 	CHECK(jail_cgroup_weigh_at(t, true, &err) == 0, "weighed (%s)",
 	      err && err->msg ? err->msg : "");
 	al_error_free(err);
