@@ -424,22 +424,51 @@ static pid_t vfork_files(int (*fn)(void *), void *arg)
 	return pid;
 }
 
-struct clone_job {
+/* What in_mntns's child runs, and where it failed. */
+struct in_mntns_job {
 	int mntns;
+	int (*fn)(void *);
+	void *arg;
+	int step; /* where it failed, 0 if it did not */
+};
+
+static int in_mntns_child(void *arg)
+{
+	struct in_mntns_job *j = arg;
+
+	if (setns(j->mntns, CLONE_NEWNS) < 0)
+		return j->step = 2;
+	return j->step = j->fn(j->arg);
+}
+
+/*
+ * Runs fn(arg) in a child (vfork_files: it shares our memory and fd table, and we wait for
+ * it) that first joins mount namespace mntns, a sandbox's. fn notes in arg how far it got
+ * and returns where it failed (3 and up), 0 if it did not. Returns the child's step: 0 all
+ * done, 1 it never got to setns, 2 setns failed, else fn's; -1 with err set when no child
+ * could be made.
+ */
+static int in_mntns(int mntns, int (*fn)(void *), void *arg, struct al_error **err)
+{
+	struct in_mntns_job j = {mntns, fn, arg, 1};
+
+	if (vfork_files(in_mntns_child, &j) < 0)
+		return al_error_set(err, errno, "clone()");
+	return j.step;
+}
+
+struct clone_job {
 	const struct clone_item *items;
 	size_t n;
 	int *out;
 	size_t done;
-	int step; /* where it failed, 0 if it did not */
 };
 
-/* In the child: each clone, into out. */
+/* In the child, in the namespace: each clone, into out. */
 static int clone_child(void *arg)
 {
 	struct clone_job *j = arg;
 
-	if (setns(j->mntns, CLONE_NEWNS) < 0)
-		return j->step = 2;
 	for (; j->done < j->n; j->done++) {
 		const struct clone_item *it = &j->items[j->done];
 		struct mount_attr attr = {.attr_set = MOUNT_ATTR_IDMAP,
@@ -447,55 +476,52 @@ static int clone_child(void *arg)
 		int at = it->path ? open_area(it->path) : it->fd, fd;
 
 		if (at < 0)
-			return j->step = 3;
+			return 3;
 		fd = (int)syscall(SYS_open_tree, at, "",
 				  OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
 		if (it->path)
 			close(at);
 		if (fd < 0)
-			return j->step = 4;
+			return 4;
 		j->out[j->done] = fd;
 		if (it->userns >= 0 &&
 		    syscall(SYS_mount_setattr, fd, "", AT_EMPTY_PATH, &attr, sizeof(attr)) < 0) {
 			j->done++; /* out[done] is ours to close */
-			return j->step = 5;
+			return 5;
 		}
 	}
-	return j->step = 0;
+	return 0;
 }
 
 /* The clones of items (n), made in mount namespace mntns, into out (n fds). */
 static int clone_in(int mntns, const struct clone_item *items, size_t n, int *out,
 		    struct al_error **err)
 {
-	struct clone_job j = {mntns, items, n, out, 0, 1};
+	struct clone_job j = {items, n, out, 0};
+	int step = in_mntns(mntns, clone_child, &j, err);
 
-	if (vfork_files(clone_child, &j) < 0)
-		return al_error_set(err, errno, "clone()");
-	if (j.step == 0 && j.done == n)
+	if (step < 0)
+		return -1;
+	if (step == 0 && j.done == n)
 		return 0;
 	while (j.done > 0)
 		close(out[--j.done]);
 	return al_error_msg(err, EIO, "cloning a layer in a sandbox's namespace failed (step %d)",
-			    j.step);
+			    step);
 }
 
 struct move_job {
-	int mntns;		  /* the sandbox's */
 	const int *mnts;	  /* an overlay for each area */
 	const char *const *paths; /* the areas */
 	size_t n;
 	int done; /* areas moved */
-	int step; /* where it failed, 0 if it did not */
 };
 
-/* In the child: each overlay onto its area. */
+/* In the child, in the sandbox's namespace: each overlay onto its area. */
 static int move_child(void *arg)
 {
 	struct move_job *j = arg;
 
-	if (setns(j->mntns, CLONE_NEWNS) < 0)
-		return j->step = 2;
 	for (; j->done < (int)j->n; j->done++) {
 		int at, r;
 
@@ -503,24 +529,26 @@ static int move_child(void *arg)
 			continue;
 		at = open_area(j->paths[j->done]);
 		if (at < 0)
-			return j->step = 3;
+			return 3;
 		r = (int)syscall(SYS_move_mount, j->mnts[j->done], "", at, "",
 				 MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
 		close(at);
 		if (r < 0)
-			return j->step = 4;
+			return 4;
 	}
-	return j->step = 0;
+	return 0;
 }
 
-static int move_areas(struct move_job *j, struct al_error **err)
+/* The overlays of j moved onto their areas in mount namespace mntns. */
+static int move_areas(int mntns, struct move_job *j, struct al_error **err)
 {
-	j->step = 1;
-	if (vfork_files(move_child, j) < 0)
-		return al_error_set(err, errno, "clone()");
-	if (j->step != 0)
+	int step = in_mntns(mntns, move_child, j, err);
+
+	if (step < 0)
+		return -1;
+	if (step != 0)
 		return al_error_msg(err, EIO, "mounting the overlays failed (step %d, %d areas)",
-				    j->step, j->done);
+				    step, j->done);
 	return 0;
 }
 
@@ -1007,7 +1035,7 @@ static void plan_keep(struct dm_cows *c, const struct cow_plan *p, const struct 
 static int plan_move(struct dm_cows *c, struct cow_plan *p, const struct dm_cow_src *src,
 		     const char *id, int s, struct al_error **err)
 {
-	struct move_job mj = {.mntns = p->ns[s], .mnts = p->mnt[s], .paths = src->areas, .n = p->n};
+	struct move_job mj = {.mnts = p->mnt[s], .paths = src->areas, .n = p->n};
 	size_t todo = 0;
 	int r;
 
@@ -1015,7 +1043,7 @@ static int plan_move(struct dm_cows *c, struct cow_plan *p, const struct dm_cow_
 		todo += p->mnt[s][i] >= 0;
 	if (!todo) /* the source, unchanged since its last fork: nothing to move */
 		return 0;
-	r = move_areas(&mj, err);
+	r = move_areas(p->ns[s], &mj, err);
 
 	plan_keep(c, p, src, id, s, mj.done);
 	return r;
