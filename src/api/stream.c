@@ -210,13 +210,20 @@ static int api_stream_step(void *ctx, uint64_t timeout_ms)
 		return r;
 	if (r == 1) {
 		api_stream_chunk(s, stream, len);
-	} else if (r == 0) {
+		return 0;
+	}
+	if (r == 0) {
 		api_stream_finish(s);
 	} else {
 		struct al_error e = {.code = -r, .msg = (char *)"reading the command's output"};
 
 		api_stream_error(s, &e);
 	}
+	/* The end is written: let the command go now, not once the response is freed (after
+	 * its last bytes reached the client), so that a client that saw it end and starts the
+	 * next finds it no longer held (its record can make room in the sandbox's budget). */
+	dm_logs_close(s->logs);
+	s->logs = NULL;
 	return 0;
 }
 

@@ -1097,7 +1097,7 @@ def test_dead_gateway_is_replaced_with_the_same_policy(api, box, world, canary):
 # the gateway's budget follows the sandbox's limits (test_gw_budget.py for one-shots)
 
 HOLD = """
-import json, socket, time
+import json, os, socket, time
 socks = []
 for i in range(300):
     s = socket.create_connection(("100.96.0.1", 3128), timeout=10)
@@ -1113,7 +1113,10 @@ for s in socks:
         pass
     except OSError:
         closed += 1
-open("/workspace/held.json", "w").write(json.dumps({"open": 300 - closed, "closed": closed}))
+def publish(name, obj):   # whole or not at all: the test reads it as soon as it exists
+    open(name + ".tmp", "w").write(json.dumps(obj))
+    os.rename(name + ".tmp", name)
+publish("/workspace/held.json", {"open": 300 - closed, "closed": closed})
 time.sleep(3.0)
 for s in socks:
     s.close()
@@ -1121,7 +1124,7 @@ time.sleep(0.5)
 c = socket.create_connection(("100.96.0.1", 3128), timeout=10)
 c.sendall(b"GET http://allowed.test/ HTTP/1.1\\r\\nHost: allowed.test\\r\\nConnection: close\\r\\n\\r\\n")
 c.settimeout(10)
-open("/workspace/done.json", "w").write(json.dumps({"after": c.recv(12).decode(errors="replace")}))
+publish("/workspace/done.json", {"after": c.recv(12).decode(errors="replace")})
 """
 
 
