@@ -380,10 +380,6 @@ static void set_setup_failed(struct al_result *res, struct al_error *e, const ch
 	res->error = xstrdup(e && e->msg ? e->msg : fallback);
 }
 
-/*
- * A set-up that failed ends the run: as an error when it was the caller's mistake (an
- * invalid policy), else as a result that says so. Everything is released either way.
- */
 /* Namespaces the run made itself are destroyed as always, not kept for the next run. */
 static void forget_fresh(struct run *r)
 {
@@ -391,6 +387,10 @@ static void forget_fresh(struct run *r)
 		r->recycle.state = JAIL_RECYCLE_OFF;
 }
 
+/*
+ * A set-up that failed ends the run: as an error when it was the caller's mistake (an
+ * invalid policy), else as a result that says so. Everything is released either way.
+ */
 static int end_setup_failed(struct run *r, struct al_result *res, struct al_error **setup,
 			    bool callers_mistake, const char *fallback, double t0,
 			    struct al_error **err)
