@@ -253,8 +253,10 @@ static void run_cleanup(struct run *r)
 		gw_client_stop(r->gw);
 		r->gw = NULL;
 	}
-	/* A caller about to exit does not wait for the check: a detached child makes it. */
-	if (r->o->caller_exits) {
+	/* A caller about to exit does not wait for the check: a detached child makes it,
+	 * unless launches fill every CPU: the child's fork and exit would then only take
+	 * CPU from them, and what the caller waits for is their CPU. */
+	if (r->o->caller_exits && !jail_crowd_full(r->crowd_fd, jail_crowd_cpus(), true)) {
 		released = jail_recycle_release_detached(&r->recycle, gw_exit);
 	} else {
 		if (gw_exit >= 0)
