@@ -460,9 +460,11 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd)
 		 * sweep destroys a claim whose holder is gone, and the caller is about to go). */
 		if (read(go[0], &byte, 1) != 1)
 			_exit(1);
-		if (c->state == JAIL_RECYCLE_CLAIMED)
-			snprintf(c->entry, sizeof(c->entry), "%s/claimed/%d-%s", c->root,
-				 (int)getpid(), strchr(strrchr(c->entry, '/'), '-') + 1);
+		if (c->state == JAIL_RECYCLE_CLAIMED) { /* not snprintf into what it reads */
+			snprintf(moved, sizeof(moved), "%s/claimed/%d-%s", c->root, (int)getpid(),
+				 strchr(strrchr(c->entry, '/'), '-') + 1);
+			snprintf(c->entry, sizeof(c->entry), "%s", moved);
+		}
 		(void)!nice(5);
 		if (wait_fd >= 0)
 			poll(&p, 1, 5000);
