@@ -8,6 +8,8 @@ import random
 import shutil
 import time
 
+import pytest
+
 from conftest import PY
 
 
@@ -68,3 +70,10 @@ class Pool:
         mounts = pathlib.Path("/proc/self/mountinfo").read_text()
         assert str(self.dir) not in mounts, "a pin survived the drain"
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def pool(run, invoke):
+    p = Pool(run, invoke)
+    yield p
+    p.drain()

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import hostprobe
-from recyclepool import Pool
+from recyclepool import pool  # noqa: F401 (the fixture)
 
 SO_NETNS_COOKIE = 71
 
@@ -102,12 +102,6 @@ out["sysctl"] = sysctl
 print(json.dumps(out))
 """
 
-
-@pytest.fixture
-def pool(run, invoke):
-    p = Pool(run, invoke)
-    yield p
-    p.drain()
 
 
 def cookie_of(pool, *flags):

@@ -18,9 +18,8 @@ import signal
 import subprocess
 import time
 
-import pytest
 
-from recyclepool import Pool
+from recyclepool import pool  # noqa: F401 (the fixture)
 from test_netns_recycle import OBSERVE
 
 ALLOW = ("--allow", "example.test")
@@ -84,12 +83,6 @@ except OSError as e:
 print(socket.socket().getsockopt(socket.SOL_SOCKET, 71, 8).hex())
 """
 
-
-@pytest.fixture
-def pool(run, invoke):
-    p = Pool(run, invoke)
-    yield p
-    p.drain()
 
 
 def cookie_of(pool, *flags):
