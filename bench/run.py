@@ -373,11 +373,16 @@ def runsc_bundle(w, cmd):
 def contenders(w):
     cmd = WORKLOADS[w]
     # No one-shot pool (--no-pool; its figures are 1b); a deny-all run recycles its network
-    # namespace as by default, airlock-fresh makes and destroys one per run (--fresh-netns).
+    # namespace and an allowlisted one its linked pair, as by default; the -fresh ones make
+    # and destroy their own per run (--fresh-netns).
     out = [("airlock", None, [AIRLOCK, "run", "--no-pool", "--", *cmd]),
            ("airlock-fresh", None, [AIRLOCK, "run", "--no-pool", "--fresh-netns", "--", *cmd]),
            ("airlock-allow", None,
             [AIRLOCK, "run", "--no-pool", "--allow", "example.test", "--", *cmd]),
+           # an allowlist with namespaces, link and ruleset of its own (no recycled pair)
+           ("airlock-allow-fresh", None,
+            [AIRLOCK, "run", "--no-pool", "--fresh-netns", "--allow", "example.test", "--",
+             *cmd]),
            ("bwrap", None, bwrap_argv(cmd))]
     if build_floor():
         out.append(("floor", None, [FLOOR, *cmd]))
