@@ -474,7 +474,7 @@ int gw_client_pidfd(const struct gw_client *c)
 
 int gw_client_netns(const struct gw_client *c)
 {
-	return c && c->netns >= 0 ? fcntl(c->netns, F_DUPFD_CLOEXEC, 3) : -1;
+	return c ? c->netns : -1;
 }
 
 void gw_client_stop(struct gw_client *c)

@@ -69,7 +69,8 @@ void gw_client_close(struct gw_client *c);
 void gw_client_stop(struct gw_client *c);
 /* A pidfd of the gateway (a new fd), or -1. */
 int gw_client_pidfd(const struct gw_client *c);
-/* The gateway's network namespace, as it sent it with its "A" (a new fd), or -1. */
+/* The gateway's network namespace, as it sent it with its "A" (c's fd, valid while c
+ * lives), or -1. */
 int gw_client_netns(const struct gw_client *c);
 /* Close our end of the channel and free c, neither waiting nor killing: for a gateway
  * whose channel another process holds too (an OCI container's PID 1, src/oci/), which

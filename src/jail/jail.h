@@ -5,6 +5,7 @@
 
 #include <airlock/airlock.h>
 #include <sched.h>
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/ioctl.h>
@@ -259,6 +260,9 @@ int jail_pin(int ns_fd, const char *path, struct al_error **err);
 void jail_unpin(const char *path);
 /* pin.c: only a directory of our own that no one else may write in holds pins to join. */
 bool jail_dir_is_ours(const char *dir);
+/* The next entry's name in d, skipping "." and ".." (and names longer than max: none of
+ * ours); NULL at the end. */
+const char *jail_next_entry(DIR *d, size_t max);
 /* pin.c: the namespace pinned at path if it is one of this type (CLONE_NEW*), else -1. */
 int jail_pin_open(const char *path, int type);
 

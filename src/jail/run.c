@@ -222,11 +222,8 @@ static void run_cleanup(struct run *r)
 	_cleanup_close_ int gw_exit = -1; /* a pidfd of the gateway */
 	int released;
 
-	if (pair && r->recycle.state == JAIL_RECYCLE_FRESH) {
-		_cleanup_close_ int gw_ns = gw_client_netns(r->gw);
-
-		jail_recycle_adopt_gw_fd(&r->recycle, gw_ns);
-	}
+	if (pair && r->recycle.state == JAIL_RECYCLE_FRESH) /* a copy is kept */
+		jail_recycle_adopt_gw_fd(&r->recycle, gw_client_netns(r->gw));
 	/* The gateway finishes and exits while we do the rest; its exit is awaited last,
 	 * unless nothing it would still write is wanted by a caller about to exit (a pair's
 	 * check then waits for it, gw_exit). */

@@ -180,19 +180,27 @@ static void touch(const char *ctrl, const char *dir, const char *file)
 		close(fd);
 }
 
-static bool file_is(const char *ctrl, const char *dir, const char *file, const char *want)
+static bool holds(const char *dir, const char *file, const char *want)
 {
-	char p[1024], buf[64] = {0};
+	char p[1024], buf[128] = {0};
 	int fd;
 	ssize_t n;
 
-	snprintf(p, sizeof(p), "%s/%s/airlock/%s/%s", root, ctrl, dir, file);
+	snprintf(p, sizeof(p), "%s/%s", dir, file);
 	fd = open(p, O_RDONLY);
 	if (fd < 0)
 		return false;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	return n >= 0 && strcmp(buf, want) == 0;
+}
+
+static bool file_is(const char *ctrl, const char *dir, const char *file, const char *want)
+{
+	char d[1024];
+
+	snprintf(d, sizeof(d), "%s/%s/airlock/%s", root, ctrl, dir);
+	return holds(d, file, want);
 }
 
 static void test_limits_written_only_when_they_differ(void)
@@ -308,21 +316,6 @@ static void put(const char *dir, const char *file, const char *val)
 			perror("write");
 		close(fd);
 	}
-}
-
-static bool holds(const char *dir, const char *file, const char *want)
-{
-	char p[1024], buf[128] = {0};
-	int fd;
-	ssize_t n;
-
-	snprintf(p, sizeof(p), "%s/%s", dir, file);
-	fd = open(p, O_RDONLY);
-	if (fd < 0)
-		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return n >= 0 && strcmp(buf, want) == 0;
 }
 
 /*

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -36,6 +37,16 @@ void jail_unpin(const char *path)
 	while (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
 		; /* a pin made twice: take every layer */
 	unlink(path);
+}
+
+const char *jail_next_entry(DIR *d, size_t max)
+{
+	struct dirent *e;
+
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.' && strlen(e->d_name) <= max)
+			return e->d_name;
+	return NULL;
 }
 
 bool jail_dir_is_ours(const char *dir)

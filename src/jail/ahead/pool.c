@@ -59,16 +59,10 @@ static const char *pool_root(const char *root)
 	return root && root[0] == '/' ? root : JAIL_POOL_ROOT;
 }
 
-/* The next entry's name in d, skipping "." and ".." (and names longer than any of ours);
- * NULL at the end. */
+/* Entry names are at most 100 characters. */
 static const char *next_entry(DIR *d)
 {
-	struct dirent *e;
-
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.' && strlen(e->d_name) <= 100)
-			return e->d_name;
-	return NULL;
+	return jail_next_entry(d, 100);
 }
 
 /* DIR/SUB, opened for next_entry (its path in path), or NULL. */

@@ -40,15 +40,10 @@ const char *jail_recycle_root(const char *root, char *buf, size_t len)
 		   : NULL;
 }
 
-/* The next entry's name in d ("." and ".." and long names skipped), or NULL. */
+/* Entry names are at most 64 characters. */
 static const char *next_entry(DIR *d)
 {
-	struct dirent *e;
-
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.' && strlen(e->d_name) <= 64)
-			return e->d_name;
-	return NULL;
+	return jail_next_entry(d, 64);
 }
 
 /* ROOT/SUB, opened only if ROOT and it are root's alone (no one else could have put a
@@ -106,20 +101,42 @@ static void destroy(const char *entry)
 	rmdir(entry);
 }
 
-/* A pair has rested long enough (the ruleset's log limit refilled): its entry directory's
- * mtime is when it was put back (stamp). A clock set back counts as rested. */
-static bool rested(const char *entry)
+/* How long ago (ms) a pair was put back: its entry directory's mtime (stamp). false if it
+ * cannot be read. Negative after the clock was set back. */
+static bool age_ms(const char *entry, long long *ms)
 {
 	struct timespec now;
 	struct stat st;
-	long long ms;
 
 	if (stat(entry, &st) < 0)
 		return false;
 	clock_gettime(CLOCK_REALTIME, &now);
-	ms = (long long)(now.tv_sec - st.st_mtim.tv_sec) * 1000 +
-	     (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
-	return ms >= JAIL_RECYCLE_REST_MS || ms < 0;
+	*ms = (long long)(now.tv_sec - st.st_mtim.tv_sec) * 1000 +
+	      (now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+	return true;
+}
+
+/* A pair has rested long enough (the ruleset's log limit refilled); a clock set back
+ * counts as rested. */
+static bool rested(const char *entry)
+{
+	long long ms;
+
+	return age_ms(entry, &ms) && (ms >= JAIL_RECYCLE_REST_MS || ms < 0);
+}
+
+/* Take ready entry `name` of ROOT as a run would (rename(2) into claimed/) and destroy it:
+ * true if this caller took it. */
+static bool take_and_destroy(const char *root, const char *name)
+{
+	char from[400], to[400];
+
+	snprintf(from, sizeof(from), "%s/ready/%s", root, name);
+	snprintf(to, sizeof(to), "%s/claimed/%d-%s", root, (int)getpid(), name);
+	if (rename(from, to) < 0)
+		return false;
+	destroy(to);
+	return true;
 }
 
 /* Its rest starts now. */
@@ -302,23 +319,17 @@ static int adopt(struct jail_recycle *c)
  * Taken by rename(2) first, as a run would. */
 static void expire(const char *root)
 {
-	char from[400], to[400];
+	char entry[400];
 	const char *name;
-	struct timespec now;
-	struct stat st;
+	long long ms;
 	unsigned n = count_ready(root);
 	DIR *d = n > 4 ? open_sub(root, "ready") : NULL;
 
-	clock_gettime(CLOCK_REALTIME, &now);
 	while (d && n > 4 && (name = next_entry(d))) {
-		snprintf(from, sizeof(from), "%s/ready/%s", root, name);
-		if (stat(from, &st) < 0 || now.tv_sec - st.st_mtim.tv_sec < JAIL_RECYCLE_IDLE_S)
-			continue;
-		snprintf(to, sizeof(to), "%s/claimed/%d-%s", root, (int)getpid(), name);
-		if (rename(from, to) == 0) {
-			destroy(to);
+		snprintf(entry, sizeof(entry), "%s/ready/%s", root, name);
+		if (age_ms(entry, &ms) && ms >= JAIL_RECYCLE_IDLE_S * 1000LL &&
+		    take_and_destroy(root, name))
 			n--;
-		}
 	}
 	if (d)
 		closedir(d);
@@ -550,19 +561,12 @@ int jail_recycle_sweep(const char *root)
 
 static int drain_dir(const char *log, const char *dir)
 {
-	char from[400], to[400];
 	const char *name;
 	int n = sweep_dir(log, dir);
 	DIR *d = jail_dir_is_ours(dir) && mkdirs(dir) == 0 ? open_sub(dir, "ready") : NULL;
 
-	while (d && (name = next_entry(d))) {
-		snprintf(from, sizeof(from), "%s/ready/%s", dir, name);
-		snprintf(to, sizeof(to), "%s/claimed/%d-%s", dir, (int)getpid(), name);
-		if (rename(from, to) == 0) {
-			destroy(to);
-			n++;
-		}
-	}
+	while (d && (name = next_entry(d)))
+		n += take_and_destroy(dir, name);
 	if (d)
 		closedir(d);
 	return n;
