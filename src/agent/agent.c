@@ -14,6 +14,7 @@
  * replaces the old one; only the daemon can reach the socket.
  */
 #include "agent/agent.h"
+#include "common/proc.h"
 #include "common/cleanup.h"
 #include "common/error.h"
 #include "common/xalloc.h"
@@ -363,6 +364,9 @@ int main(int argc, char **argv)
 	for (int i = 1; i + 1 < argc; i += 2)
 		if (strcmp(argv[i], "--workdir") == 0)
 			a.workdir = argv[i + 1];
+	/* Every command's EXEC and end pass through us and our shims (which inherit it); each
+	 * command gets the default slice back (jail_exec_workload). */
+	al_sched_slice(0, AL_SLICE_HANDOFF_NS);
 	if (getpid() != 1 || setup(&a) < 0)
 		return 125; /* only ever PID 1 of a sandbox */
 	/* Out of the writable areas: a process whose working directory is in one keeps the

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* airlock serve: the daemon (airlockd). */
 #include "cli/cli.h"
+#include "common/proc.h"
 #include "api/api.h"
 #include "daemon/daemon.h"
 #include "common/getopt_exact.h"
@@ -387,6 +388,9 @@ int cli_serve(int argc, char **argv)
 	dopt.agent_path = agent ? agent : (agent = default_agent());
 
 	raise_nofile_limit();
+	/* Its threads, spawner and gateways inherit it (docs/security.md, "CPU between
+	 * sandboxes"). */
+	al_sched_slice(0, AL_SLICE_HANDOFF_NS);
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);

@@ -2,6 +2,9 @@
 #include "common/proc.h"
 
 #include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #ifdef __SANITIZE_ADDRESS__
 #include <sanitizer/asan_interface.h>
 #endif
@@ -40,4 +43,27 @@ void al_move_elsewhere(pid_t pid)
 
 	if (sched_getaffinity(0, sizeof(mine), &mine) == 0 && CPU_COUNT(&mine) > 1)
 		al_cpu_move_off_here(&mine, pid);
+}
+
+int al_sched_slice(pid_t tid, uint64_t ns)
+{
+	/* struct sched_attr of sched_getattr(2) and sched_setattr(2) (no libc wrapper: the
+	 * agent's musl has none, and its sched_getscheduler is a stub). For SCHED_OTHER,
+	 * sched_runtime is the slice the EEVDF scheduler gives the task (0: the default). */
+	struct {
+		uint32_t size, policy;
+		uint64_t flags;
+		int32_t nice;
+		uint32_t priority;
+		uint64_t runtime, deadline, period;
+	} attr = {0};
+
+	if (syscall(SYS_sched_getattr, tid, &attr, sizeof(attr), 0) < 0)
+		return -1;
+	if (attr.policy != SCHED_OTHER) /* a real-time, batch or idle task keeps its own */
+		return 0;
+	attr.size = sizeof(attr);
+	attr.flags = 0;
+	attr.runtime = ns;
+	return (int)syscall(SYS_sched_setattr, tid, &attr, 0);
 }

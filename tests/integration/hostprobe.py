@@ -230,6 +230,45 @@ def unprivileged_userns():
     return True
 
 
+SLICE_PROBE = r"""
+import ctypes, struct, sys
+def mine():
+    return next((l.split(":")[1].strip() for l in open("/proc/self/sched")
+                 if l.startswith("se.slice")), "")
+print(mine())
+libc = ctypes.CDLL(None, use_errno=True)
+attr = struct.pack("IIQiIQQQ", 48, 0, 0, 0, 0, 200000, 0, 0)  # SCHED_OTHER, 0.2 ms
+if libc.syscall(314, 0, ctypes.create_string_buffer(attr), 0) != 0:  # sched_setattr
+    sys.exit(1)
+print(mine())
+"""
+
+
+def sched_slice(pid):
+    """The EEVDF slice (ns) /proc/PID/sched shows for pid, or None (no such line, or
+    pid gone)."""
+    try:
+        with open(f"/proc/{pid}/sched") as f:
+            for line in f:
+                if line.startswith("se.slice"):
+                    return int(line.split(":")[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def custom_slices():
+    """(True, the default slice in ns) when a task gets the EEVDF slice it asks with
+    sched_setattr (Linux 6.12 and later; asked in a child of its own), else (False, None)."""
+    r = subprocess.run(["/usr/bin/python3", "-c", SLICE_PROBE], capture_output=True,
+                       text=True, check=False)
+    got = r.stdout.split()
+    if r.returncode != 0 or len(got) != 2 or got[1] != "200000" or not got[0].isdigit():
+        return False, None
+    return True, int(got[0])
+
+
 @functools.lru_cache(maxsize=None)
 def overlayfs():
     """True when the kernel serves overlayfs (built in, or its module loads): a daemon

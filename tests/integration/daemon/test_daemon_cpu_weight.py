@@ -9,9 +9,10 @@ import statistics
 import time
 
 import cpushare
+import pytest
 import hostprobe
 
-from .conftest import agent_pid_of, wait_for
+from .conftest import agent_pid_of, children_of, wait_for
 from .test_daemon_netns import spawner_pids
 
 
@@ -70,3 +71,45 @@ def test_daemon_answers_while_four_sandboxes_spin(api, make_sandbox):
     finally:
         for sid, cid in cmds:
             api.kill(sid, cid, 9)
+
+
+def _descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        kids = children_of(todo.pop())
+        out += kids
+        todo += kids
+    return out
+
+
+def test_the_daemon_and_agent_take_short_slices_and_commands_the_default(api, daemon,
+                                                                        make_sandbox):
+    """airlockd (every thread), a sandbox's agent and the shim between it and a command
+    run with the kernel's shortest EEVDF slice, so that a sandbox spinning beside them
+    delays their wake-ups by 0.1 ms instead of a whole default slice; the command itself
+    has the default slice, as any task (a sandbox gains no latency over another by it)."""
+    ok, default = hostprobe.custom_slices()
+    if not ok:
+        pytest.skip("this kernel gives no task the EEVDF slice it asks (before Linux 6.12)")
+    sid = make_sandbox()
+    cid = api.start_ok(sid, "/bin/sleep", "30")["id"]
+    try:
+        agent = agent_pid_of(sid)
+        assert wait_for(lambda: any(_comm(p) == "sleep" for p in _descendants(agent)))
+        sleep = next(p for p in _descendants(agent) if _comm(p) == "sleep")
+        shim = int(open(f"/proc/{sleep}/stat").read().rsplit(")", 1)[1].split()[1])
+        threads = [int(t) for t in os.listdir(f"/proc/{daemon.pid}/task")]
+        assert {hostprobe.sched_slice(f"{daemon.pid}/task/{t}") for t in threads} == {100000}
+        assert hostprobe.sched_slice(agent) == 100000
+        assert shim != agent and hostprobe.sched_slice(shim) == 100000
+        assert hostprobe.sched_slice(sleep) == default != 100000
+    finally:
+        api.kill(sid, cid, 9)
+
+
+def _comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return None
