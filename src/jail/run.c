@@ -429,17 +429,28 @@ static void claim_pool(struct run *r, const struct al_config *cfg, bool with_net
 /*
  * No entry of the one-shot pool: a recycled network namespace if one is ready (deny-all),
  * or a recycled pair (an allowlist: the sandbox's namespace, linked to its gateway's, whose
- * ruleset is in place); the child joins it, the gateway joins the pair's other side, and
- * the parent keeps its own fds, to check them after the run. Else the run makes its own
+ * ruleset is in place, and usually a gateway waiting there, claimed now); the child joins
+ * it, the gateway (the waiting one, or one started later) the pair's other side, and the
+ * parent keeps its own fds, to check them after the run. Else the run makes its own
  * as always and may leave them in the pool at the end.
  */
-static void claim_recycled(struct run *r, bool with_net)
+static void claim_recycled(struct run *r, const struct al_config *cfg, const struct al_io *io,
+			   const char *name, bool with_net)
 {
 	if (r->pool.held || !r->o->recycle_root)
 		return;
-	jail_recycle_claim(r->o->recycle_root, with_net, &r->recycle);
+	/* A pair's waiting gateway is the lite one: a policy with rules takes a pair without. */
+	jail_recycle_claim(r->o->recycle_root, with_net, r->no_rules, &r->recycle);
 	if (r->recycle.state != JAIL_RECYCLE_CLAIMED)
 		return;
+	/* Its waiting gateway takes our policy now; if it cannot, nobody else may start one
+	 * in its namespace while it may still be there: the pair is given up. */
+	if (r->recycle.gw_sock[0] &&
+	    gw_client_start_pooled(cfg, true, cfg->sandbox_id ? cfg->sandbox_id : name,
+				   io->egress_log_fd, r->recycle.gw_sock, &r->gw) < 0) {
+		jail_recycle_give_up(&r->recycle, "its waiting gateway could not be claimed");
+		return;
+	}
 	r->ctx.netns = JAIL_NETNS_AHEAD;
 	r->ctx.netns_fd = r->recycle.fd;
 }
@@ -550,8 +561,10 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 	r.crowd_fd = jail_crowd_join(JAIL_CROWD_FILE); /* one of the launches under way */
 
 	claim_pool(&r, cfg, with_net);
-	claim_recycled(&r, with_net);
-	if (with_net && r.no_rules && r.recycle.state == JAIL_RECYCLE_CLAIMED) {
+	claim_recycled(&r, cfg, io, name, with_net);
+	if (r.gw) {
+		/* the recycled pair's waiting gateway, claimed */
+	} else if (with_net && r.no_rules && r.recycle.state == JAIL_RECYCLE_CLAIMED) {
 		r.gw_io = io; /* spawn() starts it */
 		r.gw_name = name;
 	} else if (start_gateway(&r, cfg, io, name, with_net, &setup) < 0) {

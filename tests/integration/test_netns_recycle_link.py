@@ -19,6 +19,8 @@ import subprocess
 import time
 
 
+from conftest import PY
+from net.conftest import gateways_of
 from recyclepool import pool  # noqa: F401 (the fixture)
 from test_netns_recycle import OBSERVE
 
@@ -97,6 +99,37 @@ def gw_of(pool, entry, sub="ready"):
     return d / sub / entry / "gw"
 
 
+WAITING_TCP = ["LISTEN 100.96.0.1:3128", "LISTEN 100.96.0.1:3129", "LISTEN 100.96.0.1:53"]
+
+
+def tcp_states(ns):
+    """Sorted "STATE LOCAL" of every TCP socket of namespace ns."""
+    rows = in_ns(ns, "ss", "-Htan").stdout.splitlines()
+    return sorted(f"{r.split()[0]} {r.split()[3]}" for r in rows if r.strip())
+
+
+def waiting_gateways(pool):
+    """{pid: cmdline} of the gateways waiting in the pool's pairs (--pool-serve under
+    the pool's directory), once the checks under way are done."""
+    pool.settle()
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            argv = pathlib.Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--pool-serve" in argv and str(pool.dir).encode() in b" ".join(argv):
+            found[int(d)] = argv
+    return found
+
+
+def start_time(pid):
+    st = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    return int(st[st.rindex(")") + 2:].split()[19])
+
+
 def in_ns(ns, *argv):
     return subprocess.run(["nsenter", f"--net={ns}", *argv], capture_output=True,
                           text=True, timeout=30)
@@ -147,7 +180,10 @@ def test_recycled_pair_is_indistinguishable_from_a_new_one(pool):
     assert in_ns(gw, "cat", "/proc/sys/net/netfilter/nf_conntrack_count").stdout.strip() \
         in ("", "0")
     assert in_ns(gw, "ip", "neigh", "show").stdout.strip() == ""
-    assert in_ns(gw, "ss", "-Htan").stdout.strip() == ""
+    # the next run's gateway waits there: its listeners, nothing else (no connection of
+    # the first sandbox's, no TIME_WAIT)
+    assert tcp_states(gw) == WAITING_TCP
+    assert in_ns(gw, "ss", "-Hanu").stdout.split()[3:4] == ["100.96.0.1:53"]
     time.sleep(REST)
     after = json.loads(pool.py(OBSERVE, *ALLOW, timeout=60).out)
     fresh = json.loads(pool.py(OBSERVE, *ALLOW, "--fresh-netns", timeout=60).out)
@@ -291,3 +327,82 @@ def test_idle_pairs_are_destroyed_down_to_four(pool):
     cookie_of(pool)
     assert len(pool.pairs()) == 4, pool.pairs()
     assert pool.pairs("claimed") == []
+
+
+def test_the_next_run_is_served_by_a_gateway_that_waited_in_its_pair(pool, airlock, tmp_path):
+    """After a run, its pair is put back with a new gateway waiting in it (never the one
+    that served: that one is gone); the next allowlisted run takes that gateway over its
+    socket instead of starting one, and it serves that run alone, logging under its id."""
+    first = cookie_of(pool)
+    [entry] = pool.pairs()
+    [d] = pool.dir.glob("link-*")
+    [sock] = [f for f in (d / "ready" / entry).iterdir() if f.name.startswith("gw-")]
+    assert sock.is_socket() and sock.name.endswith(".sock"), sock
+    waiting = waiting_gateways(pool)
+    assert len(waiting) == 1, waiting
+    [w] = waiting
+    time.sleep(REST)
+    log = tmp_path / "egress.log"
+    p = subprocess.Popen([airlock, "run", *ALLOW, "--egress-log", str(log), "--", PY, "-c",
+                          "import socket, time\ntry:\n socket.gethostbyname('no.test')\n"
+                          "except OSError:\n pass\n" + COOKIE.replace("print(", "c = (") +
+                          "\nprint(c, flush=True)\ntime.sleep(1)"],
+                         env={**os.environ, **pool.env}, stdout=subprocess.PIPE, text=True)
+    cookie = p.stdout.readline().strip()
+    serving = gateways_of(p.pid)
+    assert p.wait(timeout=30) == 0
+    assert cookie == first, "not the pair the first run left"
+    assert list(serving) == [w], (serving, w)   # the waiting one, not a child of the run
+    lines = [json.loads(l) for l in log.read_text().splitlines()]
+    assert lines and {l["sandbox"] for l in lines} == {lines[0]["sandbox"]}, lines
+    assert lines[0]["sandbox"].startswith(f"run-{p.pid}-"), lines[0]
+    assert any(l["name"] == "no.test" and l["reason"] == "not_listed" for l in lines), lines
+    now = waiting_gateways(pool)
+    assert len(now) == 1 and w not in now, (now, w)  # it left with its run; a new one waits
+    [w2] = now
+    assert start_time(w2) > start_time(w) if os.path.exists(f"/proc/{w}") else True
+    assert pool.log() == ""
+
+
+def test_a_policy_with_rules_takes_no_pair_with_a_waiting_gateway(pool, tmp_path):
+    """The waiting gateway is the lite one (no TLS termination): a policy with rules makes a
+    pair of its own and leaves the waiting one as it is."""
+    first = cookie_of(pool)
+    waiting = waiting_gateways(pool)
+    time.sleep(REST)
+    pol = tmp_path / "policy.json"
+    pol.write_text(json.dumps({"allow": {"rules.test": [
+        {"transform": [{"headers": {"X-Test": "1"}}]}]}}))
+    r = pool.py(COOKIE, "--policy", str(pol))
+    assert r.returncode == 0, r.err
+    assert r.out.strip() != first
+    assert set(waiting) <= set(waiting_gateways(pool))
+    time.sleep(REST)
+    assert cookie_of(pool) in (first, r.out.strip())
+
+
+def test_a_pair_whose_waiting_gateway_is_gone_is_destroyed(pool):
+    """A waiting gateway that died (here killed) cannot take the next run's policy: the run
+    destroys that pair, says why in the log, and runs in a pair of its own."""
+    first = cookie_of(pool)
+    [w] = waiting_gateways(pool)
+    os.kill(w, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while os.path.exists(f"/proc/{w}/exe") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(REST)
+    second = cookie_of(pool)
+    assert second != first
+    assert "its waiting gateway could not be claimed" in pool.log(), pool.log()
+    assert len(pool.pairs()) == 1 and pool.pairs("claimed") == []
+
+
+def test_drain_sends_the_waiting_gateways_away(pool, invoke):
+    for _ in range(2):
+        cookie_of(pool)
+    assert waiting_gateways(pool)
+    invoke(["pool", "netns", "drain"], env=pool.env)
+    deadline = time.monotonic() + 5
+    while waiting_gateways(pool) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert waiting_gateways(pool) == {}

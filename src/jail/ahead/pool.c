@@ -113,14 +113,12 @@ unsigned jail_pool_size(const char *dir)
 	return (*end == '\n' || *end == '\0') && n <= JAIL_POOL_MAX_SIZE ? (unsigned)n : 0;
 }
 
-/* Tell an entry's gateway, if it has one waiting, to leave: a connection closed without
- * a claim (it also leaves by itself once its socket is gone). */
-static void stop_gateway(const char *entry)
+void jail_pool_stop_gateway(const char *dir, const char *sock)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
 	int fd;
 
-	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/gw.sock", entry) >=
+	if (snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, sock) >=
 	    (int)sizeof(sa.sun_path))
 		return;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -137,7 +135,7 @@ static void discard(const char *entry)
 	static const char *const files[] = {"sbx", "gw", "mnt"};
 	char path[400];
 
-	stop_gateway(entry);
+	jail_pool_stop_gateway(entry, "gw.sock");
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		snprintf(path, sizeof(path), "%s/%s", entry, files[i]);
 		jail_unpin(path);
@@ -225,9 +223,7 @@ static int pin(int fd, const char *dir, const char *name, struct al_error **err)
 	return jail_pin(fd, path, err);
 }
 
-/* A gateway made ahead in the entry's gateway namespace, listening on DIR/gw.sock for the
- * run that claims it (airlock-gateway --pool-serve); returns once it listens (or failed). */
-static void start_gateway(const char *dir)
+bool jail_pool_start_gateway(const char *dir, const char *sock_name)
 {
 	/* The lite gateway next to us: a pooled gateway serves no per-request rules. */
 	_cleanup_free_ char *path = gw_sibling("airlock-gateway-lite");
@@ -236,11 +232,13 @@ static void start_gateway(const char *dir)
 	int sp[2];
 	pid_t pid;
 
-	snprintf(sock, sizeof(sock), "%s/gw.sock", dir);
+	snprintf(sock, sizeof(sock), "%s/%s", dir, sock_name);
 	snprintf(ns, sizeof(ns), "%s/gw", dir);
+	bool up = false;
+
 	if (access(path, X_OK) < 0 || strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
-		return;
+		return false;
 	argv[0] = "airlock-gateway";
 	argv[1] = "--pool-serve";
 	argv[2] = sock;
@@ -255,11 +253,13 @@ static void start_gateway(const char *dir)
 		struct pollfd p = {.fd = sp[0], .events = POLLIN};
 
 		/* "P": listening. Anything else, or nothing within 10 s: it is of no use. */
-		if (poll(&p, 1, 10000) <= 0 || read(sp[0], ready, sizeof(ready)) <= 0 ||
-		    ready[0] != 'P')
+		up = poll(&p, 1, 10000) > 0 && read(sp[0], ready, sizeof(ready)) > 0 &&
+		     ready[0] == 'P';
+		if (!up)
 			kill(pid, SIGKILL);
 	}
 	close(sp[0]);
+	return up;
 }
 
 /* Make one entry in new/, then publish it with a rename. -1 with err; -2 when this thread
@@ -308,7 +308,8 @@ static int make_entry(const char *dir, enum jail_pool_kind kind, unsigned serial
 	if (r == 0 && kind == JAIL_POOL_LINK)
 		r = pin(gw, tmp, "gw", err);
 	if (r == 0 && kind == JAIL_POOL_LINK)
-		start_gateway(tmp); /* best effort: without it a run starts its own */
+		jail_pool_start_gateway(
+		    tmp, "gw.sock"); /* best effort: without it a run starts its own */
 	if (r == 0 && rename(tmp, dst) < 0)
 		r = al_error_set(err, errno, "publish '%s'", dst);
 	if (r < 0) {

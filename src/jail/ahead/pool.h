@@ -73,5 +73,14 @@ void jail_pool_count(const char *dir, unsigned *loopback, unsigned *link);
 /* Unmount and remove every entry of every version under root, and the size: the pool is
  * off. Returns the number of namespaces released, or -1 with err. */
 int jail_pool_drain(const char *root, struct al_error **err);
+/* A gateway made ahead in the gateway namespace DIR/gw, listening on DIR/SOCK_NAME for
+ * the run that claims it (airlock-gateway-lite --pool-serve: a deny-all policy and its
+ * seccomp filter until then); returns once it listens: true, or false (nothing left
+ * running). Its pid is not kept: it leaves when a connection closes without a claim, or
+ * once its socket is gone. */
+bool jail_pool_start_gateway(const char *dir, const char *sock_name);
+/* Tell the gateway waiting on DIR/SOCK, if there is one, to leave (a connection closed
+ * without a claim), and remove the socket. */
+void jail_pool_stop_gateway(const char *dir, const char *sock);
 
 #endif

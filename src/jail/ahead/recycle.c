@@ -2,6 +2,8 @@
 /* Recycled network namespaces of deny-all one-shots (see recycle.h for the rules and the
  * layout). */
 #include "jail/ahead/recycle.h"
+#include "jail/ahead/pool.h"
+#include "host/gw_client.h"
 #include "jail/jail.h"
 #include "common/cleanup.h"
 #include "net/contract.h"
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,12 +91,34 @@ static void log_event(const char *root, unsigned long long ino, const char *what
 	}
 }
 
+/* A waiting gateway's socket in a pair: gw-ID.sock. */
+static bool is_gateway_sock(const char *name)
+{
+	size_t n = strlen(name);
+
+	return strncmp(name, "gw-", 3) == 0 && n > 8 && strcmp(name + n - 5, ".sock") == 0;
+}
+
+/* Send away every gateway waiting in entry (whichever build started it). */
+static void stop_gateways(const char *entry)
+{
+	DIR *d = opendir(entry);
+	struct dirent *e;
+
+	while (d && (e = readdir(d)))
+		if (is_gateway_sock(e->d_name))
+			jail_pool_stop_gateway(entry, e->d_name);
+	if (d)
+		closedir(d);
+}
+
 /* Unpin an entry's namespace and remove its directory: the kernel tears it down once the
  * last reference (a run's fd) goes. */
 static void destroy(const char *entry)
 {
 	char path[512];
 
+	stop_gateways(entry); /* a ready pair's, if one waits there */
 	snprintf(path, sizeof(path), "%s/ns", entry);
 	jail_unpin(path);
 	snprintf(path, sizeof(path), "%s/gw", entry);
@@ -145,10 +170,13 @@ static void stamp(const char *entry)
 	utimensat(AT_FDCWD, entry, NULL, 0);
 }
 
-/* What a pair was made by: the ruleset's bytes and the link's names and addresses. */
+/* What a pair was made by: the ruleset's bytes, the link's names and addresses, and what
+ * an entry may hold (LAYOUT: a build that would start its own gateway beside a waiting
+ * one must never take a pair of ours). */
 static unsigned link_version(void)
 {
-	static const char link[] = NET_GW_ADDR " " NET_SBX_ADDR " " NET_SBX_LINK " " NET_GW_LINK;
+	static const char link[] =
+	    NET_GW_ADDR " " NET_SBX_ADDR " " NET_SBX_LINK " " NET_GW_LINK " layout 2: gw-ID.sock";
 
 	return jail_fnv(jail_fnv(2166136261u, gw_nft_batch, sizeof(gw_nft_batch)), link,
 			sizeof(link));
@@ -171,6 +199,44 @@ static unsigned pool_size(bool link)
 	return n < 4 ? 4 : n > JAIL_RECYCLE_MAX ? JAIL_RECYCLE_MAX : n;
 }
 
+/* The name of the socket on which a gateway this build starts waits in a pair:
+ * gw-ID.sock, ID naming the lite gateway binary next to us (its inode, size and mtime), so
+ * that a run only ever hands its policy to the gateway binary it would have started
+ * itself. "" when there is none. */
+static void own_gateway_sock(char *buf, size_t len)
+{
+	_cleanup_free_ char *path = gw_sibling("airlock-gateway-lite");
+	struct stat st;
+	unsigned long long id[4];
+
+	buf[0] = '\0';
+	if (stat(path, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	id[0] = st.st_dev, id[1] = st.st_ino, id[2] = (unsigned long long)st.st_size;
+	id[3] = (unsigned long long)st.st_mtim.tv_sec * 1000000000ULL +
+		(unsigned long long)st.st_mtim.tv_nsec;
+	snprintf(buf, len, "gw-%08x.sock", jail_fnv(2166136261u, id, sizeof(id)));
+}
+
+/* Who waits in pair `entry`: nobody, a gateway of ours (on c->gw_name), or another's. */
+enum waiting { WAIT_NONE, WAIT_OURS, WAIT_OTHER };
+
+static enum waiting gateway_in(const struct jail_recycle *c, const char *entry)
+{
+	enum waiting w = WAIT_NONE;
+	DIR *d = opendir(entry);
+	struct dirent *e;
+
+	while (d && (e = readdir(d)))
+		if (is_gateway_sock(e->d_name))
+			w = c->gw_name[0] && strcmp(e->d_name, c->gw_name) == 0 && w == WAIT_NONE
+				? WAIT_OURS
+				: WAIT_OTHER;
+	if (d)
+		closedir(d);
+	return w;
+}
+
 /* Open a claimed entry's namespaces into c: 0, or -1 (then it is not sound). */
 static int open_claimed(struct jail_recycle *c)
 {
@@ -182,22 +248,28 @@ static int open_claimed(struct jail_recycle *c)
 		return c->fd < 0 ? -1 : 0;
 	snprintf(c->gw_path, sizeof(c->gw_path), "%s/gw", c->entry);
 	c->gw_fd = jail_pin_open(c->gw_path, CLONE_NEWNET);
-	if (c->gw_fd >= 0)
+	if (c->gw_fd >= 0) {
+		if (gateway_in(c, c->entry) == WAIT_OURS)
+			snprintf(c->gw_sock, sizeof(c->gw_sock), "%s/%s", c->entry, c->gw_name);
 		return 0;
+	}
 	al_closep(&c->fd);
 	return -1;
 }
 
-void jail_recycle_claim(const char *root, bool link, struct jail_recycle *c)
+void jail_recycle_claim(const char *root, bool link, bool waiting_ok, struct jail_recycle *c)
 {
 	char from[400];
 	const char *name;
+	enum waiting w;
 	DIR *d;
 
 	memset(c, 0, sizeof(*c));
 	c->state = JAIL_RECYCLE_FRESH;
 	c->link = link;
 	c->fd = c->gw_fd = -1;
+	if (link)
+		own_gateway_sock(c->gw_name, sizeof(c->gw_name));
 	snprintf(c->log, sizeof(c->log), "%s", root);
 	if (link)
 		snprintf(c->root, sizeof(c->root), "%s/link-%08x", root, link_version());
@@ -207,6 +279,10 @@ void jail_recycle_claim(const char *root, bool link, struct jail_recycle *c)
 	while (d && (name = next_entry(d))) {
 		snprintf(from, sizeof(from), "%s/ready/%s", c->root, name);
 		if (link && !rested(from))
+			continue;
+		/* Never a second gateway beside a waiting one: only ours, if we may use it. */
+		if (link && (w = gateway_in(c, from)) != WAIT_NONE &&
+		    (w != WAIT_OURS || !waiting_ok))
 			continue;
 		snprintf(c->entry, sizeof(c->entry), "%s/claimed/%d-%s", c->root, (int)getpid(),
 			 name);
@@ -223,6 +299,18 @@ void jail_recycle_claim(const char *root, bool link, struct jail_recycle *c)
 		closedir(d);
 	if (c->state == JAIL_RECYCLE_FRESH)
 		jail_recycle_sweep(root); /* none ready: claims of runs that were killed? */
+}
+
+void jail_recycle_give_up(struct jail_recycle *c, const char *why)
+{
+	if (c->state != JAIL_RECYCLE_CLAIMED)
+		return;
+	log_event(c->log, ino_of(c->fd), "destroyed", why);
+	destroy(c->entry);
+	al_closep(&c->fd);
+	al_closep(&c->gw_fd);
+	c->gw_sock[0] = c->gw_path[0] = '\0';
+	c->state = JAIL_RECYCLE_FRESH;
 }
 
 void jail_recycle_adopt_fd(struct jail_recycle *c, int fd)
@@ -281,6 +369,19 @@ static unsigned count_ready(const char *root)
 	return n;
 }
 
+/* A gateway to wait in pair `entry` for the next run (best effort: without one a run
+ * starts its own), at the caller's priority, not the check's. */
+static void start_gateway(const struct jail_recycle *c, const char *entry)
+{
+	int was = getpriority(PRIO_PROCESS, 0);
+
+	if (!c->gw_name[0])
+		return;
+	setpriority(PRIO_PROCESS, 0, c->gateway_nice);
+	jail_pool_start_gateway(entry, c->gw_name);
+	setpriority(PRIO_PROCESS, 0, was);
+}
+
 /* A clean namespace (or pair) this run made: prepared, pinned in new/, published in ready/. */
 static int adopt(struct jail_recycle *c)
 {
@@ -304,6 +405,8 @@ static int adopt(struct jail_recycle *c)
 	snprintf(pin, sizeof(pin), "%s/gw", tmp);
 	if (r == 0 && c->link)
 		r = jail_pin(c->gw_fd, pin, &err);
+	if (r == 0 && c->link && c->gateway)
+		start_gateway(c, tmp);
 	if (c->link)
 		stamp(tmp);
 	if (r < 0 || rename(tmp, dst) < 0) {
@@ -366,6 +469,8 @@ int jail_recycle_release(struct jail_recycle *c)
 	if (c->state == JAIL_RECYCLE_CLAIMED) {
 		snprintf(dst, sizeof(dst), "%s/ready/%s", c->root,
 			 strchr(strrchr(c->entry, '/'), '-') + 1);
+		if (r == 0 && c->link && c->gateway)
+			start_gateway(c, c->entry);
 		if (r == 0 && c->link)
 			stamp(c->entry);
 		if (r == 0 && rename(c->entry, dst) < 0) {
@@ -476,6 +581,8 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd)
 				 strchr(strrchr(c->entry, '/'), '-') + 1);
 			snprintf(c->entry, sizeof(c->entry), "%s", moved);
 		}
+		c->gateway = true; /* the next run's, started here rather than on its path */
+		c->gateway_nice = getpriority(PRIO_PROCESS, 0);
 		(void)!nice(5);
 		if (wait_fd >= 0)
 			poll(&p, 1, 5000);

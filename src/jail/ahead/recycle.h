@@ -24,6 +24,18 @@
  * its one transaction). The ruleset's log rate limit is state a sandbox can drain: a pair
  * rests JAIL_RECYCLE_REST_MS after a run (the limit's whole burst back) before it is taken.
  *
+ * A pair put back by a detached check (jail_recycle_release_detached) gets a gateway of
+ * its own waiting in its gateway namespace, started after the check and before the pair
+ * is ready: airlock-gateway-lite --pool-serve ENTRY/gw-ID.sock, ID naming that binary.
+ * The next rules-free run with the same gateway binary next to it hands it its policy,
+ * sandbox id and egress-log fd over that socket instead of starting one, as with an entry
+ * of the one-shot pool (pool.h). That gateway never served anyone: one is started per
+ * put-back, and it exits with the run that claimed it. A run whose policy has rules (the
+ * full gateway), or with another gateway binary, takes only pairs without one: never a
+ * second gateway beside a waiting one. A run that cannot claim a pair's waiting gateway
+ * destroys the pair and makes its own. Destroying a ready pair (expired, drained) sends
+ * its waiting gateway away.
+ *
  * The pool fills itself: nothing is made for it. A run that found it empty makes its own
  * namespace as before and, if that namespace is clean at the end and the pool below its
  * size, leaves it in the pool (one bind mount) instead of destroying it.
@@ -36,9 +48,10 @@
  *                              (killed) is destroyed by the next sweep, never put back.
  *   ROOT/new/PID-nINODE/ns     being adopted (never claimed from here)
  *   ROOT/link-VERSION/...      linked pairs, the same three directories; an entry holds
- *                              `ns` (the sandbox's) and `gw` (its gateway's); its mtime
- *                              is when it was put back. VERSION hashes the ruleset and
- *                              the link's addresses.
+ *                              `ns` (the sandbox's) and `gw` (its gateway's), and
+ *                              `gw-ID.sock` while a gateway waits there; its mtime is when
+ *                              it was put back. VERSION hashes the ruleset, the
+ *                              link's addresses and the entry's layout.
  *   ROOT/log                   one line per namespace destroyed, with the reason
  *
  * Off for a run with `airlock run --fresh-netns`; off for the whole host while
@@ -73,16 +86,23 @@ struct jail_recycle {
 	char root[220];	   /* where its ready/, claimed/ and new/ are: ROOT or ROOT/link-VERSION */
 	char entry[300];   /* CLAIMED: ROOT/claimed/PID-NAME */
 	char gw_path[320]; /* link, CLAIMED: ENTRY/gw, for its gateway to join */
+	char gw_name[24];  /* link: gw-ID.sock, where a gateway of ours waits ("": none) */
+	char gw_sock[330]; /* link, CLAIMED: ENTRY/gw_name if a gateway of ours waits there */
+	bool gateway;	   /* release: start a waiting gateway in a pair before it is ready */
+	int gateway_nice;  /* at this nice value */
 };
 
 /* ROOT: root, else $AIRLOCK_NETNS_POOL, else JAIL_RECYCLE_ROOT (a relative path counts as
  * none). NULL while JAIL_RECYCLE_OFF_FILE exists, or if the path is too long. */
 const char *jail_recycle_root(const char *root, char *buf, size_t len);
-/* Take a ready namespace (link: a ready pair rested JAIL_RECYCLE_REST_MS): CLAIMED with
- * c->fd (and c->gw_fd, c->gw_path), else FRESH (the run makes its own and may hand it in
+/* Take a ready namespace (link: a ready pair rested JAIL_RECYCLE_REST_MS; with
+ * waiting_ok false, only one without a waiting gateway): CLAIMED with c->fd (and
+ * c->gw_fd, c->gw_path, c->gw_sock), else FRESH (the run makes its own and may hand it in
  * with jail_recycle_adopt_fd, and for a pair jail_recycle_adopt_gw_fd). Never blocks;
  * never fails. */
-void jail_recycle_claim(const char *root, bool link, struct jail_recycle *c);
+void jail_recycle_claim(const char *root, bool link, bool waiting_ok, struct jail_recycle *c);
+/* CLAIMED: the claim is given up (why: logged) and destroyed; FRESH from now on. */
+void jail_recycle_give_up(struct jail_recycle *c, const char *why);
 /* FRESH: the run's own namespace (a copy of fd is kept). */
 void jail_recycle_adopt_fd(struct jail_recycle *c, int fd);
 /* FRESH link: its gateway's namespace (a copy of fd is kept; not if it is this thread's). */

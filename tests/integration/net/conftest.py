@@ -108,6 +108,50 @@ def children_of(ppid):
     return found
 
 
+def _socket_inodes(pid):
+    found = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            found.add(int(target[8:-1]))
+    return found
+
+
+def _unix_peers(inodes):
+    """The peers' inodes of the unix sockets among `inodes` (ss: local and peer inode)."""
+    out = subprocess.run(["ss", "-xanH"], capture_output=True, text=True, check=False).stdout
+    peers = set()
+    for line in out.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[5].isdigit() and int(f[5]) in inodes and f[7].isdigit():
+            peers.add(int(f[7]))
+    return peers - {0}
+
+
+def gateways_of(ppid):
+    """{pid: comm} of the gateway serving `airlock run` ppid: its child, or the gateway
+    that waited in the recycled pair the run took (started by an earlier run: not its
+    child, but the other end of its control socket)."""
+    found = {p: c for p, c in children_of(ppid).items() if c.startswith("airlock-gatewa")}
+    peers = set() if found else _unix_peers(_socket_inodes(ppid))
+    for d in os.listdir("/proc") if peers else ():
+        try:
+            with open(f"/proc/{d}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm.startswith("airlock-gatewa") and _socket_inodes(d) & peers:
+            found[int(d)] = comm
+    return found
+
+
 def _pid_alive(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:

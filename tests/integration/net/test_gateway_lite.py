@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 
-from .conftest import children_of
+from .conftest import gateways_of
 
 BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", pathlib.Path(__file__).resolve()
                                   .parents[3] / "build" / "airlock")).parent
@@ -31,7 +31,7 @@ def probe_gateway_of_run(args, probe, seconds=2, command=None):
     try:
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            for pid in children_of(p.pid):
+            for pid in gateways_of(p.pid):
                 try:
                     exe = os.readlink(f"/proc/{pid}/exe")
                 except OSError:
@@ -167,7 +167,7 @@ def _threads(pid):
 
 
 def _gateway_pid(ppid):
-    for pid in children_of(ppid):
+    for pid in gateways_of(ppid):
         try:
             if "airlock-gateway" in os.readlink(f"/proc/{pid}/exe"):
                 return pid

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from .conftest import children_of
+from .conftest import gateways_of
 
 BIN = pathlib.Path(os.environ.get("AIRLOCK_BIN", pathlib.Path(__file__).resolve()
                                   .parents[3] / "build" / "airlock")).parent
@@ -39,7 +39,7 @@ def test_running_gateways_carry_the_filter():
         status = None
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
-            for pid, comm in children_of(p.pid).items():
+            for pid, comm in gateways_of(p.pid).items():
                 if comm != "airlock-gateway":
                     continue
                 try:
