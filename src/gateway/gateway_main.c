@@ -443,16 +443,16 @@ static struct net_policy *parse_policy(const char *text, unsigned long long gen,
 
 /* Ready: say "R", then link the sandbox whose pid comes on CTL. Its pid; 0 if the caller
  * gave up; -1 when the link failed (said on CTL). */
-static pid_t await_link(struct net_gateway *g)
+/* The sandbox's pid from CTL: > 0, 0 when the caller gave up (EOF), -1 (said) if the line
+ * is not one. */
+static pid_t read_pid(void)
 {
 	struct al_error *err = NULL;
 	struct net_gwctl m;
 	char line[64];
-	ssize_t n;
+	ssize_t n = read(CTL, line, sizeof(line) - 1);
 	pid_t pid = 0;
 
-	net_gwctl_send(CTL, &(struct net_gwctl){.kind = NET_GWCTL_READY});
-	n = read(CTL, line, sizeof(line) - 1);
 	if (n <= 0)
 		return 0;
 	line[n] = '\0';
@@ -460,9 +460,21 @@ static pid_t await_link(struct net_gateway *g)
 		line[n - 1] = '\0';
 	if (net_gwctl_parse(line, &m) == 0 && m.kind == NET_GWCTL_PID)
 		pid = (pid_t)m.gen;
-	else
-		al_error_msg(&err, EPROTO, "expected the sandbox's pid, got '%.40s'", line);
-	if (pid <= 0 || net_gateway_attach(g, pid, &err) < 0) {
+	if (pid > 0)
+		return pid;
+	al_error_msg(&err, EPROTO, "expected the sandbox's pid, got '%.40s'", line);
+	fail(err);
+	return -1;
+}
+
+static pid_t await_link(struct net_gateway *g)
+{
+	struct al_error *err = NULL;
+	pid_t pid;
+
+	net_gwctl_send(CTL, &(struct net_gwctl){.kind = NET_GWCTL_READY});
+	pid = read_pid();
+	if (pid > 0 && net_gateway_attach(g, pid, &err) < 0) {
 		fail(err);
 		return -1;
 	}
@@ -479,22 +491,42 @@ static void take_parents_cpus(void)
 		sched_setaffinity(0, sizeof(cpus), &cpus);
 }
 
-/* A one-shot's gateway once ready: link the sandbox whose pid comes on CTL, serve until
- * the caller closes CTL, then leave. */
-static int serve_one_shot(struct net_gateway *g, bool filtered)
+/* The link is there: the sandbox may start its workload. What it sends waits in the
+ * listeners' queues (they are bound and listening) for the service thread its first
+ * packet starts (a run that sends nothing costs no thread). If this fails, the gateway
+ * exits and nothing flows. With the gateway's namespace, which airlock may recycle
+ * (jail/ahead/recycle.h). */
+static void say_attached(struct net_gateway *g)
 {
-	struct al_error *err = NULL;
-	pid_t pid = await_link(g);
-
-	if (pid <= 0)
-		return pid < 0; /* 0: the caller gave up */
-	/* The link is there: the sandbox may start its workload. What it sends waits in the
-	 * listeners' queues (they are bound and listening) for the service thread its first
-	 * packet starts (a run that sends nothing costs no thread). If this fails, the gateway
-	 * exits and nothing flows. */
-	/* With the gateway's namespace, which airlock may recycle (jail/ahead/recycle.h) */
 	if (al_send_with_fd(CTL, "A\n", 2, net_gateway_netns(g)) != 2)
 		_exit(1);
+}
+
+/*
+ * A one-shot's gateway once ready: link the sandbox whose pid comes on CTL, serve until
+ * the caller closes CTL, then leave. A claimed pooled gateway (claimed) has its link made
+ * with its namespace and its policy in place: it says so at once, and takes the pid
+ * (which it does not need) after, so that the sandbox's set-up never waits for a round
+ * trip to it.
+ */
+static int serve_one_shot(struct net_gateway *g, bool filtered, bool claimed)
+{
+	struct al_error *err = NULL;
+	pid_t pid;
+
+	if (claimed) {
+		net_gwctl_send(CTL, &(struct net_gwctl){.kind = NET_GWCTL_READY});
+		if (net_gateway_attach(g, 0, &err) < 0) /* pooled: the link running */
+			return fail(err);
+		say_attached(g);
+		pid = read_pid();
+	} else {
+		pid = await_link(g);
+		if (pid > 0)
+			say_attached(g);
+	}
+	if (pid <= 0)
+		return pid < 0; /* 0: the caller gave up */
 	take_parents_cpus();
 	/* Serve until the caller closes the channel (the sandbox ended, or airlock died). A
 	 * service whose thread cannot start leaves us: nothing flows then (fail closed). */
@@ -619,7 +651,7 @@ static int pool_serve(struct gw_args *a)
 			al_error_msg(&err, EINVAL, "a pooled gateway terminates no TLS (--ca-dir)");
 		return fail(err);
 	}
-	return serve_one_shot(g, true);
+	return serve_one_shot(g, true, true);
 }
 
 int main(int argc, char **argv)
@@ -665,5 +697,5 @@ int main(int argc, char **argv)
 		set_resolver(pid);
 		return serve_daemon_mode(g, pid, a.ctl_path, NET_GWCTL_ATTACHED, true);
 	}
-	return serve_one_shot(g, false);
+	return serve_one_shot(g, false, false);
 }

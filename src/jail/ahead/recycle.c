@@ -572,6 +572,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd)
 
 		setsid();
 		close_all_but(keep, 5);
+		clearenv(); /* the gateway it starts serves the next caller, not this one */
 		/* A claim carries its holder's pid: ours once the caller has renamed it (a
 		 * sweep destroys a claim whose holder is gone, and the caller is about to go). */
 		if (read(go[0], &byte, 1) != 1)
