@@ -42,6 +42,7 @@
 #include "common/fdpass.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <sys/ptrace.h>
 #include <sys/mount.h>
 #include <sched.h>
@@ -330,6 +331,7 @@ struct gw_args {
 	const char *policy, *ctl_path, *log_file, *pool_serve;
 	char *policy_buf; /* --policy-fd's text */
 	unsigned long long generation;
+	unsigned idle_exit; /* --idle-exit S: a pooled gateway unclaimed for S seconds leaves */
 	pid_t attach_pid;
 };
 
@@ -415,6 +417,8 @@ static void parse_args(struct gw_args *a, int n, char **kv)
 			a->o.pooled_netns = v;
 		else if (strcmp(k, "--pool-serve") == 0)
 			a->pool_serve = v;
+		else if (strcmp(k, "--idle-exit") == 0)
+			a->idle_exit = (unsigned)strtoul(v, NULL, 10);
 		else if (strcmp(k, "--generation") == 0)
 			a->generation = strtoull(v, NULL, 10);
 		else if (strcmp(k, "--max-conns") == 0)
@@ -578,6 +582,36 @@ static int read_claim(int c, char **buf, char **kv, int max_kv, int *n, int *log
 }
 
 /*
+ * --idle-exit: a gateway waiting in a recycled pair (jail/ahead/recycle.h) that nobody
+ * claimed takes its pair out of ROOT/ready, by rename(2) into ROOT/claimed/idle-NAME as a
+ * run would take it (the pool's next sweep destroys it), and then may leave: no run can
+ * be about to claim it. false if a run took the pair first (its claim is on its way) or
+ * the entry is not in a ready/ directory.
+ */
+static bool retire(int dirfd)
+{
+	char self[64], path[PATH_MAX], from[PATH_MAX + 8], to[PATH_MAX + 16], *name, *sub;
+	ssize_t n;
+
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", dirfd);
+	n = readlink(self, path, sizeof(path) - 1);
+	if (n <= 0)
+		return false;
+	path[n] = '\0';
+	name = strrchr(path, '/');
+	if (!name || name == path)
+		return false;
+	*name++ = '\0';
+	sub = strrchr(path, '/');
+	if (!sub || strcmp(sub + 1, "ready") != 0)
+		return false;
+	snprintf(from, sizeof(from), "%s/%s", path, name);
+	*sub = '\0';
+	snprintf(to, sizeof(to), "%s/claimed/idle-%s", path, name);
+	return rename(from, to) == 0;
+}
+
+/*
  * --pool-serve PATH: a gateway made ahead for the one-shot pool (src/jail/ahead/pool.h), in the
  * pooled namespace given by --pooled-netns, with its listeners bound. It says "P" on fd 3
  * when PATH listens, then waits for one claim there: the caller's connection becomes its
@@ -594,6 +628,7 @@ static int pool_serve(struct gw_args *a)
 	int lfd, c, n = 0, log_fd;
 	_cleanup_close_ int dirfd = -1;
 	struct gw_args claim = {.o.log_fd = -1, .generation = 1};
+	double since;
 
 	/* The pool's, not the terminal's or the pipes of whoever filled it (a caller that
 	 * reads its filler's output to the end must not wait for us). */
@@ -623,6 +658,7 @@ static int pool_serve(struct gw_args *a)
 	if (lfd < 0 || gw_seccomp_install(&err) < 0)
 		return fail(err);
 	net_gwctl_send(CTL, &(struct net_gwctl){.kind = NET_GWCTL_POOLED});
+	since = gw_mono_s();
 	for (;;) {
 		struct pollfd p = {.fd = lfd, .events = POLLIN};
 		struct stat st;
@@ -630,6 +666,10 @@ static int pool_serve(struct gw_args *a)
 		if (poll(&p, 1, 5000) == 0) {
 			if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 				_exit(0); /* drained */
+			if (a->idle_exit && gw_mono_s() - since >= a->idle_exit && retire(dirfd)) {
+				unlinkat(dirfd, name, 0);
+				_exit(0);
+			}
 			continue;
 		}
 		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);

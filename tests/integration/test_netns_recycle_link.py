@@ -406,3 +406,61 @@ def test_drain_sends_the_waiting_gateways_away(pool, invoke):
     while waiting_gateways(pool) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert waiting_gateways(pool) == {}
+
+
+def _waiting_gateway_in(tmp, sub, airlock):
+    """A lite gateway waiting with --idle-exit 1 in a pair entry TMP/SUB/n1 whose gateway
+    namespace is a new one pinned there (no link: it only has to listen)."""
+    entry = tmp / sub / "n1"
+    entry.mkdir(parents=True)
+    (tmp / "claimed").mkdir(exist_ok=True)
+    (entry / "gw").touch()
+    subprocess.run(["unshare", f"--net={entry / 'gw'}", "true"], check=True)
+    lite = pathlib.Path(airlock).parent / "airlock-gateway-lite"
+    sock = entry / "gw-test.sock"
+    p = subprocess.Popen([str(lite), "--pool-serve", str(sock), "--pooled-netns",
+                          str(entry / "gw"), "--sandbox", "pool", "--idle-exit", "1"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while not sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert sock.is_socket(), "the gateway never listened"
+    return p, sock
+
+
+def _unpin_all(tmp):
+    for gw in tmp.glob("*/*/gw"):
+        subprocess.run(["umount", str(gw)], check=False)
+
+
+def test_an_unclaimed_waiting_gateway_takes_its_pair_and_leaves(airlock, tmp_path):
+    """A gateway nobody claims leaves after its idle time (60 s for airlock's; 1 s here),
+    taking its ready pair first as a run would (rename into claimed/idle-NAME, destroyed by
+    the pool's next sweep), so that no run can be claiming it as it goes."""
+    root = tmp_path / "pool"
+    p, sock = _waiting_gateway_in(root, "ready", airlock)
+    try:
+        assert p.wait(timeout=15) == 0
+        assert not (root / "ready" / "n1").exists()
+        assert (root / "claimed" / "idle-n1" / "gw").exists()
+        assert not (root / "claimed" / "idle-n1" / sock.name).exists()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        _unpin_all(root)
+
+
+def test_a_waiting_gateway_whose_pair_was_claimed_keeps_waiting_for_its_run(airlock,
+                                                                           tmp_path):
+    """The pair was taken by a run (renamed into claimed/) when the idle time ran out: the
+    gateway must not leave, the run's claim is on its way."""
+    root = tmp_path / "pool"
+    p, sock = _waiting_gateway_in(root, "claimed", airlock)
+    try:
+        time.sleep(6.5)  # idle 1 s, looked at every 5 s
+        assert p.poll() is None, "it left a pair a run had claimed"
+        assert sock.is_socket()
+    finally:
+        p.kill()
+        p.wait()
+        _unpin_all(root)

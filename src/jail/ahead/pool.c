@@ -223,12 +223,13 @@ static int pin(int fd, const char *dir, const char *name, struct al_error **err)
 	return jail_pin(fd, path, err);
 }
 
-bool jail_pool_start_gateway(const char *dir, const char *sock_name)
+bool jail_pool_start_gateway(const char *dir, const char *sock_name, unsigned idle_exit_s)
 {
 	/* The lite gateway next to us: a pooled gateway serves no per-request rules. */
 	_cleanup_free_ char *path = gw_sibling("airlock-gateway-lite");
 	char sock[400], ns[400], ready[256];
-	const char *argv[8];
+	const char *argv[10];
+	char idle[16];
 	int sp[2];
 	pid_t pid;
 
@@ -246,7 +247,10 @@ bool jail_pool_start_gateway(const char *dir, const char *sock_name)
 	argv[4] = ns;
 	argv[5] = "--sandbox";
 	argv[6] = "pool";
-	argv[7] = NULL;
+	argv[7] = idle_exit_s ? "--idle-exit" : NULL;
+	snprintf(idle, sizeof(idle), "%u", idle_exit_s);
+	argv[8] = idle;
+	argv[9] = NULL;
 	pid = gw_exec(path, argv, sp[1], -1, NULL);
 	close(sp[1]);
 	if (pid > 0) {
@@ -307,9 +311,8 @@ static int make_entry(const char *dir, enum jail_pool_kind kind, unsigned serial
 		r = pin(sbx, tmp, "sbx", err);
 	if (r == 0 && kind == JAIL_POOL_LINK)
 		r = pin(gw, tmp, "gw", err);
-	if (r == 0 && kind == JAIL_POOL_LINK)
-		jail_pool_start_gateway(
-		    tmp, "gw.sock"); /* best effort: without it a run starts its own */
+	if (r == 0 && kind == JAIL_POOL_LINK) /* best effort: without it a run starts its own */
+		jail_pool_start_gateway(tmp, "gw.sock", 0);
 	if (r == 0 && rename(tmp, dst) < 0)
 		r = al_error_set(err, errno, "publish '%s'", dst);
 	if (r < 0) {

@@ -76,9 +76,10 @@ int jail_pool_drain(const char *root, struct al_error **err);
 /* A gateway made ahead in the gateway namespace DIR/gw, listening on DIR/SOCK_NAME for
  * the run that claims it (airlock-gateway-lite --pool-serve: a deny-all policy and its
  * seccomp filter until then); returns once it listens: true, or false (nothing left
- * running). Its pid is not kept: it leaves when a connection closes without a claim, or
- * once its socket is gone. */
-bool jail_pool_start_gateway(const char *dir, const char *sock_name);
+ * running). Its pid is not kept: it leaves when a connection closes without a claim, once
+ * its socket is gone, or (idle_exit_s > 0, a recycled pair's, recycle.h) when nobody
+ * claimed it for idle_exit_s seconds. */
+bool jail_pool_start_gateway(const char *dir, const char *sock_name, unsigned idle_exit_s);
 /* Tell the gateway waiting on DIR/SOCK, if there is one, to leave (a connection closed
  * without a claim), and remove the socket. */
 void jail_pool_stop_gateway(const char *dir, const char *sock);

@@ -378,7 +378,7 @@ static void start_gateway(const struct jail_recycle *c, const char *entry)
 	if (!c->gw_name[0])
 		return;
 	setpriority(PRIO_PROCESS, 0, c->gateway_nice);
-	jail_pool_start_gateway(entry, c->gw_name);
+	jail_pool_start_gateway(entry, c->gw_name, JAIL_RECYCLE_IDLE_S);
 	setpriority(PRIO_PROCESS, 0, was);
 }
 
@@ -629,7 +629,10 @@ static int sweep_sub(const char *log, const char *root, const char *sub, bool al
 			log_event(
 			    log,
 			    strtoull(strchr(name, 'n') ? strchr(name, 'n') + 1 : "0", NULL, 10),
-			    "destroyed", "its run ended without giving it back");
+			    "destroyed",
+			    strncmp(name, "idle-", 5) == 0
+				? "idle: nobody claimed its waiting gateway, which took it and left"
+				: "its run ended without giving it back");
 		destroy(entry);
 		n++;
 	}

@@ -34,7 +34,9 @@
  * full gateway), or with another gateway binary, takes only pairs without one: never a
  * second gateway beside a waiting one. A run that cannot claim a pair's waiting gateway
  * destroys the pair and makes its own. Destroying a ready pair (expired, drained) sends
- * its waiting gateway away.
+ * its waiting gateway away. A waiting gateway nobody claims for JAIL_RECYCLE_IDLE_S takes
+ * its pair out of ready/ (rename into claimed/idle-NAME, as a run would) and leaves; the
+ * pool's next sweep destroys that pair. So no gateway outlives a minute of idleness.
  *
  * The pool fills itself: nothing is made for it. A run that found it empty makes its own
  * namespace as before and, if that namespace is clean at the end and the pool below its
