@@ -464,3 +464,20 @@ def test_a_waiting_gateway_whose_pair_was_claimed_keeps_waiting_for_its_run(airl
         p.kill()
         p.wait()
         _unpin_all(root)
+
+
+def test_a_pair_its_idle_gateway_took_is_destroyed_at_the_next_put_back(pool):
+    """What an idle waiting gateway leaves (its pair in claimed/idle-NAME) is destroyed by
+    the next run's put-back, logged, and never served again."""
+    first = cookie_of(pool)
+    second = cookie_of(pool)            # no rest between them: two pairs
+    assert len(pool.pairs()) == 2, pool.log()
+    [d] = pool.dir.glob("link-*")
+    name = pool.pairs()[0]
+    os.rename(d / "ready" / name, d / "claimed" / f"idle-{name}")  # as the gateway does
+    time.sleep(REST)
+    third = cookie_of(pool)
+    assert third in (first, second)
+    assert pool.pairs("claimed") == [], pool.pairs("claimed")
+    assert "idle: nobody claimed its waiting gateway" in pool.log(), pool.log()
+    assert len(pool.pairs()) == 1

@@ -450,6 +450,8 @@ static int check(struct jail_recycle *c, char *why, size_t len)
 	return jail_netns_clean_link(c->fd, c->gw_fd, why, len);
 }
 
+static int sweep_sub(const char *log, const char *root, const char *sub, bool all);
+
 int jail_recycle_release(struct jail_recycle *c)
 {
 	char why[200] = "", dst[300];
@@ -481,8 +483,12 @@ int jail_recycle_release(struct jail_recycle *c)
 			log_event(c->log, ino, "destroyed", why);
 			destroy(c->entry);
 		}
-		if (c->link)
+		if (c->link) {
 			expire(c->root);
+			/* pairs whose waiting gateway left idle (claimed/idle-NAME), and claims of
+			 * runs that died */
+			sweep_sub(c->log, c->root, "claimed", false);
+		}
 	} else if (r == 0) {
 		r = adopt(c);
 	} else if (mkdirs(c->log) == 0) {
