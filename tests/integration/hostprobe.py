@@ -230,6 +230,24 @@ def unprivileged_userns():
     return True
 
 
+def fd_links(pid, prefix):
+    """What pid's open fds point to, those that start with prefix ("socket:[", "mnt:[", ...);
+    empty once pid is gone."""
+    out = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(prefix):
+            out.add(target)
+    return out
+
+
 SLICE_PROBE = r"""
 import ctypes, struct, sys
 def mine():

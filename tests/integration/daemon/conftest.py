@@ -107,19 +107,7 @@ def agent_pid_of(sid):
 
 def held_mount_namespaces(pid):
     """The mount namespaces a process holds open as fds ("mnt:[inode]")."""
-    out = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return out
-    for fd in fds:
-        try:
-            t = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if t.startswith("mnt:["):
-            out.add(t)
-    return out
+    return hostprobe.fd_links(pid, "mnt:[")
 
 
 def sandbox_procs(sid):

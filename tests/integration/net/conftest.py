@@ -109,19 +109,7 @@ def children_of(ppid):
 
 
 def _socket_inodes(pid):
-    found = set()
-    try:
-        fds = os.listdir(f"/proc/{pid}/fd")
-    except OSError:
-        return found
-    for fd in fds:
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            found.add(int(target[8:-1]))
-    return found
+    return {int(t[8:-1]) for t in hostprobe.fd_links(pid, "socket:[")}
 
 
 def _unix_peers(inodes):
