@@ -12,8 +12,10 @@ setup:
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) --buildtype=debugoptimized >/dev/null
 
+# Quiet when it builds; the compiler's own words when it does not (ninja prints them on
+# stdout, which a plain >/dev/null would swallow, leaving only "Error 1").
 build: setup $(BUILD)/build.ninja
-	@ninja -C $(BUILD) >/dev/null
+	@ninja -C $(BUILD) >$(BUILD)/ninja.log 2>&1 || { cat $(BUILD)/ninja.log; exit 1; }
 
 demo: build
 	@./scripts/demo $(BUILD)/airlock

@@ -663,7 +663,9 @@ static int pool_serve(struct gw_args *a)
 		struct pollfd p = {.fd = lfd, .events = POLLIN};
 		struct stat st;
 
-		if (poll(&p, 1, 5000) == 0) {
+		/* every 5 s, or each idle time if that is shorter */
+		if (poll(&p, 1,
+			 a->idle_exit && a->idle_exit < 5 ? (int)a->idle_exit * 1000 : 5000) == 0) {
 			if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 				_exit(0); /* drained */
 			if (a->idle_exit && gw_mono_s() - since >= a->idle_exit && retire(dirfd)) {

@@ -457,7 +457,7 @@ def test_a_waiting_gateway_whose_pair_was_claimed_keeps_waiting_for_its_run(airl
     root = tmp_path / "pool"
     p, sock = _waiting_gateway_in(root, "claimed", airlock)
     try:
-        time.sleep(6.5)  # idle 1 s, looked at every 5 s
+        time.sleep(2.5)  # idle 1 s, looked at every second
         assert p.poll() is None, "it left a pair a run had claimed"
         assert sock.is_socket()
     finally:
