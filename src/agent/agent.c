@@ -365,7 +365,7 @@ int main(int argc, char **argv)
 		if (strcmp(argv[i], "--workdir") == 0)
 			a.workdir = argv[i + 1];
 	/* Every command's EXEC and end pass through us and our shims (which inherit it); each
-	 * command gets the default slice back (jail_exec_workload). */
+	 * command gets the default slice back (shim.c, child_entry). */
 	al_sched_slice(0, AL_SLICE_HANDOFF_NS);
 	if (getpid() != 1 || setup(&a) < 0)
 		return 125; /* only ever PID 1 of a sandbox */

@@ -109,6 +109,7 @@ static int child_entry(void *arg)
 {
 	struct command *c = arg;
 
+	al_sched_slice(0, 0); /* not our short slice (agent.c): the command runs as any task */
 	/* unblocks its signals itself; a PTY's slave is stdin */
 	jail_exec_workload(&c->ctx, c->tty ? 0 : -1, SHIM_FD_REPORT);
 }

@@ -7,8 +7,10 @@
  *                   [--upstream-netns NS] [--upstream-dns IP[:PORT]]
  *                   [--ca-dir DIR [--ca-constrain 1]] [--upstream-ca FILE]
  *                   [--pooled-netns PATH]
- *   airlock-gateway --pool-serve PATH --pooled-netns NS
- * a gateway made ahead for the one-shot pool, claimed by connecting to PATH (pool_serve).
+ *   airlock-gateway --pool-serve PATH --pooled-netns NS [--idle-exit S]
+ * a gateway made ahead for the one-shot pool or in a recycled pair, claimed by connecting
+ * to PATH (pool_serve); with --idle-exit, one nobody claimed for S seconds takes its pair
+ * out of ready/ and leaves (retire).
  * --policy-fd N in place of --policy: the policy read from fd N (gw_exec passes one too long
  * for an argv string, over 64 KiB, in a memfd as fd 5).
  * --pooled-netns: a gateway namespace from the one-shot pool (jail/ahead/pool.h), its ruleset

@@ -77,7 +77,6 @@ void jail_exec_workload(const struct jail_ctx *ctx, int tty_slave, int exec_pipe
 
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	al_sched_slice(0, 0); /* not the agent's short one: the workload runs as any task */
 	if (!ctx->prepared)
 		jail_reset_signals(); /* exec resets caught signals, not ignored ones */
 	setsid();

@@ -379,6 +379,12 @@ static void set_setup_failed(struct al_result *res, struct al_error *e, const ch
 	res->error = xstrdup(e && e->msg ? e->msg : fallback);
 }
 
+/* The name its gateway logs the run under: the caller's sandbox id, else the run's own. */
+static const char *sandbox_id(const struct al_config *cfg, const char *name)
+{
+	return cfg->sandbox_id ? cfg->sandbox_id : name;
+}
+
 /* Namespaces the run made itself are destroyed as always, not kept for the next run. */
 static void forget_fresh(struct run *r)
 {
@@ -446,8 +452,8 @@ static void claim_recycled(struct run *r, const struct al_config *cfg, const str
 	/* Its waiting gateway takes our policy now; if it cannot, nobody else may start one
 	 * in its namespace while it may still be there: the pair is given up. */
 	if (r->recycle.gw_sock[0] &&
-	    gw_client_start_pooled(cfg, true, cfg->sandbox_id ? cfg->sandbox_id : name,
-				   io->egress_log_fd, r->recycle.gw_sock, &r->gw) < 0) {
+	    gw_client_start_pooled(cfg, true, sandbox_id(cfg, name), io->egress_log_fd,
+				   r->recycle.gw_sock, &r->gw) < 0) {
 		jail_recycle_give_up(&r->recycle, "its waiting gateway could not be claimed");
 		return;
 	}
@@ -463,7 +469,7 @@ static void claim_recycled(struct run *r, const struct al_config *cfg, const str
 static int start_gateway(struct run *r, const struct al_config *cfg, const struct al_io *io,
 			 const char *name, bool with_net, struct al_error **err)
 {
-	const char *id = cfg->sandbox_id ? cfg->sandbox_id : name;
+	const char *id = sandbox_id(cfg, name);
 
 	if (!with_net)
 		return 0;

@@ -232,11 +232,10 @@ bool jail_pool_start_gateway(const char *dir, const char *sock_name, unsigned id
 	char idle[16];
 	int sp[2];
 	pid_t pid;
+	bool up = false;
 
 	snprintf(sock, sizeof(sock), "%s/%s", dir, sock_name);
 	snprintf(ns, sizeof(ns), "%s/gw", dir);
-	bool up = false;
-
 	if (access(path, X_OK) < 0 || strlen(sock) >= sizeof(((struct sockaddr_un *)0)->sun_path) ||
 	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
 		return false;
