@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * airlockd's side of the agent protocol: one connection and one reader
- * thread per sandbox. Everything the agent says is decoded strictly
+ * airlockd's side of the agent protocol: one connection per sandbox, read by the
+ * daemon's agent workers (agent_io.c). Everything the agent says is decoded strictly
  * (proto_decode): the agent shares its sandbox with hostile code.
  */
 #include "daemon/internal.h"
@@ -22,28 +22,62 @@
 #include <time.h>
 #include <unistd.h>
 
-struct reader_arg {
-	struct daemon *d;
-	struct dm_sbx *s;
-};
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 uint32_t dm_agent_next_id(struct dm_sbx *s)
 {
 	return __atomic_add_fetch(&s->next_req, 1, __ATOMIC_RELAXED) | 1u;
 }
 
-int dm_agent_send(struct dm_sbx *s, struct proto_buf *b)
+/* Writes b to the agent (send_mu taken, then held while it writes). timeout_ms < 0 waits
+ * as long as the agent takes; otherwise -ETIMEDOUT once it has passed, lock included. */
+static int send_frame(struct dm_sbx *s, struct proto_buf *b, int timeout_ms)
 {
+	int64_t deadline = timeout_ms < 0 ? 0 : mono_ns() + (int64_t)timeout_ms * 1000000;
 	size_t off = 0;
 	int r = proto_finish(b);
 
-	pthread_mutex_lock(&s->send_mu);
+	if (timeout_ms < 0) {
+		pthread_mutex_lock(&s->send_mu);
+	} else {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += timeout_ms / 1000;
+		until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+		if (until.tv_nsec >= 1000000000) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000;
+		}
+		if (pthread_mutex_timedlock(&s->send_mu, &until) != 0) {
+			proto_buf_free(b);
+			return -ETIMEDOUT;
+		}
+	}
 	while (r == 0 && off < b->len) {
 		ssize_t n = s->agent_fd < 0
 				? -1
-				: send(s->agent_fd, b->data + off, b->len - off, MSG_NOSIGNAL);
+				: send(s->agent_fd, b->data + off, b->len - off,
+				       MSG_NOSIGNAL | (timeout_ms < 0 ? 0 : MSG_DONTWAIT));
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && timeout_ms >= 0) {
+			int64_t left = deadline - mono_ns();
+			struct pollfd p = {.fd = s->agent_fd, .events = POLLOUT};
+
+			if (left <= 0) {
+				r = -ETIMEDOUT;
+				break;
+			}
+			poll(&p, 1, (int)(left / 1000000) + 1);
+			continue;
+		}
 		if (n <= 0)
 			r = -EPIPE;
 		else
@@ -52,6 +86,11 @@ int dm_agent_send(struct dm_sbx *s, struct proto_buf *b)
 	pthread_mutex_unlock(&s->send_mu);
 	proto_buf_free(b);
 	return r;
+}
+
+int dm_agent_send(struct dm_sbx *s, struct proto_buf *b)
+{
+	return send_frame(s, b, -1);
 }
 
 int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, uint32_t *pid,
@@ -91,10 +130,11 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 	if (!p->done)
 		r = al_error_msg(err, r ? ETIMEDOUT : ESRCH, "no answer from the sandbox's agent");
 	else if (p->err)
-		r = al_error_msg(err, p->err, "agent: %s", p->msg);
+		r = al_error_msg(err, p->err, "agent: %s", p->msg ? p->msg : "(no message)");
 	else if (pid)
 		*pid = p->pid;
-	p->id = 0;
+	free(p->msg);
+	*p = (struct dm_pending){.id = 0};
 	pthread_mutex_unlock(&d->mu);
 	return r;
 }
@@ -187,10 +227,16 @@ static void wake_now(struct dm_sbx *s)
 		pthread_cond_broadcast(&s->cv);
 }
 
-/* After (re)connecting: ask for whatever the store is missing of unfinished commands. */
-static void replay_missing(struct daemon *d, struct dm_sbx *s)
+/*
+ * After (re)connecting: ask for whatever the store is missing of unfinished commands. Sent
+ * by an agent worker, which must not wait on one agent for long: an agent that does not
+ * take its replay within DM_AGENT_REPLAY_MS breaks the protocol (-1).
+ */
+static int replay_missing(struct daemon *d, struct dm_sbx *s)
 {
-	for (size_t i = 0; i < s->n_cmds; i++) {
+	int r = 0;
+
+	for (size_t i = 0; i < s->n_cmds && r == 0; i++) {
 		struct dm_cmd *c = s->cmds[i];
 		char id[DM_ID_LEN + 1];
 		uint64_t off[2];
@@ -210,40 +256,38 @@ static void replay_missing(struct daemon *d, struct dm_sbx *s)
 			proto_put_str(&b, PT_CMD_ID, id, strlen(id));
 			proto_put_u8(&b, PT_STREAM, sv);
 			proto_put_u64(&b, PT_OFFSET, off[st - 1]);
-			dm_agent_send(s, &b);
+			if (r == 0)
+				r = send_frame(s, &b, DM_AGENT_REPLAY_MS);
+			else
+				proto_buf_free(&b);
 		}
 		pthread_mutex_lock(&d->mu);
 	}
-}
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return r < 0 ? -1 : 0;
 }
 
 /*
  * One sandbox's output may keep the store busy at most DM_OUTPUT_STORE_SHARE
- * percent of the time: each append's duration, scaled, becomes a pause of this
- * reader. While it pauses, the agent's send blocks, and so does the command
- * writing its pipe: a flood is slowed down at its source (nothing is dropped)
- * instead of taking the store, which every command of every sandbox needs,
- * and a host CPU, on the sandbox's behalf.
+ * percent of the time: each append's duration, scaled, becomes a debt, which its
+ * connection pays as a pause before it is read again (agent_io.c). While it
+ * pauses, the agent's send blocks, and so does the command writing its pipe: a
+ * flood is slowed down at its source (nothing is dropped) instead of taking the
+ * store, which every command of every sandbox needs, and a host CPU, on the
+ * sandbox's behalf.
  */
 static void pace_output(struct dm_sbx *s, int64_t spent_ns)
 {
-	struct timespec ts;
-
 	s->out_debt_ns += spent_ns * (100 - DM_OUTPUT_STORE_SHARE) / DM_OUTPUT_STORE_SHARE;
-	if (s->out_debt_ns < DM_OUTPUT_PAUSE_MIN_NS)
-		return; /* a trickle of output costs nothing */
-	ts.tv_sec = (time_t)(s->out_debt_ns / 1000000000);
-	ts.tv_nsec = (long)(s->out_debt_ns % 1000000000);
+}
+
+int64_t dm_agent_take_pause(struct dm_sbx *s)
+{
+	int64_t debt = s->out_debt_ns;
+
+	if (debt < DM_OUTPUT_PAUSE_MIN_NS)
+		return 0; /* a trickle of output costs nothing */
 	s->out_debt_ns = 0;
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
+	return debt;
 }
 
 /*
@@ -251,7 +295,7 @@ static void pace_output(struct dm_sbx *s, int64_t spent_ns)
  * without d->mu: an output flood in one sandbox must not hold the lock every
  * request of every other sandbox needs. c is held meanwhile (the cap on a
  * sandbox's commands forgets only unheld ones); frames of one sandbox are
- * handled in order by its one reader, so output is stored before its EXIT.
+ * handled in order by one worker at a time, so output is stored before its EXIT.
  */
 static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 			 const struct proto_msg *m)
@@ -304,16 +348,22 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	}
 }
 
-/* One frame from the agent (d->mu held). */
-static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m,
-		   struct finish_batch *fb)
+/* One frame from the agent (d->mu held); -1 if the agent broke the protocol. */
+static int handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m,
+		  struct finish_batch *fb)
 {
 	struct dm_cmd *c = msg_cmd(s, m);
 
 	switch (m->type) {
 	case PROTO_HELLO:
+		/* One a connection: a second one asks for nothing more (each replay is sent
+		 * by the worker that reads this agent). */
+		if (s->hello_seen)
+			break;
+		s->hello_seen = true;
 		s->agent_version = m->version;
-		replay_missing(d, s);
+		if (replay_missing(d, s) < 0)
+			return -1;
 		break;
 	case PROTO_OK:
 	case PROTO_ERROR:
@@ -325,9 +375,12 @@ static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m
 			p->done = true;
 			p->pid = m->pid;
 			p->err = m->type == PROTO_ERROR ? (m->err > 0 ? m->err : EIO) : 0;
-			if (m->message)
-				snprintf(p->msg, sizeof(p->msg), "%.*s", (int)m->message_len,
-					 m->message);
+			if (m->message && p->err)
+				p->msg = xasprintf("%.*s",
+						   (int)(m->message_len < DM_AGENT_MSG_MAX
+							     ? m->message_len
+							     : DM_AGENT_MSG_MAX),
+						   m->message);
 		}
 		break;
 	case PROTO_OUTPUT:
@@ -340,76 +393,50 @@ static void handle(struct daemon *d, struct dm_sbx *s, const struct proto_msg *m
 	default:
 		break;
 	}
-	s->gen++; /* its waiters are woken by the reader (wake_now, take_wake) */
+	s->gen++; /* its waiters are woken by the worker (wake_now, take_wake) */
+	return 0;
 }
 
-static void *reader_main(void *arg)
+long dm_agent_frames(struct daemon *d, struct dm_sbx *s, const uint8_t *buf, size_t len)
 {
-	struct reader_arg ra = *(struct reader_arg *)arg;
-	struct daemon *d = ra.d;
-	struct dm_sbx *s = ra.s;
-	/* Grown (doubled) only while a frame is bigger than what is buffered: most agents
-	 * send small frames, and a 2 MiB zeroed block per sandbox cost a 2 MiB memset per
-	 * create once glibc's malloc served it from the heap (~0.2 ms, and its pages). */
-	size_t cap = 64 * 1024, len = 0;
-	uint8_t *buf = xrealloc(NULL, cap);
-	uint64_t st = 0;
 	struct finish_batch fb = {.n = 0};
+	size_t off = 0;
+	long r = 0;
+	bool wake;
 
-	free(arg);
-	for (;;) {
-		ssize_t n;
-		size_t off = 0;
-		bool wake;
-
-		if (len == cap && cap < 2 * PROTO_MAX_FRAME) {
-			cap *= 2; /* a frame is at most PROTO_MAX_FRAME: this always makes room */
-			buf = xrealloc(buf, cap);
-		}
-		/* Sleep in poll(POLLIN), not in recv: a thread blocked in a stream socket's recv
-		 * is also woken each time the agent reads what airlockd sent (the socket's
-		 * write space), and such a wasted wake-up landed on the CPU that was starting
-		 * the command. poll's wait is filtered by event. */
-		n = recv(s->agent_fd, buf + len, cap - len, MSG_DONTWAIT);
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			struct pollfd pfd = {.fd = s->agent_fd, .events = POLLIN};
-
-			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
-				break;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		pthread_mutex_lock(&d->mu);
-		for (;;) {
-			long need = proto_frame_size(buf + off, len - off);
-			struct proto_msg m;
-
-			if (need < 0)
-				goto bad;
-			if (need == 0 || (size_t)need > len - off)
-				break;
-			if (proto_decode(buf + off, (size_t)need, &m) < 0)
-				goto bad; /* a lying agent: drop it */
-			handle(d, s, &m, &fb);
-			off += (size_t)need;
-		}
-		wake = take_wake(s);
-		pthread_mutex_unlock(&d->mu);
-		if (wake)
-			pthread_cond_broadcast(&s->cv); /* only this sandbox's waiters wake */
-		finish_flush(d, &fb);
-		memmove(buf, buf + off, len - off);
-		len -= off;
-	}
 	pthread_mutex_lock(&d->mu);
-bad:
+	for (;;) {
+		long need = proto_frame_size(buf + off, len - off);
+		struct proto_msg m;
+
+		if (need < 0) {
+			r = -1;
+			break;
+		}
+		if (need == 0 || (size_t)need > len - off)
+			break;
+		/* A frame that does not decode is a lying agent: it is dropped. */
+		if (proto_decode(buf + off, (size_t)need, &m) < 0 || handle(d, s, &m, &fb) < 0) {
+			r = -1;
+			break;
+		}
+		off += (size_t)need;
+	}
+	wake = take_wake(s);
+	pthread_mutex_unlock(&d->mu);
+	if (wake)
+		pthread_cond_broadcast(&s->cv); /* only this sandbox's waiters wake */
 	finish_flush(d, &fb); /* what was decoded before a bad frame still counts */
+	return r < 0 ? -1 : (long)off;
+}
+
+void dm_agent_gone(struct daemon *d, struct dm_sbx *s)
+{
+	uint64_t st = 0;
+
+	pthread_mutex_lock(&d->mu);
 	pthread_mutex_lock(&s->send_mu);
-	close(s->agent_fd);
+	close(s->agent_fd); /* and so out of the workers' epoll set */
 	s->agent_fd = -1;
 	pthread_mutex_unlock(&s->send_mu);
 	/* The agent is PID 1: its socket closing means the sandbox is gone (or it broke the
@@ -435,16 +462,11 @@ bad:
 	/* Last, under d->mu up to the end: only now may the retention forget it. */
 	s->reader_running = false;
 	pthread_mutex_unlock(&d->mu);
-	free(buf);
-	return NULL;
 }
 
 int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 {
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	struct reader_arg *ra;
-	pthread_attr_t attr;
-	pthread_t t;
 	int fd, e;
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s.sock", d->sock_dir, s->id);
@@ -457,24 +479,14 @@ int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 		return al_error_set(err, e, "connect to the agent at '%s'", sa.sun_path);
 	}
 	s->agent_fd = fd;
+	s->hello_seen = false;
 	s->reader_running = true;
-	ra = xzalloc(sizeof(*ra));
-	ra->d = d;
-	ra->s = s;
-	/* 256 KiB of stack, as the API's connection threads (src/api/server.c), not glibc's
-	 * 8 MiB: one reader per idle sandbox, and each 8 MiB mapping took a page-table page
-	 * of its own (bench/density: PageTables per sandbox). */
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, DM_READER_STACK);
-	e = pthread_create(&t, &attr, reader_main, ra);
-	pthread_attr_destroy(&attr);
-	if (e) {
-		free(ra);
+	/* Last: once watched, a worker may read it (agent_io.c). */
+	if (dm_agent_io_watch(d, s, err) < 0) {
 		close(fd);
 		s->agent_fd = -1;
 		s->reader_running = false;
-		return al_error_set(err, e, "start the agent's reader thread");
+		return -1;
 	}
-	pthread_detach(t);
 	return 0;
 }

@@ -29,10 +29,14 @@
 #define DM_SLOT_FIRST 0x2000u
 #define DM_SLOT_LAST 0x3fffu
 /* The most of the store's time one sandbox's command output may take, in percent
- * (agent_conn.c: the reader pauses after each append to keep to it). */
+ * (agent_conn.c: a sandbox's connection pauses after each append to keep to it). */
 #define DM_OUTPUT_STORE_SHARE 10
-/* The stack of a sandbox's reader thread (agent_conn.c), as the API's connection threads'. */
+/* The stack of each agent worker (agent_io.c), as the API's connection threads'. */
 #define DM_READER_STACK (256u * 1024)
+/* The threads that read every sandbox's agent connection (agent_io.c). */
+#define DM_AGENT_WORKERS 4
+/* How long an agent worker waits to send an agent its replay (agent_conn.c). */
+#define DM_AGENT_REPLAY_MS 5000
 /* Bytes of one stream of one command kept in the store; beyond it output is dropped and
  * the command says output_truncated (the host's disk is not the sandbox's to fill). */
 #define DM_OUTPUT_MAX (64ull << 20)
@@ -74,12 +78,14 @@ struct dm_cmd_end {
 	enum al_reason reason;
 };
 
+/* A request to the agent waiting for its OK or ERROR (d->mu): 16 a sandbox, so small. */
+#define DM_AGENT_MSG_MAX 255 /* bytes of an ERROR's message kept */
 struct dm_pending {
 	uint32_t id;
 	bool done;
 	int err; /* 0 = OK */
 	uint32_t pid;
-	char msg[256];
+	char *msg; /* an ERROR's message (heap), freed by the request */
 };
 
 /* A sandbox's lifecycle. The store and the API's JSON spell it dm_sbx_state_name(). */
@@ -88,6 +94,12 @@ enum dm_sbx_state {
 	DM_SBX_STOPPING, /* its processes are being killed (stored by older versions only) */
 	DM_SBX_STOPPED,
 	DM_SBX_FAILED,
+};
+
+/* Bytes of an agent's frame read before the rest has come (agent_io.c); empty, no buffer. */
+struct dm_agent_rx {
+	uint8_t *buf;
+	size_t len, cap;
 };
 
 struct dm_sbx {
@@ -114,14 +126,15 @@ struct dm_sbx {
 	int agent_fd;		/* -1 when not connected */
 	uint32_t agent_version; /* its HELLO's VERSION (0: none yet); 1 has no PTY */
 	pthread_mutex_t send_mu;
-	pthread_t reader;
-	bool reader_running;
-	bool cgroup_left; /* ended, but its cgroup is not removed yet (timer retries) */
-	int root_held;	  /* a stopped sandbox's mount namespace, until the timer closes
-			   * it (jail_sandbox_end_held), or -1 */
+	bool reader_running;   /* its connection is served by the agent workers: s stays */
+	bool hello_seen;       /* its agent said HELLO on this connection (the worker's) */
+	struct dm_agent_rx rx; /* the start of a frame not read whole (the worker's) */
+	bool cgroup_left;      /* ended, but its cgroup is not removed yet (timer retries) */
+	int root_held;	       /* a stopped sandbox's mount namespace, until the timer closes
+				* it (jail_sandbox_end_held), or -1 */
 	uint32_t next_req;
 	struct dm_pending pending[16];
-	int64_t out_debt_ns; /* reader only: store time its output still owes as a pause */
+	int64_t out_debt_ns; /* the worker's: store time its output still owes as a pause */
 	uint64_t out_total;  /* output bytes its kept commands have in the store (d->mu;
 			      * at start, what the store has of them) */
 	uint64_t rec_total;  /* bytes of its kept commands' records (argv, cwd: what the
@@ -176,6 +189,7 @@ struct daemon {
 	struct dm_drives *drives; /* drives.c */
 	struct dm_names *names;	  /* names.c */
 	struct dm_cows *cows;	  /* cowfork.c */
+	struct dm_agent_io *aio;  /* agent_io.c: the workers reading every agent */
 };
 
 /* d->mu held for a scope: `_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);` (as
@@ -269,7 +283,16 @@ int dm_state_lock(struct daemon *d, struct al_error **err);
 void dm_state_unlock(struct daemon *d);
 
 /* agent_conn.c */
+/* Connects to s's agent and has the agent workers read it (reader_running until it ends). */
 int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err);
+/* For the workers (d->mu NOT held): handles the whole frames at the start of buf[0..len),
+ * returns the bytes they took, or -1 if the agent broke the protocol. */
+long dm_agent_frames(struct daemon *d, struct dm_sbx *s, const uint8_t *buf, size_t len);
+/* Its connection ended (EOF, error, or a broken protocol): closes it; a running sandbox
+ * is killed and ends as failed; reader_running false last. */
+void dm_agent_gone(struct daemon *d, struct dm_sbx *s);
+/* The pause (ns) s's output owes the store now, or 0 while it is under the minimum. */
+int64_t dm_agent_take_pause(struct dm_sbx *s);
 /* Send a request and wait for its OK/ERROR (d->mu NOT held). Returns 0, or -errno with
  * the agent's message in err. */
 int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, uint32_t *pid,
@@ -277,6 +300,13 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 uint32_t dm_agent_next_id(struct dm_sbx *s);
 /* Fire-and-forget frame (d->mu NOT held). */
 int dm_agent_send(struct dm_sbx *s, struct proto_buf *b);
+
+/* agent_io.c: DM_AGENT_WORKERS threads on one epoll set read every agent. open before any
+ * connect (a daemon's recovery connects), start once the daemon is ready. */
+int dm_agent_io_open(struct daemon *d, struct al_error **err);
+int dm_agent_io_start(struct daemon *d, struct al_error **err);
+/* s->agent_fd joins the set, armed (dm_agent_connect). */
+int dm_agent_io_watch(struct daemon *d, struct dm_sbx *s, struct al_error **err);
 
 /* commands.c: dm_cmd_end_copy with d->mu held; dm_cmd_end_store without it. */
 void dm_cmd_end_copy(const struct dm_cmd *c, struct dm_cmd_end *out);

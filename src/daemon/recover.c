@@ -150,7 +150,8 @@ static int check_agent(const char *path, struct al_error **err)
 }
 
 /*
- * The daemon's threads, each one required: without the reaper sandbox PID 1s stay zombies,
+ * The daemon's threads, each one required: without the agent workers nothing an agent
+ * says is heard, without the reaper sandbox PID 1s stay zombies,
  * without the timer nothing expires, without the watchdog a dead gateway stays dead, and
  * --pool asked for a pool. A thread not started fails the start (daemon_close undoes it).
  */
@@ -159,6 +160,8 @@ static int start_threads(struct daemon *d, struct al_error **err)
 	pthread_t w;
 	int e;
 
+	if (dm_agent_io_start(d, err) < 0)
+		return -1;
 	e = pthread_create(&d->reaper, NULL, dm_reaper_main, d);
 	if (e)
 		return al_error_set(err, e, "start the reaper thread");
@@ -248,6 +251,11 @@ int daemon_open(const struct daemon_opts *o, struct daemon **out, struct al_erro
 	}
 	/* Sandbox PID 1s become our children when their spawner exits. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Before the recovery, which connects to the live sandboxes' agents. */
+	if (dm_agent_io_open(d, err) < 0) {
+		daemon_close(d);
+		return -1;
+	}
 	/* A daemon that does not know its live sandboxes would give their uid ranges out
 	 * again and leave them unmanaged: it does not start. */
 	if (store_sandbox_each(d->store, NULL, true, recover_one, d, err) < 0) {
@@ -305,7 +313,7 @@ void daemon_close(struct daemon *d)
 		pthread_mutex_lock(&d->mu);
 	}
 	pthread_mutex_unlock(&d->mu);
-	/* Sandboxes keep running; their readers are detached threads that die with us. */
+	/* Sandboxes keep running; the agent workers are detached threads that die with us. */
 	if (d->store)
 		store_close(d->store);
 	dm_snaps_close(d);
@@ -319,5 +327,5 @@ void daemon_close(struct daemon *d)
 	free(d->state_dir);
 	free(d->agent_path);
 	free(d->spawner_exe);
-	/* The registry itself is left to process exit: reader threads may still use it. */
+	/* The registry itself is left to process exit: the agent workers may still use it. */
 }
