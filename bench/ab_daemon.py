@@ -1,6 +1,6 @@
 """A/B of two airlock builds' daemons: create, first command and stop, alternated.
 
-    /usr/bin/python3 bench/ab_daemon.py DIR_A DIR_B [--cycles N] [--json FILE]
+    /usr/bin/python3 bench/ab_daemon.py DIR_A DIR_B [--cycles N] [--again K] [--json FILE]
 
 DIR_A and DIR_B each hold an `airlock` (and the airlockd, airlock-agent and gateways
 next to it), e.g. a build directory and a copy of an older one. One daemon of each
@@ -8,7 +8,8 @@ is started (`airlock serve` on a port of its own, a fresh state directory); then
 N times, each daemon in turn (the order swapped every cycle, so that drift and
 "who goes first" hit both alike) gets one cycle over one kept-alive connection:
 POST /v1/sandboxes {}, POST .../commands {"cmd":"true","wait":true}, POST .../stop.
-Each part is timed on its own. Prints the medians per build and B's change against
+Each part is timed on its own. --again K: K more commands in the live sandbox before the
+stop, each timed as "again" (the round trip of a sandbox that has run one already). Prints the medians per build and B's change against
 A; --json writes them with every sample. Both daemons are stopped at the end, even
 on failure. Judging a change this way is what docs/performance.md, "Comparing two
 builds", describes: the host's speed drifts by more than most changes within minutes,
@@ -31,6 +32,8 @@ ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("a", help="directory with build A's airlock")
 ap.add_argument("b", help="directory with build B's airlock")
 ap.add_argument("--cycles", type=int, default=300)
+ap.add_argument("--again", type=int, default=0,
+                help="commands run again in each live sandbox, timed apart")
 ap.add_argument("--json", help="write medians and samples here")
 args = ap.parse_args()
 if args.cycles < 1:
@@ -40,7 +43,7 @@ for d in (args.a, args.b):
         ap.error(f"no executable airlock in {d}")
 
 TOKEN = "ab-token"
-PARTS = ("create", "run", "stop", "cycle")
+PARTS = ("create", "run", "stop", "cycle") + (("again",) if args.again > 0 else ())
 
 
 def free_port():
@@ -84,9 +87,16 @@ class Daemon:
         t1 = time.perf_counter()
         self.api.run_true(sid)
         t2 = time.perf_counter()
-        self.api.stop(sid)
+        again = []
+        for _ in range(args.again):
+            a0 = time.perf_counter()
+            self.api.run_true(sid)
+            again.append(time.perf_counter() - a0)
         t3 = time.perf_counter()
-        return {"create": t1 - t0, "run": t2 - t1, "stop": t3 - t2, "cycle": t3 - t0}
+        self.api.stop(sid)
+        t4 = time.perf_counter()
+        return {"create": t1 - t0, "run": t2 - t1, "stop": t4 - t3,
+                "cycle": t4 - t3 + t2 - t0, "again": again}
 
     def close(self):
         if self.proc.poll() is None:
@@ -107,7 +117,10 @@ try:
     for i in range(args.cycles):
         for k in ((0, 1) if i % 2 == 0 else (1, 0)):
             for p, v in daemons[k].cycle().items():
-                samples[k][p].append(v * 1000)
+                if p == "again":
+                    samples[k].setdefault(p, []).extend(x * 1000 for x in v)
+                else:
+                    samples[k][p].append(v * 1000)
     med = [{p: statistics.median(s[p]) for p in PARTS} for s in samples]
     print(f"{'':<8}" + "".join(f"{p:>10}" for p in PARTS) + "   (ms, medians of "
           f"{args.cycles} alternated cycles)")
