@@ -140,7 +140,7 @@ int dm_agent_request(struct daemon *d, struct dm_sbx *s, struct proto_buf *b, ui
 }
 
 /*
- * Commands that ended in one batch of frames, written to the store once the reader has
+ * Commands that ended in one batch of frames, written to the store once the worker has
  * let go of d->mu and woken the waiters: the client's answer does not wait on SQLite
  * (~40 us a command), nor does every other request on d->mu. Until the row is written
  * a restarted daemon still learns the end from the agent (HELLO, REPLAY, EXIT).
@@ -209,7 +209,7 @@ static struct dm_cmd *msg_cmd(struct dm_sbx *s, const struct proto_msg *m)
 
 /*
  * Wake the sandbox's waiters if a frame changed something since they were last woken (d->mu
- * held). The reader does this after it has let go of d->mu where it can: a waiter woken
+ * held). The worker does this after it has let go of d->mu where it can: a waiter woken
  * while the lock is held only wakes to sleep again on the lock (a second switch each way,
  * twice a command); before it lets the lock go in the middle of a batch, it does it here.
  */
@@ -332,7 +332,7 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	t0 = mono_ns();
 	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, &err);
 	pace_output(s, mono_ns() - t0);
-	if (r < 0) /* the reader has nobody to tell: the chunk is missing from the logs */
+	if (r < 0) /* the worker has nobody to tell: the chunk is missing from the logs */
 		dm_log_err(d, &err, "command %s: %zu bytes of output at offset %llu", c->id, len,
 			   (unsigned long long)m->offset);
 	pthread_mutex_lock(&d->mu);
@@ -460,7 +460,7 @@ void dm_agent_gone(struct daemon *d, struct dm_sbx *s)
 	s->gen++;
 	pthread_cond_broadcast(&s->cv);
 	/* Last, under d->mu up to the end: only now may the retention forget it. */
-	s->reader_running = false;
+	s->agent_served = false;
 	pthread_mutex_unlock(&d->mu);
 }
 
@@ -480,12 +480,12 @@ int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 	}
 	s->agent_fd = fd;
 	s->hello_seen = false;
-	s->reader_running = true;
+	s->agent_served = true;
 	/* Last: once watched, a worker may read it (agent_io.c). */
 	if (dm_agent_io_watch(d, s, err) < 0) {
 		close(fd);
 		s->agent_fd = -1;
-		s->reader_running = false;
+		s->agent_served = false;
 		return -1;
 	}
 	return 0;

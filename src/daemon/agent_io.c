@@ -265,12 +265,12 @@ int dm_agent_io_start(struct daemon *d, struct al_error **err)
 	int e = 0;
 
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, DM_READER_STACK);
+	pthread_attr_setstacksize(&attr, DM_WORKER_STACK);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (int i = 0; i < DM_AGENT_WORKERS && !e; i++)
 		e = pthread_create(&t, &attr, worker_main, d);
 	pthread_attr_destroy(&attr);
 	if (e)
-		return al_error_set(err, e, "start the agents' reader threads");
+		return al_error_set(err, e, "start the agent workers");
 	return 0;
 }

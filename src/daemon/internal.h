@@ -32,7 +32,7 @@
  * (agent_conn.c: a sandbox's connection pauses after each append to keep to it). */
 #define DM_OUTPUT_STORE_SHARE 10
 /* The stack of each agent worker (agent_io.c), as the API's connection threads'. */
-#define DM_READER_STACK (256u * 1024)
+#define DM_WORKER_STACK (256u * 1024)
 /* The threads that read every sandbox's agent connection (agent_io.c). */
 #define DM_AGENT_WORKERS 4
 /* How long an agent worker waits to send an agent its replay (agent_conn.c). */
@@ -126,7 +126,7 @@ struct dm_sbx {
 	int agent_fd;		/* -1 when not connected */
 	uint32_t agent_version; /* its HELLO's VERSION (0: none yet); 1 has no PTY */
 	pthread_mutex_t send_mu;
-	bool reader_running;   /* its connection is served by the agent workers: s stays */
+	bool agent_served;     /* its connection is served by the agent workers: s stays */
 	bool hello_seen;       /* its agent said HELLO on this connection (the worker's) */
 	struct dm_agent_rx rx; /* the start of a frame not read whole (the worker's) */
 	bool cgroup_left;      /* ended, but its cgroup is not removed yet (timer retries) */
@@ -283,13 +283,13 @@ int dm_state_lock(struct daemon *d, struct al_error **err);
 void dm_state_unlock(struct daemon *d);
 
 /* agent_conn.c */
-/* Connects to s's agent and has the agent workers read it (reader_running until it ends). */
+/* Connects to s's agent and has the agent workers read it (agent_served until it ends). */
 int dm_agent_connect(struct daemon *d, struct dm_sbx *s, struct al_error **err);
 /* For the workers (d->mu NOT held): handles the whole frames at the start of buf[0..len),
  * returns the bytes they took, or -1 if the agent broke the protocol. */
 long dm_agent_frames(struct daemon *d, struct dm_sbx *s, const uint8_t *buf, size_t len);
 /* Its connection ended (EOF, error, or a broken protocol): closes it; a running sandbox
- * is killed and ends as failed; reader_running false last. */
+ * is killed and ends as failed; agent_served false last. */
 void dm_agent_gone(struct daemon *d, struct dm_sbx *s);
 /* The pause (ns) s's output owes the store now, or 0 while it is under the minimum. */
 int64_t dm_agent_take_pause(struct dm_sbx *s);

@@ -618,8 +618,9 @@ static int create_limited(struct daemon *d, const char *team, const struct dm_cr
 
 /*
  * A create that failed once its sandbox had a uid range: its gateway, its sandbox, its
- * range, and s itself once its agent reader (if it started) has let go of it -- the agent
- * is gone, so the reader ends; should it not within 5 s, s is left to it and logged.
+ * range, and s itself once the agent workers (if it was connected) have let go of it -- the
+ * agent is gone, so its connection ends; should it not within 5 s, s is left to them and
+ * logged.
  */
 static void create_undo(struct daemon *d, struct dm_sbx *s, struct dm_gw_launch *gl)
 {
@@ -635,12 +636,12 @@ static void create_undo(struct daemon *d, struct dm_sbx *s, struct dm_gw_launch 
 		_cleanup_dm_unlock_ struct daemon *locked = dm_lock(d);
 
 		release_host_base(d, s->host_base);
-		while (s->reader_running && pthread_cond_timedwait(&s->cv, &d->mu, &until) == 0)
+		while (s->agent_served && pthread_cond_timedwait(&s->cv, &d->mu, &until) == 0)
 			;
-		held = s->reader_running;
+		held = s->agent_served;
 	}
 	if (held)
-		dm_log(d, "sandbox %s: its agent reader outlived a failed create; left to it",
+		dm_log(d, "sandbox %s: its agent connection outlived a failed create; left to it",
 		       s->id);
 	else
 		dm_sbx_free(s);

@@ -88,12 +88,12 @@ size_t dm_reclaim_cgroups(struct daemon *d)
 	return left;
 }
 
-/* An ended sandbox nobody uses any more (d->mu held): no caller holds it, its reader has
- * let it go, its cgroup is gone. */
+/* An ended sandbox nobody uses any more (d->mu held): no caller holds it, the agent
+ * workers have let it go, its cgroup is gone. */
 static bool forgettable(const struct dm_sbx *s)
 {
 	return dm_sbx_has_ended(s) && !__atomic_load_n(&s->refs, __ATOMIC_ACQUIRE) &&
-	       !s->reader_running && !s->cgroup_left;
+	       !s->agent_served && !s->cgroup_left;
 }
 
 /* STATE/egress/<sandbox id>.jsonl of sandboxes the store no longer has (at start). */
