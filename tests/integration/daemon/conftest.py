@@ -553,6 +553,15 @@ def own_daemon(tmp_path_factory, name, *args):
         d.term()
 
 
+def own_api(tmp_path_factory, name, *args):
+    """own_daemon's daemon, as a team-A client with .daemon: for a module-scoped fixture
+    (yield from)."""
+    for d in own_daemon(tmp_path_factory, name, *args):
+        api = Api(d.port, TOKENS["A"])
+        api.daemon = d
+        yield api
+
+
 @pytest.fixture(scope="session")
 def daemon(tmp_path_factory):
     if not (os.path.isfile(AIRLOCK_BIN) and os.access(AIRLOCK_BIN, os.X_OK)):

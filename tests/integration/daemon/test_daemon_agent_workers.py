@@ -7,15 +7,12 @@ import threading
 
 import pytest
 
-from .conftest import TOKENS, Api, own_daemon, wait_for
+from .conftest import TOKENS, Api, own_api, wait_for
 
 
 @pytest.fixture(scope="module")
 def wapi(tmp_path_factory):
-    for d in own_daemon(tmp_path_factory, "airlockd-workers"):
-        api = Api(d.port, TOKENS["A"])
-        api.daemon = d
-        yield api
+    yield from own_api(tmp_path_factory, "airlockd-workers")
 
 
 def threads(pid):

@@ -11,16 +11,9 @@ import time
 
 import pytest
 
-from .conftest import TOKENS, Api, own_daemon, wait_for
+from .conftest import own_api, wait_for
 
 BUDGET = 64 * 1024
-
-
-def own_api(tmp_path_factory, name, *args):
-    for d in own_daemon(tmp_path_factory, name, *args):
-        api = Api(d.port, TOKENS["A"])
-        api.daemon = d
-        yield api
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import sqlite3
 
 import pytest
 
-from .conftest import TOKENS, Api, own_daemon, wait_for
+from .conftest import own_api
 from .test_daemon_hostile_input import assert_error
 
 BUDGET = 256 * 1024
@@ -21,10 +21,7 @@ BUDGET = 256 * 1024
 
 @pytest.fixture(scope="module")
 def rapi(tmp_path_factory):
-    for d in own_daemon(tmp_path_factory, "airlockd-records", "--sandbox-records-max", "256K"):
-        api = Api(d.port, TOKENS["A"])
-        api.daemon = d
-        yield api
+    yield from own_api(tmp_path_factory, "airlockd-records", "--sandbox-records-max", "256K")
 
 
 def rows(d, sql, *args):

@@ -7,15 +7,12 @@ import sqlite3
 
 import pytest
 
-from .conftest import TOKENS, Api, own_daemon
+from .conftest import own_api
 
 
 @pytest.fixture(scope="module")
 def sapi(tmp_path_factory):
-    for d in own_daemon(tmp_path_factory, "airlockd-store-errors"):
-        api = Api(d.port, TOKENS["A"])
-        api.daemon = d
-        yield api
+    yield from own_api(tmp_path_factory, "airlockd-store-errors")
 
 
 def test_an_extend_the_store_refuses_fails_and_changes_nothing(sapi):
