@@ -834,6 +834,10 @@ def targets():
            alw / aw if alw and aw else None, 1.10, lambda v, l: v <= l,
            f"{alw / aw:.2f}x, +{alw - aw:.2f} ms ({alw:.2f} vs {aw:.2f} ms)" if alw and aw
            else "-")
+    ca, cal = val("cpu_per_launch.airlock"), val("cpu_per_launch.airlock-allow")
+    target("allow_cpu_vs_deny", "allowlist host CPU per launch <= 1.3x deny-all (one worker)",
+           cal / ca if ca and cal else None, 1.3, lambda v, l: v <= l,
+           f"{cal / ca:.2f}x ({cal:.2f} vs {ca:.2f} ms)" if ca and cal else "-")
     ta, tb = val("throughput.airlock"), val("throughput.bwrap")
     tr = ta / tb if ta and tb else None
     target("throughput_vs_bwrap", "launch throughput >= 1.8x bwrap", tr, 1.8,

@@ -13,7 +13,8 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 RUN = REPO / "bench" / "run"
 TARGET_IDS = {"oneshot_vs_bwrap", "oneshot_vs_floor", "oneshot_vs_floor_warm", "allow_vs_deny",
-              "allow_vs_deny_warm", "throughput_vs_bwrap", "throughput_vs_bwrap_warm",
+              "allow_vs_deny_warm", "allow_cpu_vs_deny", "throughput_vs_bwrap",
+              "throughput_vs_bwrap_warm",
               "throughput_vs_netns",
               "daemon_cycle", "daemon_cycle_warm", "daemon_rt", "daemon_p99", "density",
               "egress_vs_direct"}
