@@ -22,14 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 uint32_t dm_agent_next_id(struct dm_sbx *s)
 {
 	return __atomic_add_fetch(&s->next_req, 1, __ATOMIC_RELAXED) | 1u;
@@ -39,7 +31,7 @@ uint32_t dm_agent_next_id(struct dm_sbx *s)
  * as long as the agent takes; otherwise -ETIMEDOUT once it has passed, lock included. */
 static int send_frame(struct dm_sbx *s, struct proto_buf *b, int timeout_ms)
 {
-	int64_t deadline = timeout_ms < 0 ? 0 : mono_ns() + (int64_t)timeout_ms * 1000000;
+	int64_t deadline = timeout_ms < 0 ? 0 : dm_mono_ns() + (int64_t)timeout_ms * 1000000;
 	size_t off = 0;
 	int r = proto_finish(b);
 
@@ -68,7 +60,7 @@ static int send_frame(struct dm_sbx *s, struct proto_buf *b, int timeout_ms)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && timeout_ms >= 0) {
-			int64_t left = deadline - mono_ns();
+			int64_t left = deadline - dm_mono_ns();
 			struct pollfd p = {.fd = s->agent_fd, .events = POLLOUT};
 
 			if (left <= 0) {
@@ -329,9 +321,9 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 	wake_now(s);
 	dm_cmd_hold(c); /* not forgotten while we store for it */
 	pthread_mutex_unlock(&d->mu);
-	t0 = mono_ns();
+	t0 = dm_mono_ns();
 	r = store_output_append(d->store, c->id, m->stream, m->offset, m->data, len, &err);
-	pace_output(s, mono_ns() - t0);
+	pace_output(s, dm_mono_ns() - t0);
 	if (r < 0) /* the worker has nobody to tell: the chunk is missing from the logs */
 		dm_log_err(d, &err, "command %s: %zu bytes of output at offset %llu", c->id, len,
 			   (unsigned long long)m->offset);

@@ -48,14 +48,6 @@ struct dm_agent_io {
 	int64_t armed_ns; /* when timerfd fires next (pace_mu); 0 when disarmed */
 };
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static int arm(struct dm_agent_io *io, int op, int fd, void *ptr)
 {
 	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = ptr};
@@ -109,7 +101,7 @@ int dm_agent_io_watch(struct daemon *d, struct dm_sbx *s, struct al_error **err)
 /* s's connection waits pause_ns before it is read again. */
 static void pace(struct dm_agent_io *io, struct dm_sbx *s, int64_t pause_ns)
 {
-	int64_t until = mono_ns() + pause_ns;
+	int64_t until = dm_mono_ns() + pause_ns;
 
 	pthread_mutex_lock(&io->pace_mu);
 	if (io->n_paused == io->cap_paused) {
@@ -126,7 +118,7 @@ static void pace(struct dm_agent_io *io, struct dm_sbx *s, int64_t pause_ns)
 static void pace_tick(struct dm_agent_io *io)
 {
 	uint64_t ticks;
-	int64_t now = mono_ns(), next = 0;
+	int64_t now = dm_mono_ns(), next = 0;
 	size_t kept = 0;
 
 	if (read(io->timerfd, &ticks, sizeof(ticks)) < 0) /* EAGAIN: another tick took it */

@@ -361,6 +361,8 @@ size_t dm_pool_ready(struct daemon *d, const char *workdir);
 /* metrics.c: the counters of GET /metrics, bumped with relaxed atomics (no lock needed) */
 void dm_metrics_init(struct daemon *d);
 uint64_t dm_mono_us(void);
+/* CLOCK_MONOTONIC in ns (the agent workers' pauses and timerfd, agent_io.c). */
+int64_t dm_mono_ns(void);
 /* A create or a stop that began at t0_us (dm_mono_us) returned r, with *err on failure. */
 void dm_metrics_create(struct daemon *d, int r, const struct al_error *err, uint64_t t0_us);
 void dm_metrics_stop(struct daemon *d, int r, const struct al_error *err, uint64_t t0_us);

@@ -46,6 +46,14 @@ uint64_t dm_mono_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
+int64_t dm_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void dm_metrics_init(struct daemon *d)
 {
 	d->m.start_ms = dm_now_ms();
