@@ -18,6 +18,7 @@ import time
 import pytest
 
 import hostprobe
+from conftest import PY
 from recyclepool import pool  # noqa: F401 (the fixture)
 
 SO_NETNS_COOKIE = 71
@@ -331,3 +332,38 @@ def test_the_host_setting_turns_recycling_off(pool, invoke):
     assert len(pool.ready()) == 1              # neither taken nor added to
     assert "off: /etc/airlock/fresh-netns" in status, status
     assert cookie_of(pool) == first            # on again
+
+
+# Root on the host makes a socket in a ready namespace (as only a process outside the
+# sandbox could once the sandbox is gone) and holds it while a run takes the namespace.
+HOLD = r"""
+import socket, sys, time
+fam, kind = {"unix-stream": (socket.AF_UNIX, socket.SOCK_STREAM),
+             "unix-dgram": (socket.AF_UNIX, socket.SOCK_DGRAM),
+             "netlink": (socket.AF_NETLINK, socket.SOCK_RAW),
+             "packet": (socket.AF_PACKET, socket.SOCK_RAW)}[sys.argv[1]]
+s = socket.socket(fam, kind, 0)
+print(socket.socket().getsockopt(socket.SOL_SOCKET, 71, 8).hex(), flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("kind,proto", [("unix-stream", "UNIX-STREAM"), ("unix-dgram", "UNIX"),
+                                        ("netlink", "NETLINK"), ("packet", "PACKET")])
+def test_a_socket_held_in_the_namespace_is_found(pool, kind, proto):
+    """Any socket of the namespace, of any family, is counted in its /proc/net/protocols:
+    the check after the run finds the one held from outside, and the namespace is
+    destroyed and logged, never served again."""
+    first = cookie_of(pool)
+    [name] = pool.ready()
+    holder = subprocess.Popen(["nsenter", "--net=%s" % (pool.dir / "ready" / name / "ns"), PY, "-c",
+                               HOLD, kind], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == first, "the socket is not in the namespace"
+        assert cookie_of(pool) == first, "the run did not take the namespace"
+        assert pool.ready() == [] and pool.claimed() == []
+        assert "destroyed: protocols: 1 %s socket\n" % proto in pool.log(), pool.log()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert cookie_of(pool) != first

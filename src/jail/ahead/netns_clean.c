@@ -68,14 +68,6 @@ static unsigned lines_after(const char *s, unsigned skip)
 	return n > skip ? n - skip : 0;
 }
 
-/* Files that list sockets (or what only a live socket holds): the header alone. Not tcp,
- * tcp6, udp, udp6, udplite, udplite6: those walk the host's whole hash tables (8 ms for
- * tcp on a busy host); sockstat's per-namespace counts of the same sockets stand for
- * them (check_sockstat). */
-static const char *const socket_lists[] = {
-    "raw", "raw6", "unix", "packet", "icmp", "icmp6", "mcfilter", "mcfilter6", "ip6_flowlabel",
-};
-
 /* sockstat and sockstat6: every "inuse" and "tw" count of this namespace 0 (TCP, UDP,
  * UDP-Lite and raw sockets of IPv4 and IPv6 that are bound, listening or connected,
  * orphans in FIN_WAIT or LAST_ACK included; and TIME_WAIT). Not "sockets:
@@ -104,33 +96,46 @@ static int check_sockstat(const char *name, char *buf, char *why, size_t len)
 	return 0;
 }
 
-static int check_lists(char *buf, char *why, size_t len)
+/* protocols: every protocol's count of this namespace's sockets 0. One file for every
+ * kind of socket the kernel has (unix, netlink, packet, ping, raw, TCP, UDP, SCTP, vsock
+ * and whatever else is loaded), counted when made (TCP and ping when hashed) and uncounted
+ * when released; the kernel's own sockets are not counted. A membership of a multicast
+ * or anycast group is a socket's and is dropped with it. */
+static int check_protocols(char *buf, char *why, size_t len)
 {
-	char path[64];
-	ssize_t n;
+	char head[3][16];
 
-	for (size_t i = 0; i < ARRAY_SIZE(socket_lists); i++) {
-		snprintf(path, sizeof(path), "/proc/thread-self/net/%s", socket_lists[i]);
-		n = slurp(path, buf);
-		if (n == -1)
-			continue; /* not built into this kernel: nothing of it either */
-		if (n < 0 || lines_after(buf, 1) > 0)
-			return dirty(why, len, "%s has %u entries", socket_lists[i],
-				     n < 0 ? 999u : lines_after(buf, 1));
+	if (slurp("/proc/thread-self/net/protocols", buf) < 0)
+		return dirty(why, len, "cannot read protocols");
+	if (sscanf(buf, "%15s %15s %15s", head[0], head[1], head[2]) != 3 ||
+	    strcmp(head[0], "protocol") != 0 || strcmp(head[2], "sockets") != 0)
+		return dirty(why, len, "protocols: a header not understood: %.60s", buf);
+	for (const char *l = strchr(buf, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		char name[32];
+		unsigned size;
+		long n;
+
+		if (sscanf(l + 1, "%31s %u %ld", name, &size, &n) != 3)
+			return dirty(why, len, "protocols: a line not understood: %.60s", l + 1);
+		if (n != 0)
+			return dirty(why, len, "protocols: %ld %s socket%s", n, name,
+				     n == 1 ? "" : "s");
 	}
-	/* anycast6 has no header; netlink lists the kernel's own sockets (port 0) too */
+	return 0;
+}
+
+/* What outlives a socket: a flow label its socket let linger (the header alone). And no
+ * anycast address (no header). */
+static int check_lingering(char *buf, char *why, size_t len)
+{
+	ssize_t n = slurp("/proc/thread-self/net/ip6_flowlabel", buf);
+
+	/* absent: no IPv6 in this kernel */
+	if (n != -1 && (n < 0 || lines_after(buf, 1) > 0))
+		return dirty(why, len, "ip6_flowlabel has %u entries",
+			     n < 0 ? 999u : lines_after(buf, 1));
 	if (slurp("/proc/thread-self/net/anycast6", buf) > 0)
 		return dirty(why, len, "an anycast address: %.80s", buf);
-	if (slurp("/proc/thread-self/net/netlink", buf) < 0)
-		return dirty(why, len, "cannot read netlink");
-	for (const char *l = strchr(buf, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
-		char sk[40];
-		unsigned eth;
-		long pid;
-
-		if (sscanf(l + 1, "%39s %u %ld", sk, &eth, &pid) != 3 || pid != 0)
-			return dirty(why, len, "a netlink socket of a process: %.60s", l + 1);
-	}
 	return 0;
 }
 
@@ -336,7 +341,8 @@ static int clean_in(void *arg)
 		return r;
 	if ((r = check_sockstat("sockstat", buf, a->why, a->len)) != 0 ||
 	    (r = check_sockstat("sockstat6", buf, a->why, a->len)) != 0 ||
-	    (r = check_lists(buf, a->why, a->len)) != 0 ||
+	    (r = check_protocols(buf, a->why, a->len)) != 0 ||
+	    (r = check_lingering(buf, a->why, a->len)) != 0 ||
 	    (r = check_config(a->shape, buf, a->why, a->len)) != 0)
 		return r;
 	/* Last: its own socket is one of this namespace's while it lives. */
