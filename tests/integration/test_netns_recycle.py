@@ -367,3 +367,17 @@ def test_a_socket_held_in_the_namespace_is_found(pool, kind, proto):
         holder.kill()
         holder.wait()
     assert cookie_of(pool) != first
+
+
+def test_the_detached_check_removes_the_runs_cgroups(pool, airlock):
+    """A run that recycled its namespace leaves its cgroups to the detached child that
+    checks the namespace (its caller's exit does not wait for three rmdirs): once that
+    child is done, none of the run's cgroups is left in any hierarchy."""
+    first = cookie_of(pool)
+    p = subprocess.Popen([airlock, "run", "--", "true"], env={**os.environ, **pool.env})
+    assert p.wait(timeout=30) == 0
+    pool.settle()
+    assert pool.ready() and cookie_of(pool) == first, "the namespace was not recycled"
+    left = [os.path.join(root, d) for root in hostprobe.cgroup_dirs() if os.path.isdir(root)
+            for d in os.listdir(root) if d.startswith("run-%d-" % p.pid)]
+    assert left == [], left

@@ -558,7 +558,8 @@ void jail_recycle_settle(const char *root)
 		flock(fd, LOCK_EX); /* released with the fd */
 }
 
-int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd)
+int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
+				  const struct jail_recycle_also *also, bool *taken)
 {
 	struct pollfd p = {.fd = wait_fd, .events = POLLIN};
 	/* Taken before the fork, and so held until the child is done: a settle after the
@@ -568,6 +569,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd)
 	int go[2];
 	char moved[300];
 
+	*taken = false;
 	if (c->state == JAIL_RECYCLE_OFF || c->fd < 0 || pipe2(go, O_CLOEXEC) < 0)
 		return jail_recycle_release(c);
 	lock = lock_shared(c->log);
@@ -583,6 +585,8 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd)
 		 * sweep destroys a claim whose holder is gone, and the caller is about to go). */
 		if (read(go[0], &byte, 1) != 1)
 			_exit(1);
+		if (also && also->fn)
+			also->fn(also->arg);
 		if (c->state == JAIL_RECYCLE_CLAIMED) { /* not snprintf into what it reads */
 			snprintf(moved, sizeof(moved), "%s/claimed/%d-%s", c->root, (int)getpid(),
 				 strchr(strrchr(c->entry, '/'), '-') + 1);
@@ -600,11 +604,13 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd)
 		if (c->state == JAIL_RECYCLE_CLAIMED) {
 			snprintf(moved, sizeof(moved), "%s/claimed/%d-%s", c->root, (int)pid,
 				 strchr(strrchr(c->entry, '/'), '-') + 1);
-			if (rename(c->entry, moved) < 0)
-				kill(pid, SIGKILL); /* left for the sweep, which destroys it */
+			/* left for the sweep, which destroys it; `also` is the caller's */
+			if (rename(c->entry, moved) < 0 && kill(pid, SIGKILL) == 0)
+				pid = -pid;
 		}
 		(void)!write(go[1], "g", 1);
 		close(go[1]);
+		*taken = pid > 0;
 		al_closep(&c->fd);
 		al_closep(&c->gw_fd);
 		c->state = JAIL_RECYCLE_OFF;

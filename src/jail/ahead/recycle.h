@@ -114,11 +114,19 @@ void jail_recycle_adopt_gw_fd(struct jail_recycle *c, int fd);
  * destroyed or left as it was (a full pool); JAIL_NS_STRANDED when this thread could not
  * leave the namespace it checked (the caller must exit). */
 int jail_recycle_release(struct jail_recycle *c);
+/* What else a detached check's child does first, for a caller about to exit (the run's
+ * cgroups removed): fn(arg) in the child, before the check. */
+struct jail_recycle_also {
+	void (*fn)(void *arg);
+	void *arg;
+};
 /* The same in a detached child (its own session, stdio on /dev/null, every other fd of the
  * caller closed), once wait_fd (a pidfd: a pair's gateway; -1: none) has exited, for a
- * caller about to exit: its exit does not wait for the check. Returns 1 (nothing to tell
+ * caller about to exit: its exit does not wait for the check. *taken: whether a child took
+ * the work, `also` included (else nothing of `also` was done). Returns 1 (nothing to tell
  * the caller), or, when no child could be made, what jail_recycle_release returns. */
-int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd);
+int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
+				  const struct jail_recycle_also *also, bool *taken);
 /* Wait until every check under way (detached or not) is done. */
 void jail_recycle_settle(const char *root);
 /* Destroy claims of runs that no longer exist (ROOT's, and its pairs' of every version).
