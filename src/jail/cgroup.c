@@ -675,17 +675,6 @@ void jail_cgroup_kill(struct jail_cgroup *cg)
 		write_at(cg->dir[0], "cgroup.kill", "1", NULL);
 }
 
-void jail_cgroup_free(struct jail_cgroup *cg)
-{
-	if (!cg)
-		return;
-	for (int i = 0; i < V1_N; i++)
-		free(cg->dir[i]);
-	if (cg->v2_fd >= 0)
-		close(cg->v2_fd);
-	free(cg);
-}
-
 /* rmdir each directory, retrying while busy `tries` times; -1 if one is left. */
 static int destroy(struct jail_cgroup *cg, int tries)
 {
@@ -694,7 +683,7 @@ static int destroy(struct jail_cgroup *cg, int tries)
 	if (!cg)
 		return 0;
 	r = remove_dirs(cg->dir, tries);
-	jail_cgroup_free(cg);
+	jail_cgroup_forget(cg);
 	return r;
 }
 

@@ -372,8 +372,6 @@ int jail_cgroup_create_split(const char *name, const struct al_config *cfg,
 int jail_cgroup_join_memory(const char *dir, const struct al_config *cfg, struct al_error **err);
 /* rmdir a cgroup directory, retrying while its last task is still on its way out. */
 void jail_cgroup_remove(const char *dir);
-/* cg's record freed, its directories left as they are (another process removes them). */
-void jail_cgroup_free(struct jail_cgroup *cg);
 /* A directory fd for CLONE_INTO_CGROUP (v2), or -1 (v1: attach after clone). */
 int jail_cgroup_clone_fd(const struct jail_cgroup *cg);
 int jail_cgroup_attach(struct jail_cgroup *cg, pid_t pid, struct al_error **err);

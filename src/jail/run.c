@@ -230,7 +230,7 @@ static void remove_cgroups(void *arg)
 /* The same record freed, the cgroups left to a detached child that removes them. */
 static void forget_cgroups(struct run *r)
 {
-	jail_cgroup_free(r->cg);
+	jail_cgroup_forget(r->cg);
 	r->cg = NULL;
 	free(r->cg_memory);
 	r->cg_memory = NULL;
