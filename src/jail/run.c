@@ -235,6 +235,7 @@ static void forget_cgroups(struct run *r)
 	free(r->cg_memory);
 	r->cg_memory = NULL;
 }
+
 static void run_cleanup(struct run *r)
 {
 	int *fds[] = {r->sync, r->in, r->out, r->errp};
