@@ -9,11 +9,12 @@ N times, each daemon in turn (the order swapped every cycle, so that drift and
 "who goes first" hit both alike) gets one cycle over one kept-alive connection:
 POST /v1/sandboxes {}, POST .../commands {"cmd":"true","wait":true}, POST .../stop.
 Each part is timed on its own. --again K: K more commands in the live sandbox before the
-stop, each timed as "again" (the round trip of a sandbox that has run one already). Prints the medians per build and B's change against
-A; --json writes them with every sample. Both daemons are stopped at the end, even
-on failure. Judging a change this way is what docs/performance.md, "Comparing two
-builds", describes: the host's speed drifts by more than most changes within minutes,
-so only the same minute's alternated runs compare.
+stop, each timed as "again" (the round trip of a sandbox that has run one already).
+Prints the medians per build and B's change against A; --json writes them with every
+sample. Both daemons are stopped at the end, even on failure. Judging a change this way
+is what docs/performance.md, "Comparing two builds", describes: the host's speed drifts
+by more than most changes within minutes, so only the same minute's alternated runs
+compare.
 """
 import argparse
 import json

@@ -38,20 +38,17 @@ _Static_assert(ARRAY_SIZE(cmd_bounds) <= DM_HIST_MAX, "DM_HIST_MAX");
 #define BUMP(p, n) __atomic_fetch_add((p), (n), __ATOMIC_RELAXED)
 #define READ(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 
-uint64_t dm_mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
 int64_t dm_mono_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+uint64_t dm_mono_us(void)
+{
+	return (uint64_t)dm_mono_ns() / 1000;
 }
 
 void dm_metrics_init(struct daemon *d)

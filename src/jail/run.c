@@ -213,8 +213,17 @@ static void close_template(struct run *r)
 		al_closep(&r->ctx.mntns_fd);
 }
 
-/* The run's cgroups removed (every process of the sandbox is dead); r's record of them
- * freed. */
+/* r's record of the run's cgroups freed, the cgroups left as they are (a detached child
+ * removes them, remove_cgroups). */
+static void forget_cgroups(struct run *r)
+{
+	jail_cgroup_forget(r->cg);
+	r->cg = NULL;
+	free(r->cg_memory);
+	r->cg_memory = NULL;
+}
+
+/* The run's cgroups removed (every process of the sandbox is dead), and r's record freed. */
 static void remove_cgroups(void *arg)
 {
 	struct run *r = arg;
@@ -223,17 +232,7 @@ static void remove_cgroups(void *arg)
 		jail_cgroup_remove(r->cg_memory);
 	jail_cgroup_destroy(r->cg);
 	r->cg = NULL;
-	free(r->cg_memory);
-	r->cg_memory = NULL;
-}
-
-/* The same record freed, the cgroups left to a detached child that removes them. */
-static void forget_cgroups(struct run *r)
-{
-	jail_cgroup_forget(r->cg);
-	r->cg = NULL;
-	free(r->cg_memory);
-	r->cg_memory = NULL;
+	forget_cgroups(r);
 }
 
 static void run_cleanup(struct run *r)

@@ -568,6 +568,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 	pid_t pid;
 	int go[2];
 	char moved[300];
+	bool killed = false;
 
 	*taken = false;
 	if (c->state == JAIL_RECYCLE_OFF || c->fd < 0 || pipe2(go, O_CLOEXEC) < 0)
@@ -606,11 +607,11 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 				 strchr(strrchr(c->entry, '/'), '-') + 1);
 			/* left for the sweep, which destroys it; `also` is the caller's */
 			if (rename(c->entry, moved) < 0 && kill(pid, SIGKILL) == 0)
-				pid = -pid;
+				killed = true;
 		}
 		(void)!write(go[1], "g", 1);
 		close(go[1]);
-		*taken = pid > 0;
+		*taken = !killed;
 		al_closep(&c->fd);
 		al_closep(&c->gw_fd);
 		c->state = JAIL_RECYCLE_OFF;
