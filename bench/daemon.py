@@ -2,9 +2,14 @@
 
 Figures, all in one run against one fresh daemon:
   create_run_stop  POST /v1/sandboxes, POST .../commands {"cmd":"true","wait":true},
-                   POST .../stop, over one kept-alive connection, N times
-  oneshot_run      `airlock run -- /bin/true` spawned from here, alternated with
-                   the cycles above (so it includes Python's fork/exec cost)
+                   POST .../stop, over one kept-alive connection, N times, from
+                   bench/cycle (C), with the three parts apart
+  oneshot_run      `airlock run -- /bin/true`, posix_spawn'd by the same bench/cycle
+                   process and alternated with the cycles above (each of the two
+                   followed by a 40 ms pause, so that neither runs while the other's
+                   background work does): the one-shot the cycle is judged against
+  create_run_stop_python  the same cycle from Python's http.client (an SDK-like client),
+                   N/4 times after the C cycles, for comparison
   round_trip       one command (`true`, waiting) in a live sandbox, M times, from
                    bench/httpload (a C client: its own cost is ~0.02 ms)
   round_trip_python  the same from Python's http.client (as an SDK-like client)
@@ -59,7 +64,12 @@ with open(os.path.join(state, "tokens"), "w") as f:
     f.write(f"{TOKEN} bench\n")
 HTTPLOAD = os.path.join(state, "httpload")
 RTFLOOR = os.path.join(state, "rtfloor")
-for _bin, _src in ((HTTPLOAD, "httpload.c"), (RTFLOOR, "rtfloor.c")):
+CYCLE = os.path.join(state, "cycle")
+# After each cycle and each one-shot (bench/cycle --pause-ms): long enough for what one leaves
+# to do in the background to end before the other starts. With 10 ms, a pool's refill still
+# ran into the next one-shot (4.79 against 4.06 ms with 40 ms, docs/performance.md).
+PAUSE_MS = 40
+for _bin, _src in ((HTTPLOAD, "httpload.c"), (RTFLOOR, "rtfloor.c"), (CYCLE, "cycle.c")):
     _cc = subprocess.run([os.environ.get("CC", "cc"), "-O2", "-Wall", "-Werror", "-o", _bin,
                           os.path.join(os.path.dirname(os.path.abspath(__file__)), _src)],
                          capture_output=True, text=True)
@@ -165,6 +175,20 @@ def rtfloor(n, warmup):
         return [tuple(float(x) for x in ln.split()) for ln in f if ln.strip()]
 
 
+def cycle_runs(n):
+    """bench/cycle: n create+run+stop cycles, each alternated with one `airlock run --
+    /bin/true`; per iteration (cycle, create, run, stop, warm, one-shot) in ms."""
+    raw = os.path.join(state, "cycle.raw")
+    p = subprocess.run([CYCLE, "--port", str(port), "--token", TOKEN, "--count", str(n),
+                        "--airlock", args.airlock, "--pause-ms", str(PAUSE_MS),
+                        "--raw", raw],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"bench/cycle failed (exit {p.returncode}): {p.stderr[-1000:]}")
+    with open(raw) as f:
+        return [tuple(float(x) for x in ln.split()) for ln in f if ln.strip()]
+
+
 def server_case(sbxs, seconds, *extra):
     """httpload over sbxs with the daemon's and the sandboxes' CPU measured around it."""
     s0 = server_cpu()
@@ -229,26 +253,31 @@ try:
         raise RuntimeError("airlockd did not answer /v1/health")
     main = Client()
 
-    cycle, oneshot, warm, cold = [], [], [], []
     if args.pool:
         time.sleep(1.0)  # let the pool fill before the first cycle
-    for i in range(args.runs):
+    cyc = cycle_runs(args.runs)
+    res["create_run_stop"] = stats([c[0] for c in cyc])
+    res["create_run_stop"]["client"] = "bench/cycle (C)"
+    for i, part in enumerate(("create", "run", "stop")):
+        res["create_run_stop"][f"{part}_median_ms"] = statistics.median(c[i + 1] for c in cyc)
+    res["oneshot_run"] = stats([c[5] for c in cyc])
+    res["oneshot_run"]["what"] = (f"airlock run -- /bin/true, posix_spawn + wait4 from "
+                                  f"bench/cycle, alternated with its cycles, {PAUSE_MS} ms "
+                                  f"pause after each of both")
+    if args.pool:
+        res["pool"] = args.pool
+        res["create_run_stop_warm"] = stats([c[0] for c in cyc if c[4]])
+        res["create_run_stop_cold"] = stats([c[0] for c in cyc if not c[4]])
+    py = []
+    for i in range(max(1, args.runs // 4)):
         t = time.perf_counter()
         sbx = main.create()
         main.run_true(sbx)
         main.stop(sbx)
-        cycle.append((time.perf_counter() - t) * 1000)
-        (warm if main.last_warm else cold).append(cycle[-1])
-        t = time.perf_counter()
-        subprocess.run([args.airlock, "run", "--", "/bin/true"], check=True,
-                       stdin=subprocess.DEVNULL)
-        oneshot.append((time.perf_counter() - t) * 1000)
-    res["create_run_stop"] = stats(cycle)
-    res["oneshot_run"] = stats(oneshot)
-    if args.pool:
-        res["pool"] = args.pool
-        res["create_run_stop_warm"] = stats(warm)
-        res["create_run_stop_cold"] = stats(cold)
+        py.append((time.perf_counter() - t) * 1000)
+        time.sleep(PAUSE_MS / 1000)
+    res["create_run_stop_python"] = stats(py)
+    res["create_run_stop_python"]["client"] = "Python http.client"
 
     sbx = main.create()
     # The C client first (the figure), then Python's http.client, same sandbox, alternated
@@ -295,13 +324,14 @@ try:
     res["loadavg_after"] = os.getloadavg()
 
     print(f"{'figure':<44}{'median':>9}{'p90':>9}{'p99':>9}{'min':>9}{'max':>9}{'n':>7}   (ms)")
-    keys = [("create_run_stop", "create + run true + stop (HTTP)"),
+    keys = [("create_run_stop", "create + run true + stop (HTTP, C client)"),
+            ("create_run_stop_python", "  the same from Python's http.client"),
             ("round_trip", "command round trip (live sandbox)"),
             ("round_trip_python", "  the same from Python's http.client"),
             ("round_trip_floor", "  its floor: GET /health + exec true (host)"),
             *([("create_run_stop_warm", f"  of which warm (pool {args.pool})"),
                ("create_run_stop_cold", "  of which cold (pool empty)")] if args.pool else []),
-            ("oneshot_run", "airlock run -- /bin/true (spawned)")]
+            ("oneshot_run", "airlock run -- /bin/true (alternated)")]
     if "concurrent" in res:
         keys.append(("concurrent", f"round trip, {args.concurrent} clients, back to back"))
     rows = [(label, res[k]) for k, label in keys]
@@ -313,8 +343,11 @@ try:
             continue
         print(f"{label:<44}{v['median_ms']:>9.2f}{v['p90_ms']:>9.2f}{v['p99_ms']:>9.2f}"
               f"{v['min_ms']:>9.2f}{v['max_ms']:>9.2f}{v['n']:>7}")
+    c = res["create_run_stop"]
     print(f"ratio create+run+stop / one-shot run: "
-          f"{res['create_run_stop']['median_ms'] / res['oneshot_run']['median_ms']:.2f}x")
+          f"{c['median_ms'] / res['oneshot_run']['median_ms']:.2f}x (create "
+          f"{c['create_median_ms']:.2f}, run {c['run_median_ms']:.2f}, stop "
+          f"{c['stop_median_ms']:.2f} ms)")
     r, fl = res["round_trip"], res["round_trip_floor"]
     print(f"round trip / its floor: {r['median_ms'] / fl['median_ms']:.2f}x "
           f"(+{r['median_ms'] - fl['median_ms']:.2f} ms; the floor's HTTP request "

@@ -1,4 +1,4 @@
-"""bench/daemon and its C clients bench/httpload and bench/rtfloor.
+"""bench/daemon and its C clients bench/httpload, bench/rtfloor and bench/cycle.
 
 bench/daemon: a tiny run writes every figure (the C and the Python round trip, the
 closed-loop and the paced concurrent cases) with no error. bench/httpload: against a fake
@@ -6,7 +6,11 @@ server it takes a good response cut at any byte, and counts (never crashes on, n
 hangs on) a wrong status, a failed command, broken chunking and a server that hangs up.
 bench/rtfloor (the round trip's floor): takes a good answer cut anywhere, and fails (exit 1,
 a message) on a wrong status, no Content-Length, extra bytes, a hang-up and a failing
-command; usage errors exit 2.
+command; usage errors exit 2. bench/cycle (create + run + stop, alternated with one-shots):
+takes answers cut anywhere, with a Content-Length or chunked, tells warm cycles from cold ones,
+and fails (exit 1, a message naming the step) on a wrong status, no sandbox id, a command
+that did not exit 0, broken chunking, bytes after an answer, a hang-up, a silent server and a
+one-shot that fails; usage errors exit 2.
 """
 import json
 import os
@@ -50,6 +54,11 @@ def httpload(tmp_path_factory):
 @pytest.fixture(scope="module")
 def rtfloor(tmp_path_factory):
     return build(tmp_path_factory, "rtfloor")
+
+
+@pytest.fixture(scope="module")
+def cycle(tmp_path_factory):
+    return build(tmp_path_factory, "cycle")
 
 
 HEALTH = b'{"ok":true}'
@@ -168,6 +177,15 @@ def test_httpload_counts_what_is_wrong(httpload, reply, what):
     ("rtfloor", ["--port", "70000", "--count", "3"]),
     ("rtfloor", ["--port", "1", "--count", "x"]),
     ("rtfloor", ["--bogus", "1"]),
+    ("cycle", []),
+    ("cycle", ["--port", "1", "--token", "t"]),
+    ("cycle", ["--port", "1", "--count", "3"]),
+    ("cycle", ["--token", "t", "--count", "3"]),
+    ("cycle", ["--port", "70000", "--token", "t", "--count", "3"]),
+    ("cycle", ["--port", "1", "--token", "t", "--count", "x"]),
+    ("cycle", ["--port", "1", "--token", "t", "--count", "3", "--pause-ms", "-1"]),
+    ("cycle", ["--port", "1", "--token", "a\r\nX: y", "--count", "3"]),
+    ("cycle", ["--port", "1", "--token", "t", "--count", "3", "--bogus", "1"]),
 ])
 def test_usage_errors(request, tool, argv):
     r = subprocess.run([request.getfixturevalue(tool), *argv], capture_output=True, text=True,
@@ -189,6 +207,12 @@ def test_bench_daemon_writes_every_figure(tmp_path):
     d = json.loads(out.read_text())
     assert d["round_trip"]["n"] == 20 and d["round_trip"]["client"] == "bench/httpload (C)"
     assert d["round_trip_python"]["n"] == 20
+    c = d["create_run_stop"]
+    assert c["n"] == 3 and c["client"] == "bench/cycle (C)", c
+    assert c["median_ms"] >= max(c["create_median_ms"], c["run_median_ms"], c["stop_median_ms"])
+    assert d["oneshot_run"]["n"] == 3 and d["oneshot_run"]["median_ms"] > 0
+    assert d["create_run_stop_python"]["n"] >= 1
+    assert "ratio create+run+stop / one-shot run:" in r.stdout
     fl = d["round_trip_floor"]
     assert fl["n"] == 20 and fl["median_ms"] >= fl["exec_median_ms"] > 0, fl
     assert "round trip / its floor:" in r.stdout
@@ -273,3 +297,112 @@ def test_ab_daemon_usage_errors(argv):
     r = subprocess.run(["/usr/bin/python3", str(REPO / "bench" / "ab_daemon.py"), *argv],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and r.stderr.strip(), (argv, r)
+
+
+def sandbox_json(warm=False, status="running"):
+    return (b'{"sandbox":{"id":"sbx_abc123","status":"%s","warm":%s,"ports":[]}}'
+            % (status.encode(), b"true" if warm else b"false"))
+
+
+def json_answer(status, body):
+    return (b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def command_answer(chunks=True, body=b"".join(OK_BODY)):
+    if chunks:
+        return response(body=chunked([body[:40], body[40:]]))
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def lifecycle(warm=lambda n: False, chunks=True, **wrong):
+    """reply(n) for cycles of three requests: create (201), command (200), stop (200); a
+    step named in wrong ("create", "command", "stop") gets that answer instead."""
+    def reply(n):
+        step = ("create", "command", "stop")[(n - 1) % 3]
+        if step in wrong:
+            return wrong[step]
+        if step == "create":
+            return json_answer(b"201 Created", sandbox_json(warm(n)))
+        if step == "command":
+            return command_answer(chunks)
+        return json_answer(b"200 OK", sandbox_json(status="stopped"))
+    return reply
+
+
+def cycle_against(exe, reply, *extra, step=0):
+    """bench/cycle against a FakeServer answering reply(n); (the run, its JSON, requests)."""
+    srv = FakeServer(reply, step=step)
+    try:
+        r = subprocess.run([exe, "--port", str(srv.port), "--token", "t", *extra],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        srv.close()
+    return r, (json.loads(r.stdout) if r.stdout.strip() else None), srv.n
+
+
+@pytest.mark.parametrize("step, chunks", [(1, True), (7, False), (0, True), (0, False)])
+def test_cycle_takes_answers_cut_anywhere(cycle, step, chunks, tmp_path):
+    # every other create comes from the pool; /bin/true stands in for airlock (`true run --
+    # /bin/true` exits 0)
+    r, out, served = cycle_against(
+        cycle, lifecycle(warm=lambda n: n % 2 == 0, chunks=chunks), "--count", "8",
+        "--warmup", "2", "--airlock", "/bin/true", "--raw", str(tmp_path / "raw"), step=step)
+    assert r.returncode == 0, r.stderr
+    assert served == 30 and out["n"] == 8, (served, out)  # 2 warm-up cycles, then 8
+    assert out["warm_n"] + out["cold_n"] == 8 and out["warm_n"] > 0 and out["cold_n"] > 0, out
+    rows = [ln.split() for ln in (tmp_path / "raw").read_text().splitlines()]
+    assert len(rows) == 8 and all(len(x) == 6 for x in rows), rows[:3]
+    for cyc, create, run, stop, warm, shot in rows:
+        assert abs(float(create) + float(run) + float(stop) - float(cyc)) < 0.01
+        assert warm in ("0", "1") and float(shot) > 0
+    assert out["cycle_median_ms"] > 0 and out["oneshot_median_ms"] > 0
+    assert out["ratio"] == pytest.approx(out["cycle_median_ms"] / out["oneshot_median_ms"],
+                                         rel=1e-3)
+
+
+def test_cycle_without_a_one_shot_reports_none(cycle):
+    r, out, _ = cycle_against(cycle, lifecycle(), "--count", "3", "--warmup", "0",
+                              "--pause-ms", "5")
+    assert r.returncode == 0, r.stderr
+    assert out["oneshot_median_ms"] is None and out["ratio"] is None and out["cold_n"] == 3
+
+
+@pytest.mark.parametrize("wrong, what", [
+    ({"create": json_answer(b"500 Internal Server Error", b'{"error":"x"}')}, "create: status"),
+    ({"create": json_answer(b"201 Created", b'{"ok":true}')}, "no sandbox id"),
+    ({"command": command_answer(body=OK_BODY[0] + OK_BODY[1].replace(b':0,', b':1,'))},
+     "not an exit with code 0"),
+    ({"command": response(body=b"ZZ\r\nxx\r\n0\r\n\r\n")}, "bad chunk size"),
+    ({"command": response(body=b"5\r\nabcdefgh\r\n0\r\n\r\n")}, "not followed by CRLF"),
+    ({"stop": json_answer(b"200 OK", b"{}") + b"extra"}, "bytes after the answer"),
+    ({"stop": None}, "hung up"),
+    ({"create": b"HTTP/1.1 201 Created\r\nX: " + b"a" * 70000 + b"\r\n\r\n"}, "too large"),
+    ({"create": b"HTTP/1.1 201 Created\r\n\r\n{}"}, "neither a Content-Length"),
+    ({"create": b"garbage\r\n\r\n"}, "status line"),
+])
+def test_cycle_fails_on_what_is_wrong(cycle, wrong, what):
+    r, out, _ = cycle_against(cycle, lifecycle(**wrong), "--count", "2", "--warmup", "0",
+                              "--timeout", "3")
+    assert r.returncode == 1 and what in r.stderr and out is None, \
+        (what, r.returncode, r.stderr[-500:])
+
+
+def test_cycle_gives_up_on_a_silent_server(cycle):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)  # accepts (the kernel does), never answers
+    try:
+        r = subprocess.run([cycle, "--port", str(srv.getsockname()[1]), "--token", "t",
+                            "--count", "1", "--timeout", "1"], capture_output=True, text=True,
+                           timeout=30)
+    finally:
+        srv.close()
+    assert r.returncode == 1 and "no answer in time" in r.stderr, r.stderr
+
+
+def test_cycle_fails_when_the_one_shot_fails(cycle):
+    r, out, _ = cycle_against(cycle, lifecycle(), "--count", "2", "--warmup", "0",
+                              "--airlock", "/bin/false")
+    assert r.returncode == 1 and "did not exit 0" in r.stderr and out is None, r.stderr
