@@ -497,8 +497,15 @@ def tunnels():
     for n in [int(x) for x in args.tunnels.split(",") if x]:
         print(f"\n# 4. {n} idle CONNECT+TLS tunnels", flush=True)
         log = work / f"tunnels-{n}.jsonl"
+        # The gateway's capacity, not a sandbox's budget: the connections a gateway serves
+        # follow the sandbox's limits (1 per MiB of memory, 4 per pid: 1,024 at the
+        # defaults), so the sandbox gets room for n. A gateway of its own (--fresh-netns),
+        # whose command line names the upstream namespace: a recycled pair's gateway was
+        # started before the run and is not told it until claimed (find_gateway).
         cmd = airlock([sys.executable, "/workspace/tunnels.py", n, "/workspace/ca.pem", 3],
-                      files=["tunnels.py"], log=log)
+                      files=["tunnels.py"], log=log,
+                      extra=("--no-pool", "--fresh-netns", "--memory", f"{n + 1024}M",
+                             "--pids", str(n // 4 + 512)))
         show(cmd)
         p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
