@@ -374,6 +374,7 @@ def test_the_detached_check_removes_the_runs_cgroups(pool, airlock):
     checks the namespace (its caller's exit does not wait for three rmdirs): once that
     child is done, none of the run's cgroups is left in any hierarchy."""
     first = cookie_of(pool)
+    pool.settle()  # that run's namespace back in the pool before this run looks for one
     p = subprocess.Popen([airlock, "run", "--", "true"], env={**os.environ, **pool.env})
     assert p.wait(timeout=30) == 0
     pool.settle()
