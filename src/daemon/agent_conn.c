@@ -223,6 +223,12 @@ static void wake_now(struct dm_sbx *s)
  * After (re)connecting: ask for whatever the store is missing of unfinished commands. Sent
  * by an agent worker, which must not wait on one agent for long: an agent that does not
  * take its replay within DM_AGENT_REPLAY_MS breaks the protocol (-1).
+ *
+ * One REPLAY per command, of both streams from the lower of the two offsets stored (the
+ * store drops the bytes it holds already): the agent's EXIT then comes after all of the
+ * command's output. With one REPLAY per stream, the first one's EXIT finished the command
+ * while the other stream's bytes were still on their way, and a client that read the
+ * logs as soon as the command ended could miss them.
  */
 static int replay_missing(struct daemon *d, struct dm_sbx *s)
 {
@@ -230,29 +236,20 @@ static int replay_missing(struct daemon *d, struct dm_sbx *s)
 
 	for (size_t i = 0; i < s->n_cmds && r == 0; i++) {
 		struct dm_cmd *c = s->cmds[i];
+		struct proto_buf b = {0};
 		char id[DM_ID_LEN + 1];
-		uint64_t off[2];
+		uint64_t off;
 
 		if (c->finished)
 			continue;
 		strcpy(id, c->id);
-		off[0] = c->stored[0];
-		off[1] = c->stored[1];
+		off = c->stored[0] < c->stored[1] ? c->stored[0] : c->stored[1];
 		wake_now(s);
 		pthread_mutex_unlock(&d->mu);
-		for (int st = 1; st <= 2; st++) {
-			struct proto_buf b = {0};
-			uint8_t sv = (uint8_t)st;
-
-			proto_begin(&b, PROTO_REPLAY, 0);
-			proto_put_str(&b, PT_CMD_ID, id, strlen(id));
-			proto_put_u8(&b, PT_STREAM, sv);
-			proto_put_u64(&b, PT_OFFSET, off[st - 1]);
-			if (r == 0)
-				r = send_frame(s, &b, DM_AGENT_REPLAY_MS);
-			else
-				proto_buf_free(&b);
-		}
+		proto_begin(&b, PROTO_REPLAY, 0);
+		proto_put_str(&b, PT_CMD_ID, id, strlen(id));
+		proto_put_u64(&b, PT_OFFSET, off);
+		r = send_frame(s, &b, DM_AGENT_REPLAY_MS);
 		pthread_mutex_lock(&d->mu);
 	}
 	return r < 0 ? -1 : 0;
@@ -300,6 +297,8 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 
 	if (!c || m->stream < 1 || m->stream > 2)
 		return;
+	if (m->offset + len <= c->stored[m->stream - 1])
+		return; /* a replay of bytes stored already: nothing to store, nothing cut */
 	if (m->offset >= DM_OUTPUT_MAX) {
 		c->truncated = true;
 		return;

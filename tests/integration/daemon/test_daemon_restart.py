@@ -115,6 +115,28 @@ def test_output_while_daemon_is_down_is_kept(api, daemon, make_sandbox):
     assert logs.stderr == b"bye\n"
 
 
+def test_a_replayed_command_ends_after_all_of_its_output(api, daemon, make_sandbox):
+    """Both streams written while the daemon is dead, stderr last and the larger: the
+    restarted daemon asks for both again, and once the command is reported ended its logs
+    hold every byte of each. (With one REPLAY per stream, the EXIT that followed stdout's
+    replay ended the command while stderr's bytes were still on their way: logs read at
+    once could miss them. Seen once, under ASan, in test_output_while_daemon_is_down_is_kept;
+    this test did not catch it in 9 runs of that build: it guards what must hold.)"""
+    for _ in range(3):
+        sid = make_sandbox()
+        c = api.start_ok(sid, "/bin/sh", "-c",
+                         "sleep 0.5; head -c 300000 /dev/zero | tr '\\0' o;"
+                         " head -c 600000 /dev/zero | tr '\\0' e >&2; exit 3")
+        daemon.kill9()
+        time.sleep(2.0)
+        daemon.start()
+        done = api.wait_ok(sid, c["id"], timeout_ms=10000)
+        assert done["exit_code"] == 3, done
+        logs = api.logs(sid, c["id"])
+        assert (len(logs.stdout), len(logs.stderr)) == (300000, 600000)
+        assert set(logs.stdout) == {ord("o")} and set(logs.stderr) == {ord("e")}
+
+
 def test_sigterm_exits_cleanly_sandboxes_keep_running(api, daemon, make_sandbox):
     sid = make_sandbox()
     c = api.start_ok(sid, "/bin/sh", "-c", "sleep 2; echo finished-while-away")
