@@ -372,8 +372,9 @@ int main(int argc, char **argv)
 	static struct conn c = {.fd = -1};
 	const char *airlock = NULL, *raw = NULL;
 	long count = -1, warmup = 3, port = -1, timeout = 30, pause_ms = 0;
-	double *t[6]; /* cycle, create, run, stop, one-shot, and warm/cold cycles apart */
-	double *warm_t, *cold_t;
+	/* cycle, create, run, stop, one-shot; then the cycles apart: warm ones from the front,
+	 * cold ones from the back */
+	double *t[6];
 	char *warm_flag;
 	long n_warm = 0, n_cold = 0;
 	struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -425,10 +426,8 @@ int main(int argc, char **argv)
 	for (int k = 0; k < 6; k++)
 		if (!(t[k] = calloc((size_t)count, sizeof(double))))
 			return fail("set-up", "out of memory"), 1;
-	warm_t = t[5];
-	cold_t = calloc((size_t)count, sizeof(double));
 	warm_flag = calloc((size_t)count, 1);
-	if (!cold_t || !warm_flag)
+	if (!warm_flag)
 		return fail("set-up", "out of memory"), 1;
 	for (long i = 0; i < warmup + count; i++) {
 		double parts[3], shot = -1;
@@ -451,9 +450,9 @@ int main(int argc, char **argv)
 		t[4][k] = shot;
 		warm_flag[k] = warm;
 		if (warm)
-			warm_t[n_warm++] = t[0][k];
+			t[5][n_warm++] = t[0][k];
 		else
-			cold_t[n_cold++] = t[0][k];
+			t[5][count - ++n_cold] = t[0][k];
 	}
 	if (raw) {
 		FILE *rf = fopen(raw, "w");
@@ -480,9 +479,9 @@ int main(int argc, char **argv)
 		json_ms("run_median_ms", median(t[2], count), false);
 		json_ms("stop_median_ms", median(t[3], count), false);
 		printf("\"warm_n\":%ld,", n_warm);
-		json_ms("warm_median_ms", median(warm_t, n_warm), false);
+		json_ms("warm_median_ms", median(t[5], n_warm), false);
 		printf("\"cold_n\":%ld,", n_cold);
-		json_ms("cold_median_ms", median(cold_t, n_cold), false);
+		json_ms("cold_median_ms", median(t[5] + count - n_cold, n_cold), false);
 		json_ms("oneshot_median_ms", shot, false);
 		if (shot > 0)
 			printf("\"ratio\":%.4f}\n", cyc / shot);

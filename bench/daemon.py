@@ -269,7 +269,7 @@ try:
         res["create_run_stop_warm"] = stats([c[0] for c in cyc if c[4]])
         res["create_run_stop_cold"] = stats([c[0] for c in cyc if not c[4]])
     py = []
-    for i in range(max(1, args.runs // 4)):
+    for _ in range(max(1, args.runs // 4)):
         t = time.perf_counter()
         sbx = main.create()
         main.run_true(sbx)

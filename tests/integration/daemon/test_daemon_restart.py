@@ -99,18 +99,23 @@ def test_survives_kill9(api, daemon, make_sandbox):
     assert len(api.cmd_list(sid).json["commands"]) == 3
 
 
-def test_output_while_daemon_is_down_is_kept(api, daemon, make_sandbox):
-    """A command that runs and finishes entirely while the daemon is dead."""
-    sid = make_sandbox()
-    c = api.start_ok(sid, "/bin/sh", "-c",
-                     "sleep 0.5; i=0; while [ $i -lt 2000 ]; do echo row$i; i=$((i+1)); done;"
-                     " echo bye >&2; exit 9")
+def run_while_down(api, daemon, sid, script):
+    """script started in sid, then run to its end while the daemon is dead (SIGKILL, 2 s,
+    started again); its id and its end as the restarted daemon reports it."""
+    c = api.start_ok(sid, "/bin/sh", "-c", "sleep 0.5; " + script)
     daemon.kill9()
     time.sleep(2.0)
     daemon.start()
-    done = api.wait_ok(sid, c["id"], timeout_ms=10000)
+    return c["id"], api.wait_ok(sid, c["id"], timeout_ms=10000)
+
+
+def test_output_while_daemon_is_down_is_kept(api, daemon, make_sandbox):
+    """A command that runs and finishes entirely while the daemon is dead."""
+    sid = make_sandbox()
+    cid, done = run_while_down(api, daemon, sid, "i=0; while [ $i -lt 2000 ]; do echo row$i;"
+                               " i=$((i+1)); done; echo bye >&2; exit 9")
     assert done["exit_code"] == 9 and done["reason"] == "exited", done
-    logs = api.logs(sid, c["id"])
+    logs = api.logs(sid, cid)
     assert logs.stdout == "".join(f"row{i}\n" for i in range(2000)).encode()
     assert logs.stderr == b"bye\n"
 
@@ -124,15 +129,11 @@ def test_a_replayed_command_ends_after_all_of_its_output(api, daemon, make_sandb
     this test did not catch it in 9 runs of that build: it guards what must hold.)"""
     for _ in range(3):
         sid = make_sandbox()
-        c = api.start_ok(sid, "/bin/sh", "-c",
-                         "sleep 0.5; head -c 300000 /dev/zero | tr '\\0' o;"
-                         " head -c 600000 /dev/zero | tr '\\0' e >&2; exit 3")
-        daemon.kill9()
-        time.sleep(2.0)
-        daemon.start()
-        done = api.wait_ok(sid, c["id"], timeout_ms=10000)
+        cid, done = run_while_down(api, daemon, sid,
+                                   "head -c 300000 /dev/zero | tr '\\0' o;"
+                                   " head -c 600000 /dev/zero | tr '\\0' e >&2; exit 3")
         assert done["exit_code"] == 3, done
-        logs = api.logs(sid, c["id"])
+        logs = api.logs(sid, cid)
         assert (len(logs.stdout), len(logs.stderr)) == (300000, 600000)
         assert set(logs.stdout) == {ord("o")} and set(logs.stderr) == {ord("e")}
 
