@@ -61,6 +61,9 @@ void cli_serve_usage(FILE *out)
 	      "  --sandbox-output-max SIZE\n"
 	      "                      command output stored for one sandbox, all its commands\n"
 	      "                      together; beyond it output is dropped (default 1G)\n"
+	      "  --command-output-max SIZE\n"
+	      "                      output stored for one stream of one command; beyond it\n"
+	      "                      that stream's output is dropped (default 64M)\n"
 	      "  --sandbox-records-max SIZE\n"
 	      "                      bytes of the args and cwd of the commands one sandbox keeps;\n"
 	      "                      beyond it its oldest finished commands are forgotten, and a\n"
@@ -172,6 +175,7 @@ static const struct option serve_opts[] = {{"listen", required_argument, NULL, '
 					   {"keep-ended", required_argument, NULL, 'k'},
 					   {"sandbox-output-max", required_argument, NULL, 'o'},
 					   {"sandbox-records-max", required_argument, NULL, 'R'},
+					   {"command-output-max", required_argument, NULL, 'U'},
 					   {"keep-commands", required_argument, NULL, 'K'},
 					   {"keep-ended-output", required_argument, NULL, 'O'},
 					   {"team-max-sandboxes", required_argument, NULL, 'T'},
@@ -240,6 +244,10 @@ static int parse_serve_opt(int c, const char *as_written, struct daemon_opts *do
 		break;
 	case 'o':
 		if (size_arg("sandbox-output-max", optarg, &dopt->sbx_output_max) < 0)
+			return AL_EXIT_USAGE;
+		break;
+	case 'U':
+		if (size_arg("command-output-max", optarg, &dopt->cmd_output_max) < 0)
 			return AL_EXIT_USAGE;
 		break;
 	case 'R':

@@ -291,6 +291,8 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 {
 	size_t len = m->data_len;
 	struct al_error *err = NULL;
+	/* One stream's cap: the host's disk is not the sandbox's to fill. */
+	uint64_t cap = d->opts.cmd_output_max ? d->opts.cmd_output_max : DM_CMD_OUTPUT_DEFAULT;
 	uint64_t budget;
 	int64_t t0;
 	int r;
@@ -299,12 +301,12 @@ static void store_output(struct daemon *d, struct dm_sbx *s, struct dm_cmd *c,
 		return;
 	if (m->offset + len <= c->stored[m->stream - 1])
 		return; /* a replay of bytes stored already: nothing to store, nothing cut */
-	if (m->offset >= DM_OUTPUT_MAX) {
+	if (m->offset >= cap) {
 		c->truncated = true;
 		return;
 	}
-	if (m->offset + len > DM_OUTPUT_MAX) {
-		len = (size_t)(DM_OUTPUT_MAX - m->offset);
+	if (m->offset + len > cap) {
+		len = (size_t)(cap - m->offset);
 		c->truncated = true;
 	}
 	/* The sandbox's own budget, all its commands together: the host's disk is shared. */

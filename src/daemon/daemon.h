@@ -45,6 +45,10 @@ struct daemon_opts {
 	 * DM_SBX_OUTPUT_DEFAULT); beyond it output is dropped ("output_truncated"). */
 	uint64_t sbx_output_max;
 #define DM_SBX_OUTPUT_DEFAULT (1ull << 30)
+	/* Bytes of one stream of one command kept in the store (0: DM_CMD_OUTPUT_DEFAULT);
+	 * beyond it that stream's output is dropped ("output_truncated"). */
+	uint64_t cmd_output_max;
+#define DM_CMD_OUTPUT_DEFAULT (64ull << 20)
 	/* Finished commands a sandbox keeps (GET, logs), the newest; older ones are
 	 * forgotten with their output (0: DM_MAX_CMDS_DEFAULT). */
 	unsigned max_cmds;

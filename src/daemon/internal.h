@@ -37,9 +37,6 @@
 #define DM_AGENT_WORKERS 4
 /* How long an agent worker waits to send an agent its replay (agent_conn.c). */
 #define DM_AGENT_REPLAY_MS 5000
-/* Bytes of one stream of one command kept in the store; beyond it output is dropped and
- * the command says output_truncated (the host's disk is not the sandbox's to fill). */
-#define DM_OUTPUT_MAX (64ull << 20)
 #define DM_OUTPUT_PAUSE_MIN_NS 2000000 /* shorter debts are carried over, not slept */
 
 struct dm_cmd {
@@ -60,7 +57,7 @@ struct dm_cmd {
 				* 1 for a command loaded at start, whose output may be there */
 	uint64_t deadline_ms;  /* command timeout (epoch ms), 0 none */
 	bool timed_out;	       /* we killed it for its timeout */
-	bool truncated;	       /* output beyond DM_OUTPUT_MAX was dropped */
+	bool truncated;	       /* output beyond a cap was dropped */
 	bool row_stored;       /* its store row exists (the start path writes it while the
 				* agent starts the command; whoever comes second of that
 				* write and the command's end writes the end) */

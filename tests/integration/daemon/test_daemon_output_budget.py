@@ -1,6 +1,7 @@
-"""A sandbox's output budget in the store (`airlock serve --sandbox-output-max SIZE`).
+"""A sandbox's output budget in the store (`airlock serve --sandbox-output-max SIZE`),
+and each command's own cap per stream (`--command-output-max SIZE`, default 64 MiB).
 
-Each command's stored output was capped (64 MiB a stream), but a sandbox could run
+Each command's stored output was capped, but a sandbox could run
 command after command for up to 24 h and fill the host's disk through the daemon's
 store. Now all of a sandbox's commands together may store SIZE (default 1 GiB);
 beyond it their output is dropped and they say "output_truncated": true. The
@@ -63,13 +64,43 @@ def test_a_restarted_daemon_counts_what_the_store_holds(bapi):
     bapi.stop(sid)
 
 
-def test_a_bad_budget_is_refused(bapi):
-    for bad in ("0", "1", "lots", "-1M", "4095"):
+@pytest.mark.parametrize("option", ["--sandbox-output-max", "--command-output-max"])
+def test_a_bad_budget_is_refused(bapi, option):
+    for bad in ("0", "1", "lots", "-1M", "4095", "1Q", ""):
         r = subprocess.run([bapi.daemon.binary, "serve", "--state-dir", "/nonexistent/x",
-                            "--listen", "127.0.0.1:1", "--sandbox-output-max", bad],
+                            "--listen", "127.0.0.1:1", option, bad],
                            capture_output=True, text=True, timeout=10)
         assert r.returncode == 64, (bad, r.returncode, r.stderr)
-        assert f"--sandbox-output-max '{bad}'" in r.stderr, r.stderr
+        assert f"{option} '{bad}'" in r.stderr, r.stderr
+
+
+CMD_CAP = 8192
+
+
+@pytest.fixture(scope="module")
+def capi(tmp_path_factory):
+    yield from own_api(tmp_path_factory, "airlockd-cmd-cap", "--command-output-max", "8K")
+
+
+def test_stored_output_is_capped_per_stream(capi):
+    """A command cannot fill the host's disk through its stored output: each stream
+    keeps its first SIZE bytes, the rest is dropped and the command says so; the other
+    stream, the exit code and the next command are not affected."""
+    sid = capi.create_ok()["id"]
+    c = capi.start_ok(sid, "/bin/sh", "-c",
+                      f"head -c {CMD_CAP + 5000} /dev/zero | tr '\\0' x; "
+                      "echo tail-on-stderr >&2; exit 3")
+    done = capi.wait_ok(sid, c["id"], timeout_ms=60000)
+    assert done["exit_code"] == 3 and done["output_truncated"] is True, done
+    out = capi.logs(sid, c["id"], timeout=60)
+    assert out.stdout == b"x" * CMD_CAP, len(out.stdout)
+    assert out.stderr == b"tail-on-stderr\n"
+    # Exactly the cap is kept whole, and is not truncated.
+    exact = capi.sh(sid, f"head -c {CMD_CAP} /dev/zero | tr '\\0' y")
+    assert exact.out == "y" * CMD_CAP and exact.exit["output_truncated"] is False, exact.exit
+    small = capi.sh(sid, "echo small")
+    assert small.out == "small\n" and small.exit["output_truncated"] is False
+    capi.stop(sid)
 
 
 @pytest.fixture(scope="module")
