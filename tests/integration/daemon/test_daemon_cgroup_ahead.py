@@ -1,6 +1,6 @@
-"""On cgroup v1 the spawner makes the next sandbox's cgroups ahead of need
-(ahead-<spawner pid>-<n> in each of memory, pids and cpu, with the last create's limits)
-and a create renames them. These tests prove that each sandbox gets exactly the limits it
+"""On cgroup v1 the spawner makes the next sandboxes' cgroups ahead of need
+(ahead-<spawner pid>-<time> in each of memory, pids and cpu, with the last create's
+limits; AHEAD sets, the older going first) and a create renames them. These tests prove that each sandbox gets exactly the limits it
 asked for whatever the previous create asked, that a cgroup made ahead is taken by
 exactly one sandbox and never held a process before, and that none outlives its spawner."""
 
@@ -15,6 +15,7 @@ from .conftest import CGROUP_CTRLS, agent_pid_of, cgroup_dir, wait_for
 from .test_daemon_netns import spawner_pids
 
 V1_ROOT = "/sys/fs/cgroup"
+AHEAD = 2  # AHEAD_SETS in src/jail/ahead/spawner.c
 pytestmark = pytest.mark.skipif(
     hostprobe.cgroup_layout() != "v1",
     reason="cgroups made ahead are a cgroup v1 feature (v2 joins at clone time)")
@@ -72,8 +73,10 @@ def test_a_cgroup_made_ahead_is_taken_once_and_was_never_used(api, daemon, make_
         {c: ahead_dirs(c) for c in CGROUP_CTRLS}
     seen_inodes = set()
     for _ in range(4):
-        assert wait_for(lambda: all(len([n for n in ahead_dirs(c) if n.startswith(mine)]) == 1
-                                    for c in CGROUP_CTRLS), timeout=5)
+        assert wait_for(lambda: all(len([n for n in ahead_dirs(c) if n.startswith(mine)])
+                                    == AHEAD for c in CGROUP_CTRLS), timeout=5), \
+            {c: ahead_dirs(c) for c in CGROUP_CTRLS}
+        # The older (the names end in the time they were made at) goes first.
         names = {c: [n for n in ahead_dirs(c) if n.startswith(mine)][0] for c in CGROUP_CTRLS}
         inodes = {c: os.stat(f"{V1_ROOT}/{c}/airlock/{names[c]}").st_ino for c in CGROUP_CTRLS}
         for c in CGROUP_CTRLS:  # made ahead, never entered by any process
@@ -84,6 +87,7 @@ def test_a_cgroup_made_ahead_is_taken_once_and_was_never_used(api, daemon, make_
         for c in CGROUP_CTRLS:
             assert os.stat(cgroup_dir(sid, c)).st_ino == inodes[c], c
             assert not os.path.exists(f"{V1_ROOT}/{c}/airlock/{names[c]}"), c
+            assert len([n for n in ahead_dirs(c) if n.startswith(mine)]) <= AHEAD, c
         agent = agent_pid_of(sid)
         assert str(agent) in read(cgroup_dir(sid, "pids") + "/cgroup.procs").split()
         key = tuple(sorted(inodes.items()))
