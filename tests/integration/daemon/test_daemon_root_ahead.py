@@ -94,6 +94,15 @@ def test_each_sandbox_joins_a_root_never_used_before(api, daemon, make_sandbox):
     assert got["ns"] in ahead and got["ns"] not in seen_ns and got["seen"] == [], got
 
 
+def test_two_creates_in_a_row_both_join_roots_made_ahead(api, daemon, make_sandbox):
+    # The spare is made while creates pause; two back to back take both, the second
+    # without waiting for a root to be built.
+    ahead = all_held(daemon)
+    first, second = make_sandbox(), make_sandbox()
+    got = [probe(api, first)["ns"], probe(api, second)["ns"]]
+    assert set(got) == ahead, (got, ahead)
+
+
 def test_a_root_made_ahead_is_the_root_an_inline_build_gives(api, daemon, make_sandbox):
     all_held(daemon)
     got = probe(api, make_sandbox())
