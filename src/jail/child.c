@@ -132,6 +132,11 @@ static int child_uts_net(struct jail_ctx *ctx, struct al_error **err)
 	 * its hostname. */
 	if (ctx->oci && ctx->oci->ipc_fd >= 0 && setns(ctx->oci->ipc_fd, CLONE_NEWIPC) < 0)
 		return al_error_set(err, errno, "setns to the IPC namespace given");
+	if (ctx->ipc_ahead) {
+		if (setns(ctx->ipcns_fd, CLONE_NEWIPC) < 0)
+			return al_error_set(err, errno, "setns to the IPC namespace made ahead");
+		close(ctx->ipcns_fd);
+	}
 	if (ctx->oci && ctx->oci->uts_fd >= 0) {
 		if (setns(ctx->oci->uts_fd, CLONE_NEWUTS) < 0)
 			return al_error_set(err, errno, "setns to the UTS namespace given");

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* The sandbox's network namespace: loopback only (the deny-all policy). */
+/* The sandbox's network namespace: loopback only (the deny-all policy). And its IPC
+ * namespace, when made ahead. */
 #include "jail/jail.h"
 #include "common/cleanup.h"
 #include "common/error.h"
@@ -55,6 +56,29 @@ int jail_netns_make(int *out, struct al_error **err)
 		close(fd);
 		return -1;
 	}
+	*out = fd;
+	return 0;
+}
+
+int jail_ipcns_make(int *out, struct al_error **err)
+{
+	_cleanup_close_ int home = open("/proc/thread-self/ns/ipc", O_RDONLY | O_CLOEXEC);
+	int fd;
+
+	*out = -1;
+	if (home < 0)
+		return al_error_set(err, errno, "open this thread's IPC namespace");
+	if (unshare(CLONE_NEWIPC) < 0)
+		return al_error_set(err, errno, "unshare(CLONE_NEWIPC)");
+	fd = open("/proc/thread-self/ns/ipc", O_RDONLY | O_CLOEXEC);
+	if (setns(home, CLONE_NEWIPC) < 0) {
+		if (fd >= 0)
+			close(fd);
+		al_error_set(err, errno, "setns back from a new IPC namespace");
+		return JAIL_NS_STRANDED;
+	}
+	if (fd < 0)
+		return al_error_set(err, errno, "open the new IPC namespace");
 	*out = fd;
 	return 0;
 }

@@ -101,6 +101,8 @@ int jail_sandbox_spawn(const struct jail_sandbox_spec *spec, struct jail_sandbox
 	    .clone_parent = spec->parent_is_ours,
 	    .netns = spec->netns_ahead ? JAIL_NETNS_AHEAD : JAIL_NETNS_CLONE,
 	    .netns_fd = spec->netns_fd,
+	    .ipc_ahead = spec->ipcns_ahead,
+	    .ipcns_fd = spec->ipcns_fd,
 	    .root = spec->mntns_ahead && jail_rootfs_can_ahead(spec->cfg) ? JAIL_ROOT_AHEAD
 									  : JAIL_ROOT_BUILD,
 	    .mntns_fd = spec->mntns_fd,

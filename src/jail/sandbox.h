@@ -19,6 +19,8 @@ struct jail_sandbox_spec {
 	bool parent_is_ours;		  /* PID 1 becomes a child of our parent (CLONE_PARENT) */
 	bool netns_ahead;		  /* PID 1 joins netns_fd (jail_netns_make; still ours to */
 	int netns_fd;			  /* close) instead of a network namespace of its own */
+	bool ipcns_ahead;		  /* PID 1 joins ipcns_fd (jail_ipcns_make; still ours to */
+	int ipcns_fd;			  /* close) instead of an IPC namespace of its own */
 	bool mntns_ahead;		  /* PID 1 joins mntns_fd, a root made ahead for this cfg */
 	int mntns_fd;			  /* (jail_rootfs_ahead; still ours to close) */
 	struct jail_cgroup *cgroup_ahead; /* NULL, or one made by jail_cgroup_ahead: the spawn

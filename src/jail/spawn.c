@@ -36,6 +36,7 @@ static void keep_only_our_fds(const struct jail_ctx *ctx)
 	for (int i = 0; i < 3; i++)
 		keep[n++] = ctx->stdio[i];
 	keep[n++] = ctx->netns == JAIL_NETNS_AHEAD ? ctx->netns_fd : -1;
+	keep[n++] = ctx->ipc_ahead ? ctx->ipcns_fd : -1;
 	keep[n++] = ctx->root != JAIL_ROOT_BUILD ? ctx->mntns_fd : -1;
 	keep[n++] = ctx->agent_path ? ctx->agent_fd : -1; /* a one-shot's are 0, not set */
 	keep[n++] = ctx->agent_path ? ctx->listen_fd : -1;
@@ -87,7 +88,8 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int
 		args.flags &= ~(uint64_t)CLONE_NEWNET;
 	if (ctx->root != JAIL_ROOT_BUILD) /* the child joins it (child.c, C5) */
 		args.flags &= ~(uint64_t)CLONE_NEWNS;
-	if (ctx->oci && ctx->oci->ipc_fd >= 0) /* an OCI pod's: joined (child.c, C4) */
+	if ((ctx->oci && ctx->oci->ipc_fd >= 0) || /* an OCI pod's: joined (child.c, C4) */
+	    ctx->ipc_ahead)			   /* one made ahead: the same */
 		args.flags &= ~(uint64_t)CLONE_NEWIPC;
 	if (ctx->oci && ctx->oci->uts_fd >= 0)
 		args.flags &= ~(uint64_t)CLONE_NEWUTS;

@@ -31,6 +31,7 @@
  * create (together ~1.2 ms of a create's path here), each used by one sandbox only and
  * never entered before:
  *  - its network namespace: loopback up and nothing else;
+ *  - its IPC namespace (empty; the clone's own mqueue mount took ~60 us of the create);
  *  - its root (jail_rootfs_ahead), for the settings of the last create (only for the
  *    host runtime and the default workdir): a create whose root differs
  *    (jail_spec_same_root) builds its own, and the next root is made for its settings;
@@ -51,6 +52,7 @@
 #define AHEAD_QUIET_MS 10
 struct ahead {
 	int netns_fd[AHEAD_SETS];
+	int ipcns_fd[AHEAD_SETS];
 	int mntns_fd[AHEAD_SETS];
 	struct jail_spec root_for; /* the settings every mntns_fd was made for (or is to be) */
 	struct jail_cgroup *cg[AHEAD_SETS];
@@ -84,6 +86,10 @@ static void make_ahead(struct ahead *a, int i)
 		_exit(1);
 	al_error_free(e);
 	e = NULL;
+	if (a->ipcns_fd[i] < 0 && jail_ipcns_make(&a->ipcns_fd[i], &e) == JAIL_NS_STRANDED)
+		_exit(1);
+	al_error_free(e);
+	e = NULL;
 	if (!a->cg[i] && !a->no_cg && jail_cgroup_ahead(&a->limits, &a->cg[i], &e) < 0)
 		a->no_cg = e && e->code == ENOTSUP;
 	al_error_free(e);
@@ -107,7 +113,7 @@ static bool ahead_ready(const struct ahead *a, int i)
 	struct al_config cfg;
 
 	jail_spec_config(&a->root_for, &cfg);
-	return a->netns_fd[i] >= 0 && (a->no_cg || a->cg[i]) &&
+	return a->netns_fd[i] >= 0 && a->ipcns_fd[i] >= 0 && (a->no_cg || a->cg[i]) &&
 	       (a->mntns_fd[i] >= 0 || !jail_rootfs_can_ahead(&cfg));
 }
 
@@ -167,7 +173,7 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 	struct ahead ahead = {0};
 
 	for (int i = 0; i < AHEAD_SETS; i++)
-		ahead.netns_fd[i] = ahead.mntns_fd[i] = -1;
+		ahead.netns_fd[i] = ahead.ipcns_fd[i] = ahead.mntns_fd[i] = -1;
 	al_config_init(&ahead.limits);
 	jail_spec_defaults(&ahead.root_for);
 	fcntl(fd, F_SETFD, FD_CLOEXEC); /* no sandbox's PID 1 keeps the channel */
@@ -204,6 +210,8 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 		    .parent_is_ours = true,
 		    .netns_ahead = ahead.netns_fd[0] >= 0,
 		    .netns_fd = ahead.netns_fd[0],
+		    .ipcns_ahead = ahead.ipcns_fd[0] >= 0,
+		    .ipcns_fd = ahead.ipcns_fd[0],
 		    .cgroup_ahead = ahead.cg[0],
 		    .etc_shared = ahead.etc_shared,
 		};
@@ -223,6 +231,8 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 		ahead.limits.cpus = cfg.cpus;
 		al_closep(&ahead.netns_fd[0]);
 		shift_fd(ahead.netns_fd);
+		al_closep(&ahead.ipcns_fd[0]);
+		shift_fd(ahead.ipcns_fd);
 		if (spec.mntns_ahead) {
 			al_closep(&ahead.mntns_fd[0]);
 			shift_fd(ahead.mntns_fd);

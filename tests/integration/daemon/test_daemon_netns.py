@@ -1,5 +1,6 @@
-"""Network namespaces made ahead: the daemon's spawner makes the next sandbox's network
-namespace while it waits for a create (src/daemon/spawner.c, jail_netns_make).
+"""Network and IPC namespaces made ahead: the daemon's spawner makes the next sandboxes'
+network and IPC namespaces while it waits for a create (src/jail/ahead/spawner.c,
+jail_netns_make, jail_ipcns_make).
 
 What must hold: every sandbox gets a namespace nobody had before (none is shared with a
 live sandbox, none is handed on after one ends: a reused one would keep its loopback
@@ -7,6 +8,8 @@ counters), with its loopback up and nothing else; and the spawner itself stays i
 host's namespace, so the agents' sockets are made there and no sandbox sees them.
 """
 import os
+
+import hostprobe
 
 from .conftest import _proc_field, wait_for
 
@@ -90,3 +93,48 @@ def test_the_spawner_stays_in_the_hosts_namespace(api, daemon, make_sandbox):
     assert str(daemon.state_dir).encode() not in out.stdout, out.stdout
     with open("/proc/net/unix") as f:
         assert any(sid in line for line in f), "the agent socket is not in the host's list"
+
+
+# --- IPC namespaces made ahead (jail_ipcns_make): the same rules ---------------------
+
+IPC_PROBE = r"""
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print("NS", os.readlink("/proc/self/ns/ipc"))
+with open("/proc/sysvipc/shm") as f:
+    print("SHM", len(f.readlines()) - 1)
+# Leave a SysV segment behind (IPC_PRIVATE, 4 KiB): a namespace handed on would show it.
+print("MADE", libc.shmget(0, 4096, 0o1600))
+"""
+
+
+def ipc_probe(api, sid):
+    out = api.run(sid, "/usr/bin/python3", "-c", IPC_PROBE)
+    assert out.exit["exit_code"] == 0, out
+    got = dict(line.split(" ", 1) for line in out.stdout.decode().splitlines())
+    assert int(got["MADE"]) >= 0, got
+    return got["NS"], int(got["SHM"])
+
+
+def held_ipc_namespaces(pid):
+    return hostprobe.fd_links(pid, "ipc:[")
+
+
+def test_every_sandbox_gets_an_ipc_namespace_made_ahead_never_used_before(
+        api, daemon, make_sandbox):
+    host_ns = os.readlink("/proc/self/ns/ipc")
+    seen = set()
+    for _ in range(4):
+        spawners = spawner_pids(daemon.pid)
+        assert spawners, "no spawner process found"
+        def held():
+            return set().union(*(held_ipc_namespaces(p) for p in spawners))
+        assert wait_for(lambda: len(held()) == 2, timeout=5), held()  # the spare too
+        ahead = held()
+        for p in spawners:  # the spawner itself is back in the host's
+            assert os.readlink(f"/proc/{p}/ns/ipc") == host_ns
+        sid = make_sandbox()
+        ns, shm = ipc_probe(api, sid)
+        assert ns in ahead and ns != host_ns and ns not in seen, (ns, ahead, seen)
+        assert shm == 0, f"sandbox {sid} sees {shm} SysV segment(s) it did not make"
+        seen.add(ns)
