@@ -126,17 +126,15 @@ static void keep_copies(struct jail_ctx *ctx)
 static int child_uts_net(struct jail_ctx *ctx, struct al_error **err)
 {
 	const char *host = ctx->cfg->hostname ? ctx->cfg->hostname : JAIL_HOSTNAME_DEFAULT;
+	int ipc = jail_ipc_join_fd(ctx);
 
 	/* An OCI container of a pod joins its pod's IPC and UTS namespaces (made by our own
 	 * clone for the pod's first container, src/oci/ checks); a joined UTS namespace keeps
-	 * its hostname. */
-	if (ctx->oci && ctx->oci->ipc_fd >= 0 && setns(ctx->oci->ipc_fd, CLONE_NEWIPC) < 0)
+	 * its hostname. A daemon sandbox joins the IPC namespace made ahead for it. */
+	if (ipc >= 0 && setns(ipc, CLONE_NEWIPC) < 0)
 		return al_error_set(err, errno, "setns to the IPC namespace given");
-	if (ctx->ipc_ahead) {
-		if (setns(ctx->ipcns_fd, CLONE_NEWIPC) < 0)
-			return al_error_set(err, errno, "setns to the IPC namespace made ahead");
+	if (ctx->ipc_ahead)
 		close(ctx->ipcns_fd);
-	}
 	if (ctx->oci && ctx->oci->uts_fd >= 0) {
 		if (setns(ctx->oci->uts_fd, CLONE_NEWUTS) < 0)
 			return al_error_set(err, errno, "setns to the UTS namespace given");

@@ -143,6 +143,15 @@ struct jail_ctx {
 	const struct jail_oci *oci;
 };
 
+/* The IPC namespace the child joins instead of one its clone makes (an OCI pod's, or one
+ * made ahead: jail_ipcns_make), or -1. */
+static inline int jail_ipc_join_fd(const struct jail_ctx *ctx)
+{
+	if (ctx->oci && ctx->oci->ipc_fd >= 0)
+		return ctx->oci->ipc_fd;
+	return ctx->ipc_ahead ? ctx->ipcns_fd : -1;
+}
+
 /* FNV-1a over n bytes, from h (2166136261u to start): names of things made ahead. */
 static inline uint32_t jail_fnv(uint32_t h, const void *p, size_t n)
 {

@@ -36,14 +36,13 @@ static void keep_only_our_fds(const struct jail_ctx *ctx)
 	for (int i = 0; i < 3; i++)
 		keep[n++] = ctx->stdio[i];
 	keep[n++] = ctx->netns == JAIL_NETNS_AHEAD ? ctx->netns_fd : -1;
-	keep[n++] = ctx->ipc_ahead ? ctx->ipcns_fd : -1;
+	keep[n++] = jail_ipc_join_fd(ctx);
 	keep[n++] = ctx->root != JAIL_ROOT_BUILD ? ctx->mntns_fd : -1;
 	keep[n++] = ctx->agent_path ? ctx->agent_fd : -1; /* a one-shot's are 0, not set */
 	keep[n++] = ctx->agent_path ? ctx->listen_fd : -1;
 	keep[n++] = ctx->prepared ? ctx->landlock_fd : -1;
 	keep[n++] = ctx->oci ? ctx->oci->gate_fd : -1; /* an OCI container's (container.c) */
 	keep[n++] = ctx->oci ? ctx->oci->hold_fd : -1;
-	keep[n++] = ctx->oci ? ctx->oci->ipc_fd : -1;
 	keep[n++] = ctx->oci ? ctx->oci->uts_fd : -1;
 	qsort(keep, (size_t)n, sizeof(keep[0]), cmp_int);
 	for (int i = 0; i < n; i++) {
@@ -88,8 +87,7 @@ int jail_clone(struct jail_ctx *ctx, struct jail_cgroup *cg, pid_t *pid_out, int
 		args.flags &= ~(uint64_t)CLONE_NEWNET;
 	if (ctx->root != JAIL_ROOT_BUILD) /* the child joins it (child.c, C5) */
 		args.flags &= ~(uint64_t)CLONE_NEWNS;
-	if ((ctx->oci && ctx->oci->ipc_fd >= 0) || /* an OCI pod's: joined (child.c, C4) */
-	    ctx->ipc_ahead)			   /* one made ahead: the same */
+	if (jail_ipc_join_fd(ctx) >= 0) /* an OCI pod's, or one made ahead (child.c, C4) */
 		args.flags &= ~(uint64_t)CLONE_NEWIPC;
 	if (ctx->oci && ctx->oci->uts_fd >= 0)
 		args.flags &= ~(uint64_t)CLONE_NEWUTS;

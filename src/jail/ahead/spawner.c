@@ -148,9 +148,10 @@ static bool ahead_fits(struct ahead *a, const struct jail_spec *want, const stru
 	return false;
 }
 
-/* Part [0] went to a sandbox (or is gone): the next one moves up. */
-static void shift_fd(int *fds)
+/* Part [0] went to a sandbox (or is gone): our fd on it closed, the next one moves up. */
+static void drop_first(int *fds)
 {
+	al_closep(&fds[0]);
 	memmove(fds, fds + 1, (AHEAD_SETS - 1) * sizeof(*fds));
 	fds[AHEAD_SETS - 1] = -1;
 }
@@ -229,14 +230,10 @@ void jail_spawner_serve(int fd, const char *agent_arg, const char *sock_arg)
 		ahead.limits.memory_bytes = cfg.memory_bytes;
 		ahead.limits.pids = cfg.pids;
 		ahead.limits.cpus = cfg.cpus;
-		al_closep(&ahead.netns_fd[0]);
-		shift_fd(ahead.netns_fd);
-		al_closep(&ahead.ipcns_fd[0]);
-		shift_fd(ahead.ipcns_fd);
-		if (spec.mntns_ahead) {
-			al_closep(&ahead.mntns_fd[0]);
-			shift_fd(ahead.mntns_fd);
-		}
+		drop_first(ahead.netns_fd);
+		drop_first(ahead.ipcns_fd);
+		if (spec.mntns_ahead)
+			drop_first(ahead.mntns_fd);
 		if (r < 0) {
 			rep.code = e ? e->code : EIO;
 			snprintf(rep.msg, sizeof(rep.msg), "%s", e && e->msg ? e->msg : "spawn");

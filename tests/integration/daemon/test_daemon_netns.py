@@ -116,10 +116,6 @@ def ipc_probe(api, sid):
     return got["NS"], int(got["SHM"])
 
 
-def held_ipc_namespaces(pid):
-    return hostprobe.fd_links(pid, "ipc:[")
-
-
 def test_every_sandbox_gets_an_ipc_namespace_made_ahead_never_used_before(
         api, daemon, make_sandbox):
     host_ns = os.readlink("/proc/self/ns/ipc")
@@ -128,7 +124,7 @@ def test_every_sandbox_gets_an_ipc_namespace_made_ahead_never_used_before(
         spawners = spawner_pids(daemon.pid)
         assert spawners, "no spawner process found"
         def held():
-            return set().union(*(held_ipc_namespaces(p) for p in spawners))
+            return set().union(*(hostprobe.fd_links(p, "ipc:[") for p in spawners))
         assert wait_for(lambda: len(held()) == 2, timeout=5), held()  # the spare too
         ahead = held()
         for p in spawners:  # the spawner itself is back in the host's
