@@ -20,6 +20,24 @@ CGROUP_FS = "/sys/fs/cgroup"
 CGROUP2_MAGIC = 0x63677270
 
 # ---------------------------------------------------------------------------
+# the build under test
+
+
+@functools.lru_cache(maxsize=None)
+def sanitized_build(path=None):
+    """The airlock under test is the AddressSanitizer build (make test's second pass): its
+    timings are ASan's (every allocation and access checked), not the code's, so latency
+    bounds are judged in the plain pass alone."""
+    path = path or os.environ.get("AIRLOCK_BIN") or os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "airlock")
+    try:
+        with open(path, "rb") as f:
+            return b"libasan.so" in f.read()
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------
 # syscall ABIs
 
 # A process of its own (not a fork of pytest's, whose fault handler would print the

@@ -20,6 +20,10 @@ import subprocess
 import time
 
 
+import pytest
+
+from hostprobe import sanitized_build
+
 from .conftest import agent_pids, cgroup_exists, wait_for
 
 PY = "/usr/bin/python3"
@@ -158,6 +162,9 @@ def test_fifty_sandboxes_contained_daemon_and_host_responsive(api, make_sandbox,
 
 
 def _within(name, idle, busy, bound):
+    if sanitized_build():
+        pytest.skip(f"{name}: {busy / idle:.2f}x here, a bound of the ASan build's timings "
+                    "(the plain pass judges it; the scenario's other checks ran)")
     assert busy <= bound * idle, (
         f"quiet sandboxes' median {name} {_ms(busy)} next to the bombs vs {_ms(idle)} idle "
         f"({busy / idle:.2f}x, bound {bound}x)")
@@ -175,7 +182,7 @@ def _result(api, make_sandbox):
     the next) do not fail the suite, a regression fails both."""
     if not _RESULT:
         _scenario(api, make_sandbox)
-    if not _bounds_hold(_RESULT) and "first" not in _RESULT:
+    if not _bounds_hold(_RESULT) and "first" not in _RESULT and not sanitized_build():
         first = dict(_RESULT)
         _RESULT.clear()
         _scenario(api, make_sandbox)
