@@ -66,7 +66,8 @@ class Raw:
         self.lines = queue.Queue()
         self.stderr = b""
         threading.Thread(target=self._out, daemon=True).start()
-        threading.Thread(target=self._err, daemon=True).start()
+        self._err_reader = threading.Thread(target=self._err, daemon=True)
+        self._err_reader.start()
 
     def _out(self):
         for line in self.p.stdout:
@@ -113,6 +114,9 @@ class Raw:
     def close(self, timeout=20):
         self.p.stdin.close()
         rc = self.p.wait(timeout)
+        # stderr is whole only once its reader has seen the end (the exit does not wait
+        # for it: a check of stderr right after close() read b"" once)
+        self._err_reader.join(5)
         rest = []
         while (line := self.lines.get(timeout=5)) is not None:
             rest.append(line)
