@@ -1188,7 +1188,9 @@ def test_garbage_burst_keeps_daemon_serving(api, daemon, sandbox):
 
     def hit(p):
         try:
-            out = raw_http(daemon.port, p, read_timeout=10, one=True)
+            # a payload still waiting for more of a request is not answered (b"\r\n"s):
+            # 2 s shows the others' answers, the rest is the daemon's idle timeout's job
+            out = raw_http(daemon.port, p, read_timeout=2, one=True)
             st = http_status(out)
             if st is not None and st >= 500 and st != 505:
                 errs.append((p[:40], out[:200]))

@@ -32,7 +32,7 @@ def conn():
     return ctx.wrap_socket(s, server_hostname="allowed.test"), path
 s, target = conn()
 s.sendall(("POST %s HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n"
-           "Content-Type: text/plain\r\n\r\n" % target).encode())
+           "Content-Type: text/plain\r\nConnection: close\r\n\r\n" % target).encode())
 parts = [b"5\r\nhello\r\n", b"d\r\n upl", b"oad-body!\r\n"]
 parts += {"bad": [b"ZZ\r\nxx\r\n"], "cut": []}.get(how, [b"0\r\n\r\n"])
 for p in parts:
