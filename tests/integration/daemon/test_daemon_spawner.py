@@ -20,6 +20,7 @@ PY = "/usr/bin/python3"
 
 from .conftest import TOKENS, Api, cgroup_dir, own_daemon, wait_for
 from .test_daemon_netns import spawner_pids
+from .test_daemon_root_ahead import all_held
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +88,15 @@ def test_the_spawner_is_the_small_airlock_binary(sapi, sdaemon):
         assert not [m for m in maps if ".so" in m], maps
         assert len(maps) < 40 < len(daemon_maps), (len(maps), len(daemon_maps))
     # and none of its files but stdio (the daemon's log): no listener, no store, no tokens
-    fds = {int(fd): os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+    # read once it holds both sets of parts made ahead: until then it opens and closes
+    # their descriptors (an fd listed could be gone when read)
+    all_held(sdaemon)
+    fds = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            fds[int(fd)] = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            pass
     assert 3 in fds and fds[3].startswith("socket:"), fds
     assert not [t for fd, t in fds.items() if fd > 2 and str(sdaemon.workdir) in t], fds
     sockets = [fd for fd, t in fds.items() if t.startswith("socket:")]
