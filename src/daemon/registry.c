@@ -294,9 +294,19 @@ void dm_sub_floor0(uint64_t *v, uint64_t x)
 	*v -= x < *v ? x : *v;
 }
 
+static void sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final,
+		      int64_t stored_ms);
+
 void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
-	int64_t now = dm_now_ms();
+	sbx_ended(d, s, final, 0);
+}
+
+/* dm_sbx_ended; stored_ms, if not 0: its end is in the store already, at that time. */
+static void sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final,
+		      int64_t stored_ms)
+{
+	int64_t now = stored_ms ? stored_ms : dm_now_ms();
 	struct al_error *err = NULL;
 
 	dm_ca_remove(d, s->id); /* the sandbox's CA key does not outlive it */
@@ -320,8 +330,8 @@ void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 	if (!dm_sbx_has_ended(s)) {
 		s->state = final;
 		s->stopped_ms = now;
-		if (store_sandbox_set_status(d->store, s->id, dm_sbx_state_name(final), now, &err) <
-		    0)
+		if (!stored_ms && store_sandbox_set_status(d->store, s->id,
+							   dm_sbx_state_name(final), now, &err) < 0)
 			dm_log_err(d, &err, "sandbox %s ended", s->id);
 	}
 	s->gen++;
@@ -749,32 +759,64 @@ int dm_sandbox_list(struct daemon *d, const char *team, json_t **out, struct al_
 	return 0;
 }
 
+/* What a stop does while the kernel ends the sandbox (~0.35 ms here): its agent socket
+ * goes, and, if none of its commands is running, the store learns its end. */
+struct stop_meanwhile {
+	struct daemon *d;
+	const char *id, *sock;
+	enum dm_sbx_state final;
+	bool store; /* no command to end first: the row may be written now */
+	int64_t stored_ms;
+};
+
+static void stop_meanwhile(void *arg)
+{
+	struct stop_meanwhile *m = arg;
+	struct al_error *err = NULL;
+	int64_t now = dm_now_ms();
+
+	unlink(m->sock);
+	if (!m->store)
+		return;
+	/* The SIGKILL is sent and cannot be taken back: a daemon that dies before the end is
+	 * seen finds the sandbox ended, as it would a moment later. */
+	if (store_sandbox_set_status(m->d->store, m->id, dm_sbx_state_name(m->final), now, &err) <
+	    0)
+		dm_log_err(m->d, &err, "sandbox %s ended", m->id);
+	else
+		m->stored_ms = now;
+}
+
 int dm_sbx_stop_locked(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
 	pid_t pid = s->pid;
 	uint64_t st = s->start_time;
 	char sock[4096];
+	struct stop_meanwhile m = {
+	    .d = d, .id = s->id, .sock = sock, .final = final, .store = true};
 	int root;
 
 	if (s->state != DM_SBX_RUNNING)
 		return 0;
 	/* "stopping" only in memory (other threads must not start anything meanwhile): the
-	 * store keeps "running" until "stopped", so a daemon that dies in between finds a
+	 * store keeps "running" until the kill is sent, so a daemon that dies before finds a
 	 * live agent running again, or a dead one and ends it, after a restart. */
 	s->state = DM_SBX_STOPPING;
 	snprintf(sock, sizeof(sock), "%s/%s.sock", d->sock_dir, s->id);
+	/* A running command's end is stored before the sandbox's (after the wait, below). */
+	for (size_t i = 0; i < s->n_cmds && m.store; i++)
+		m.store = s->cmds[i]->finished;
 	pthread_mutex_unlock(&d->mu);
 	/* Every process of the sandbox is gone when this returns; its mounts are not torn
 	 * down yet (root: they go when it is closed). */
-	jail_sandbox_end_held(pid, st, &root);
-	unlink(sock);
+	jail_sandbox_end_held(pid, st, &root, stop_meanwhile, &m);
 	pthread_mutex_lock(&d->mu);
 	/* The mounts and the empty cgroup go right after, from the timer thread, not in the
 	 * caller's wait (its uid range stays reserved until then). */
 	s->root_held = root; /* -1 until now: a sandbox is stopped once */
 	s->cgroup_left = true;
 	pthread_cond_broadcast(&d->cv);
-	dm_sbx_ended(d, s, final);
+	sbx_ended(d, s, final, m.stored_ms);
 	return 0;
 }
 

@@ -164,10 +164,11 @@ fail:
 
 void jail_sandbox_end(pid_t pid, uint64_t start_time)
 {
-	jail_sandbox_end_held(pid, start_time, NULL);
+	jail_sandbox_end_held(pid, start_time, NULL, NULL, NULL);
 }
 
-void jail_sandbox_end_held(pid_t pid, uint64_t start_time, int *root)
+void jail_sandbox_end_held(pid_t pid, uint64_t start_time, int *root, void (*meanwhile)(void *),
+			   void *arg)
 {
 	int pidfd = pid > 0 ? (int)syscall(SYS_pidfd_open, pid, 0) : -1;
 	int mnt = -1;
@@ -187,10 +188,15 @@ void jail_sandbox_end_held(pid_t pid, uint64_t start_time, int *root)
 		struct pollfd p = {.fd = pidfd, .events = POLLIN};
 
 		sys_pidfd_send_signal(pidfd, SIGKILL);
+		if (meanwhile)
+			meanwhile(arg);
+		meanwhile = NULL;
 		poll(&p, 1, 5000); /* readable once PID 1 (and so its whole namespace) is gone */
 		if (root)
 			*root = TAKE_FD(mnt);
 	}
+	if (meanwhile)
+		meanwhile(arg);
 	if (mnt >= 0)
 		close(mnt);
 	if (pidfd >= 0)

@@ -49,8 +49,11 @@ int jail_sandbox_kill(pid_t pid, uint64_t start_time, const char *cgroup_name);
 void jail_sandbox_end(pid_t pid, uint64_t start_time);
 /* The same, and *root (if PID 1 was still ours, else -1) holds the sandbox's mount
  * namespace: its mounts are not torn down as PID 1 exits but when *root is closed, so a
- * caller waiting for the end does not wait for that (~0.2 ms here) too. */
-void jail_sandbox_end_held(pid_t pid, uint64_t start_time, int *root);
+ * caller waiting for the end does not wait for that (~0.2 ms here) too. meanwhile (if not
+ * NULL) is called once, with arg, after the SIGKILL (or once PID 1 is known gone) and before
+ * the wait: work that must not wait for the end runs while the kernel tears it down. */
+void jail_sandbox_end_held(pid_t pid, uint64_t start_time, int *root, void (*meanwhile)(void *),
+			   void *arg);
 /* One more attempt, without waiting, at removing what jail_sandbox_kill left: 0 once gone. */
 int jail_sandbox_reclaim(const char *cgroup_name);
 /* Set the memory, pids and CPU limits of a live sandbox (a warm one being handed out). */

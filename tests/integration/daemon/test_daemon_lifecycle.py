@@ -2,6 +2,7 @@
 
 import json
 import os
+import sqlite3
 import time
 
 from .conftest import (agent_pid_of, cgroup_exists, free_port, held_mount_namespaces,
@@ -330,3 +331,36 @@ def test_a_stopped_sandboxs_mounts_are_let_go(api, daemon, make_sandbox):
         api.stop(make_sandbox())
     assert wait_for(lambda: not held_mount_namespaces(daemon.pid), timeout=5), \
         held_mount_namespaces(daemon.pid)
+
+
+def _store_rows(daemon, sql, *args):
+    with sqlite3.connect(f"file:{daemon.state_dir / 'airlock.db'}?mode=ro", uri=True) as db:
+        return db.execute(sql, args).fetchall()
+
+
+def test_a_stop_leaves_its_end_in_the_store_as_answered(api, daemon):
+    """A stop writes the sandbox's end to the store while the kernel tears the sandbox down
+    (once the SIGKILL is sent), or, when a command is still running, after that command's
+    own end: either way the store holds what the answer said, the command ended by the
+    kill before the sandbox, and the agent's socket is gone."""
+    idle = api.create_ok()["id"]
+    assert api.run(idle, "/bin/true").exit["exit_code"] == 0
+    busy = api.create_ok()["id"]
+    cid = api.start_ok(busy, "/bin/sleep", "60")["id"]
+    socks = daemon.state_dir / "sockets"
+    assert (socks / f"{idle}.sock").exists() and (socks / f"{busy}.sock").exists()
+    for sid in (idle, busy):
+        r = api.stop(sid)
+        assert r.status == 200, r
+        answered = r.json["sandbox"]
+        assert answered["status"] == "stopped" and answered["stopped_at"], answered
+        assert _store_rows(daemon, "SELECT status, stopped_ms FROM sandboxes WHERE id = ?",
+                           sid) == [("stopped", answered["stopped_at"])]
+        assert not (socks / f"{sid}.sock").exists()
+        assert not sandbox_procs(sid)
+    (ended,) = _store_rows(daemon, "SELECT signal, reason, finished_ms FROM commands "
+                           "WHERE id = ?", cid)
+    assert ended[:2] == (9, "signaled"), ended
+    assert 0 < ended[2] <= api.sandbox(busy)["stopped_at"], ended
+    c = api.cmd_get(busy, cid).json["command"]
+    assert c["status"] == "finished" and c["signal"] == 9, c
