@@ -46,6 +46,44 @@ def _drain_when_checked(airlock, pool, env, timeout=30):
         time.sleep(0.02)
 
 
+def _traced(pid):
+    """The processes below pid (strace's tree): "pid comm args" each."""
+    out = subprocess.run(["ps", "-o", "pid=,ppid=,comm=,args=", "-e"], capture_output=True,
+                         text=True).stdout.splitlines()
+    kids, seen = {}, []
+    for line in out:
+        f = line.split(None, 3)
+        if len(f) >= 3:
+            kids.setdefault(int(f[1]), []).append((int(f[0]), " ".join(f[2:])))
+    todo = [pid]
+    while todo:
+        for child, desc in kids.get(todo.pop(), []):
+            seen.append(f"{child} {desc[:160]}")
+            todo.append(child)
+    return seen
+
+
+def _drain_until_done(airlock, pool, env, p, log, budget=60):
+    """The run has not ended on its own: whatever waits in its pool (the pair's gateway,
+    started by the check after the run) is sent away once the check is done, and again
+    while the trace goes on (a gateway that came up after a drain). Fails with what is
+    still traced if it never ends."""
+    _drain_when_checked(airlock, pool, env)
+    deadline = time.monotonic() + budget
+    while True:
+        try:
+            return p.communicate(timeout=2)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() > deadline:
+                alive = _traced(p.pid)
+                tail = log.read_text()[-1500:] if log.exists() else ""
+                pytest.fail(f"the traced run did not end within {budget} s; still traced: "
+                            f"{alive}; pool: {sorted(str(x) for x in pool.rglob('*'))[:20]}; "
+                            f"trace's end: {tail}")
+            subprocess.run([airlock, "pool", "netns", "drain"], env=env, capture_output=True,
+                           timeout=30)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_no_descriptor_is_closed_twice(airlock, tmp_path, case):
     strace = shutil.which("strace")
@@ -65,8 +103,7 @@ def test_no_descriptor_is_closed_twice(airlock, tmp_path, case):
     try:
         out, err = p.communicate(b"in\n", timeout=3)
     except subprocess.TimeoutExpired:
-        _drain_when_checked(airlock, pool, env)
-        out, err = p.communicate(timeout=60)
+        out, err = _drain_until_done(airlock, pool, env, p, log)
     finally:
         if p.poll() is None:
             p.kill()
