@@ -94,7 +94,7 @@ int main(void)
 	CHECK(s.calls == 1, "meanwhile once for our process (%d)", s.calls);
 	CHECK(s.signalled, "the process was signalled before meanwhile ran");
 	CHECK(waitpid(pid, &status, WNOHANG) == pid && WIFSIGNALED(status) &&
-		      WTERMSIG(status) == SIGKILL,
+		  WTERMSIG(status) == SIGKILL,
 	      "dead of SIGKILL when the call returns");
 	CHECK(root >= 0, "its mount namespace is handed over (%d)", root);
 	if (root >= 0)
