@@ -297,6 +297,17 @@ void dm_sub_floor0(uint64_t *v, uint64_t x)
 static void sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final,
 		      int64_t stored_ms);
 
+/* The store learns that sandbox id ended (final) at ms; false (logged) if it could not. */
+static bool store_end(struct daemon *d, const char *id, enum dm_sbx_state final, int64_t ms)
+{
+	struct al_error *err = NULL;
+
+	if (store_sandbox_set_status(d->store, id, dm_sbx_state_name(final), ms, &err) == 0)
+		return true;
+	dm_log_err(d, &err, "sandbox %s ended", id);
+	return false;
+}
+
 void dm_sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state final)
 {
 	sbx_ended(d, s, final, 0);
@@ -330,9 +341,8 @@ static void sbx_ended(struct daemon *d, struct dm_sbx *s, enum dm_sbx_state fina
 	if (!dm_sbx_has_ended(s)) {
 		s->state = final;
 		s->stopped_ms = now;
-		if (!stored_ms && store_sandbox_set_status(d->store, s->id,
-							   dm_sbx_state_name(final), now, &err) < 0)
-			dm_log_err(d, &err, "sandbox %s ended", s->id);
+		if (!stored_ms)
+			store_end(d, s->id, final, now);
 	}
 	s->gen++;
 	pthread_cond_broadcast(&s->cv);
@@ -772,18 +782,12 @@ struct stop_meanwhile {
 static void stop_meanwhile(void *arg)
 {
 	struct stop_meanwhile *m = arg;
-	struct al_error *err = NULL;
 	int64_t now = dm_now_ms();
 
 	unlink(m->sock);
-	if (!m->store)
-		return;
 	/* The SIGKILL is sent and cannot be taken back: a daemon that dies before the end is
 	 * seen finds the sandbox ended, as it would a moment later. */
-	if (store_sandbox_set_status(m->d->store, m->id, dm_sbx_state_name(m->final), now, &err) <
-	    0)
-		dm_log_err(m->d, &err, "sandbox %s ended", m->id);
-	else
+	if (m->store && store_end(m->d, m->id, m->final, now))
 		m->stored_ms = now;
 }
 

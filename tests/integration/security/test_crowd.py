@@ -20,9 +20,7 @@ import subprocess
 import time
 
 
-import pytest
-
-from hostprobe import sanitized_build
+from hostprobe import sanitized_build, skip_latency_bound_if_sanitized
 
 from .conftest import agent_pids, cgroup_exists, wait_for
 
@@ -162,9 +160,7 @@ def test_fifty_sandboxes_contained_daemon_and_host_responsive(api, make_sandbox,
 
 
 def _within(name, idle, busy, bound):
-    if sanitized_build():
-        pytest.skip(f"{name}: {busy / idle:.2f}x here, a bound of the ASan build's timings "
-                    "(the plain pass judges it; the scenario's other checks ran)")
+    skip_latency_bound_if_sanitized(name, busy / idle)
     assert busy <= bound * idle, (
         f"quiet sandboxes' median {name} {_ms(busy)} next to the bombs vs {_ms(idle)} idle "
         f"({busy / idle:.2f}x, bound {bound}x)")

@@ -5,9 +5,7 @@ must stay within 2x of an idle run while the daemon keeps answering."""
 import statistics
 import time
 
-import pytest
-
-from hostprobe import sanitized_build
+from hostprobe import skip_latency_bound_if_sanitized
 
 from .conftest import wait_for
 
@@ -77,7 +75,5 @@ def test_quiet_sandbox_latency_within_2x_of_idle(api, make_sandbox, sec_daemon):
     if not _RESULT:
         _scenario(api, make_sandbox)
     idle, busy = _RESULT["idle"], _RESULT["busy"]
-    if sanitized_build():
-        pytest.skip(f"{busy / idle:.2f}x here, a bound of the ASan build's timings (the plain "
-                    "pass judges it; the scenario's other checks ran)")
+    skip_latency_bound_if_sanitized("`true` round trip", busy / idle)
     assert busy <= 2 * idle + 0.002, f"quiet latency {busy:.3f}s vs idle {idle:.3f}s"
