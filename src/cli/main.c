@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* airlock: the command-line front end. One file per subcommand. */
 #include "cli/cli.h"
+#include "common/json_seed.h"
 #include "common/selfpath.h"
 #include "jail/ahead/spawner.h"
 
@@ -91,6 +92,7 @@ static int spawner(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	ensure_stdio();
+	al_json_seed(); /* before the first JSON object: a policy's check */
 	if (argc < 2) {
 		usage(stderr);
 		return AL_EXIT_USAGE;

@@ -35,6 +35,7 @@
  * the same as above with "A\n" in place of the "R\n".
  */
 #include "host/ca_bundle.h"
+#include "common/json_seed.h"
 #include "gateway/gateway.h"
 #include "gateway/gw.h"
 #include "net/gwctl.h"
@@ -143,21 +144,28 @@ static void install_ca(struct net_gateway *g, pid_t pid, bool *done)
 
 /* Room for GW_MAX_CONNS spliced connections (the gateway is host root: it may raise its
  * hard limit up to fs.nr_open). Best effort: with less, connections beyond the fd limit
- * are refused and logged, nothing else breaks. */
+ * are refused and logged, nothing else breaks. fs.nr_open is read only when the limit is
+ * refused (it is 1 Mi by default, far above GW_NOFILE). */
 static void raise_nofile(void)
 {
 	struct rlimit rl = {.rlim_cur = GW_NOFILE, .rlim_max = GW_NOFILE};
 	unsigned long nr_open = 0;
-	FILE *f = fopen("/proc/sys/fs/nr_open", "re");
+	FILE *f;
 
+	if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+		return;
+	f = fopen("/proc/sys/fs/nr_open", "re");
 	if (f) {
 		if (fscanf(f, "%lu", &nr_open) != 1)
 			nr_open = 0;
 		fclose(f);
 	}
-	if (nr_open && rl.rlim_max > nr_open)
+	if (nr_open && rl.rlim_max > nr_open) {
 		rl.rlim_cur = rl.rlim_max = nr_open;
-	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+			return;
+	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		rl.rlim_cur = rl.rlim_max; /* at least the soft limit up to the hard one */
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
@@ -705,6 +713,7 @@ int main(int argc, char **argv)
 	struct al_error *err = NULL;
 
 	signal(SIGPIPE, SIG_IGN);
+	al_json_seed(); /* before the policy's JSON */
 	if (argc == 2 && strcmp(argv[1], "--check-seccomp") == 0)
 		return check_seccomp();
 	raise_nofile();

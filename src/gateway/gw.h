@@ -25,9 +25,9 @@
 /* A proxied connection (gw_proxy.c; gw_mitm.c for terminated ones). */
 struct gw_conn {
 	struct net_gateway *g;
-	bool literal; /* dialled an IP literal (judged by address only) */
-	bool cut;     /* closed because the policy changed */
-	bool registered;
+	bool literal;	 /* dialled an IP literal (judged by address only) */
+	bool cut;	 /* closed because the policy changed */
+	int slot;	 /* its index in g->conns once registered, else -1 */
 	bool terminated; /* TLS terminated here (per-request rules): cut on any change */
 	int c, u;	 /* client (sandbox) and upstream sockets */
 	bool transparent;
@@ -92,7 +92,11 @@ struct gw_agg {
 struct net_gateway {
 	struct net_policy *policy; /* read under policy_lock; replaced by net_gateway_set_policy */
 	pthread_rwlock_t policy_lock;
-	struct gw_conn *conns[GW_MAX_CONNS]; /* live proxied connections (under mu) */
+	/* Live proxied connections (under mu). Slots at conns_hi and above were never used: a
+	 * scan stops there, so a gateway that proxies a few connections touches a few of the
+	 * table's 32 pages, not all of them on its first policy (a page fault each). */
+	struct gw_conn *conns[GW_MAX_CONNS];
+	int conns_hi;
 	struct net_vet_ctx vet;
 	struct net_cidr forbidden[2];
 	char *sandbox_id;

@@ -72,32 +72,36 @@ static int read_more(struct gw_conn *k)
 	return 0;
 }
 
-/* Live connections, so that a tightened policy can cut them. */
+/* Live connections, so that a tightened policy can cut them: the lowest free slot below
+ * the high-water mark, else the next one. */
 static void register_conn(struct gw_conn *k)
 {
-	pthread_mutex_lock(&k->g->mu);
-	for (int i = 0; i < GW_MAX_CONNS; i++)
-		if (!k->g->conns[i]) {
-			k->g->conns[i] = k;
-			k->registered = true;
-			break;
+	struct net_gateway *g = k->g;
+
+	pthread_mutex_lock(&g->mu);
+	for (int i = 0; i < GW_MAX_CONNS && k->slot < 0; i++)
+		if (!g->conns[i]) {
+			g->conns[i] = k;
+			k->slot = i;
+			if (i >= g->conns_hi)
+				g->conns_hi = i + 1;
 		}
-	pthread_mutex_unlock(&k->g->mu);
+	pthread_mutex_unlock(&g->mu);
 }
 
 static void unregister_conn(struct gw_conn *k)
 {
 	pthread_mutex_lock(&k->g->mu);
-	for (int i = 0; k->registered && i < GW_MAX_CONNS; i++)
-		if (k->g->conns[i] == k)
-			k->g->conns[i] = NULL;
+	if (k->slot >= 0 && k->g->conns[k->slot] == k)
+		k->g->conns[k->slot] = NULL;
+	k->slot = -1;
 	pthread_mutex_unlock(&k->g->mu);
 }
 
 void gw_proxy_rejudge(struct net_gateway *g)
 {
 	pthread_mutex_lock(&g->mu);
-	for (int i = 0; i < GW_MAX_CONNS; i++) {
+	for (int i = 0; i < g->conns_hi; i++) {
 		struct gw_conn *k = g->conns[i];
 		const char *reason = NULL;
 		bool ok;
@@ -844,6 +848,7 @@ static void *conn_main(void *arg)
 	k->g = a.g;
 	k->c = a.fd;
 	k->u = -1;
+	k->slot = -1;
 	k->transparent = a.transparent;
 	setsockopt(k->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (gw_enter_upstream(k->g) == 0) {

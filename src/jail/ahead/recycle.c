@@ -128,12 +128,14 @@ static void destroy(const char *entry)
 
 /* How long ago (ms) a pair was put back: its entry directory's mtime (stamp). false if it
  * cannot be read. Negative after the clock was set back. */
-static bool age_ms(const char *entry, long long *ms)
+static bool age_ms(int dfd, const char *name, long long *ms)
 {
 	struct timespec now;
 	struct stat st;
 
-	if (stat(entry, &st) < 0)
+	/* Relative to the open ready/ directory: a lookup of one name, not of the whole path
+	 * (a claim looks at every resting pair until one has rested). */
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return false;
 	clock_gettime(CLOCK_REALTIME, &now);
 	*ms = (long long)(now.tv_sec - st.st_mtim.tv_sec) * 1000 +
@@ -143,11 +145,11 @@ static bool age_ms(const char *entry, long long *ms)
 
 /* A pair has rested long enough (the ruleset's log limit refilled); a clock set back
  * counts as rested. */
-static bool rested(const char *entry)
+static bool rested(int dfd, const char *name)
 {
 	long long ms;
 
-	return age_ms(entry, &ms) && (ms >= JAIL_RECYCLE_REST_MS || ms < 0);
+	return age_ms(dfd, name, &ms) && (ms >= JAIL_RECYCLE_REST_MS || ms < 0);
 }
 
 /* Take ready entry `name` of ROOT as a run would (rename(2) into claimed/) and destroy it:
@@ -278,7 +280,7 @@ void jail_recycle_claim(const char *root, bool link, bool waiting_ok, struct jai
 	d = open_sub(c->root, "ready");
 	while (d && (name = next_entry(d))) {
 		snprintf(from, sizeof(from), "%s/ready/%s", c->root, name);
-		if (link && !rested(from))
+		if (link && !rested(dirfd(d), name))
 			continue;
 		/* Never a second gateway beside a waiting one: only ours, if we may use it. */
 		if (link && (w = gateway_in(c, from)) != WAIT_NONE &&
@@ -422,15 +424,13 @@ static int adopt(struct jail_recycle *c)
  * Taken by rename(2) first, as a run would. */
 static void expire(const char *root)
 {
-	char entry[400];
 	const char *name;
 	long long ms;
 	unsigned n = count_ready(root);
 	DIR *d = n > 4 ? open_sub(root, "ready") : NULL;
 
 	while (d && n > 4 && (name = next_entry(d))) {
-		snprintf(entry, sizeof(entry), "%s/ready/%s", root, name);
-		if (age_ms(entry, &ms) && ms >= JAIL_RECYCLE_IDLE_S * 1000LL &&
+		if (age_ms(dirfd(d), name, &ms) && ms >= JAIL_RECYCLE_IDLE_S * 1000LL &&
 		    take_and_destroy(root, name))
 			n--;
 	}
