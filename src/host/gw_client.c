@@ -463,6 +463,19 @@ void gw_client_abandon(struct gw_client *c)
 	free_client(c);
 }
 
+void gw_client_hand_over(struct gw_client *c, int *ctl, int *pidfd)
+{
+	*ctl = *pidfd = -1;
+	if (!c)
+		return;
+	*ctl = TAKE_FD(c->ctl);
+	if (c->pidfd >= 0)
+		*pidfd = TAKE_FD(c->pidfd);
+	else if (c->pid > 0)
+		*pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+	free_client(c);
+}
+
 int gw_client_pidfd(const struct gw_client *c)
 {
 	if (!c)

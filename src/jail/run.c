@@ -242,17 +242,20 @@ static void run_cleanup(struct run *r)
 	/* A linked pair to check for reuse: its gateway's side as the gateway sent it. */
 	bool pair = r->recycle.link && r->recycle.state != JAIL_RECYCLE_OFF;
 	_cleanup_close_ int gw_exit = -1; /* a pidfd of the gateway */
+	_cleanup_close_ int gw_ctl = -1;  /* its channel, closed once it was killed */
 	int released;
 
 	if (pair && r->recycle.state == JAIL_RECYCLE_FRESH) /* a copy is kept */
 		jail_recycle_adopt_gw_fd(&r->recycle, gw_client_netns(r->gw));
 	/* The gateway finishes and exits while we do the rest; its exit is awaited last,
-	 * unless nothing it would still write is wanted by a caller about to exit (a pair's
-	 * check then waits for it, gw_exit). */
+	 * unless nothing it would still write is wanted by a caller about to exit. Then a
+	 * pair's gateway is left to the pair's check (gw_exit, gw_ctl: neither signalled nor
+	 * told here, so its exit never runs on our CPU ahead of ours); any other is killed. */
 	if (r->gw_abandon) {
 		if (pair)
-			gw_exit = gw_client_pidfd(r->gw);
-		gw_client_abandon(r->gw);
+			gw_client_hand_over(r->gw, &gw_ctl, &gw_exit);
+		else
+			gw_client_abandon(r->gw);
 		r->gw = NULL;
 	}
 	gw_client_close(r->gw);
@@ -284,8 +287,10 @@ static void run_cleanup(struct run *r)
 		if (taken)
 			forget_cgroups(r);
 	} else {
-		if (gw_exit >= 0)
+		if (gw_exit >= 0) {
+			sys_pidfd_send_signal(gw_exit, SIGKILL);
 			poll(&(struct pollfd){.fd = gw_exit, .events = POLLIN}, 1, 5000);
+		}
 		released = jail_recycle_release(&r->recycle);
 	}
 	if (released == JAIL_NS_STRANDED)

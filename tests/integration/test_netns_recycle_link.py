@@ -125,6 +125,15 @@ def waiting_gateways(pool):
     return found
 
 
+def running(pid):
+    """pid exists and is not a zombie (a reaped or unreaped dead process is not running)."""
+    try:
+        st = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return st[st.rindex(")") + 2] != "Z"
+
+
 def start_time(pid):
     st = pathlib.Path(f"/proc/{pid}/stat").read_text()
     return int(st[st.rindex(")") + 2:].split()[19])
@@ -362,6 +371,28 @@ def test_the_next_run_is_served_by_a_gateway_that_waited_in_its_pair(pool, airlo
     [w2] = now
     assert start_time(w2) > start_time(w) if os.path.exists(f"/proc/{w}") else True
     assert pool.log() == ""
+
+
+def test_without_an_egress_log_the_pairs_check_ends_its_gateway(pool, airlock):
+    """With no egress log wanted, `airlock run` neither signals nor closes its gateway on
+    its way out (the gateway's exit would run on its CPU first): it hands both to the
+    pair's detached check, which kills the gateway before the check. Once the check is
+    done, the gateway that served is gone (nothing of it left running), the pair is back
+    and one new gateway waits in it."""
+    cookie_of(pool)                       # a pair with a gateway waiting
+    [w] = waiting_gateways(pool)
+    time.sleep(REST)
+    p = subprocess.Popen([airlock, "run", *ALLOW, "--", PY, "-c",
+                          COOKIE + "\nimport time; time.sleep(0.5)"],
+                         env={**os.environ, **pool.env}, stdout=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    serving = gateways_of(p.pid)
+    assert list(serving) == [w], (serving, w)
+    assert p.wait(timeout=30) == 0
+    now = waiting_gateways(pool)          # settles: the detached check is done
+    assert not running(w), f"the gateway that served ({w}) still runs"
+    assert len(now) == 1 and w not in now, (now, w)
+    assert len(pool.pairs()) == 1 and pool.log() == "", pool.log()
 
 
 def test_a_policy_with_rules_takes_no_pair_with_a_waiting_gateway(pool, tmp_path):

@@ -558,6 +558,17 @@ void jail_recycle_settle(const char *root)
 		flock(fd, LOCK_EX); /* released with the fd */
 }
 
+/* A pair's gateway, killed and awaited (up to 5 s). */
+static void end_gateway(int pidfd)
+{
+	struct pollfd p = {.fd = pidfd, .events = POLLIN};
+
+	if (pidfd < 0)
+		return;
+	sys_pidfd_send_signal(pidfd, SIGKILL);
+	poll(&p, 1, 5000);
+}
+
 int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 				  const struct jail_recycle_also *also, bool *taken)
 {
@@ -571,8 +582,10 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 	bool killed = false;
 
 	*taken = false;
-	if (c->state == JAIL_RECYCLE_OFF || c->fd < 0 || pipe2(go, O_CLOEXEC) < 0)
+	if (c->state == JAIL_RECYCLE_OFF || c->fd < 0 || pipe2(go, O_CLOEXEC) < 0) {
+		end_gateway(wait_fd);
 		return jail_recycle_release(c);
+	}
 	lock = lock_shared(c->log);
 	pid = fork();
 	if (pid == 0) { /* its own session, nothing of the caller's, niced */
@@ -580,6 +593,9 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 		char byte;
 
 		setsid();
+		/* Before its channel closes with the caller's fds: no last lines to write. */
+		if (wait_fd >= 0)
+			sys_pidfd_send_signal(wait_fd, SIGKILL);
 		close_all_but(keep, 5);
 		clearenv(); /* the gateway it starts serves the next caller, not this one */
 		/* A claim carries its holder's pid: ours once the caller has renamed it (a
@@ -618,8 +634,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 		return 1;
 	}
 	close(go[1]);
-	if (wait_fd >= 0) /* no process: the same, here and now */
-		poll(&p, 1, 5000);
+	end_gateway(wait_fd); /* no process: the same, here and now */
 	return jail_recycle_release(c);
 }
 

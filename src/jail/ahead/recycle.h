@@ -121,10 +121,14 @@ struct jail_recycle_also {
 	void *arg;
 };
 /* The same in a detached child (its own session, stdio on /dev/null, every other fd of the
- * caller closed), once wait_fd (a pidfd: a pair's gateway; -1: none) has exited, for a
- * caller about to exit: its exit does not wait for the check. *taken: whether a child took
- * the work, `also` included (else nothing of `also` was done). Returns 1 (nothing to tell
- * the caller), or, when no child could be made, what jail_recycle_release returns. */
+ * caller closed), for a caller about to exit: its exit does not wait for the check. wait_fd
+ * (a pidfd: a pair's gateway; -1: none) is sent SIGKILL and its exit awaited before the
+ * check, by the child: a caller that also holds the gateway's channel closes it only after
+ * this returns (the child holds a copy until the signal is sent), so that the caller wakes
+ * nothing whose work would land on its CPU ahead of its own exit. *taken: whether a child
+ * took the work, `also` included (else nothing of `also` was done). Returns 1 (nothing to
+ * tell the caller), or, when no child could be made, what jail_recycle_release returns (the
+ * gateway killed and awaited here first). */
 int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 				  const struct jail_recycle_also *also, bool *taken);
 /* Wait until every check under way (detached or not) is done. */
