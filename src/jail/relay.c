@@ -26,6 +26,7 @@ void relay_init(struct relay *rl, const struct al_config *cfg, const struct al_i
 	rl->io = io;
 	rl->res = res;
 	rl->sync_fd = rl->pidfd = rl->out_fd = rl->err_fd = rl->in_fd = rl->pty_fd = -1;
+	rl->mnt_fd = -1;
 	rl->stdin_done = io->stdin_fd < 0;
 	rl->q[0].fd = io->on_output ? -1 : io->out_fd;
 	rl->q[1].fd = io->on_output ? -1 : io->err_fd;
@@ -171,6 +172,12 @@ static void handle_msg(struct relay *rl)
 			break;
 		}
 		jail_msg_send(rl->sync_fd, &go, -1);
+		if (rl->mnt_fd < 0) { /* its pid is ours until reaped: no other process's */
+			char path[64];
+
+			snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)rl->pid);
+			rl->mnt_fd = open(path, O_RDONLY | O_CLOEXEC);
+		}
 		break;
 	}
 	case JMSG_ERROR:
@@ -407,6 +414,7 @@ void relay_finish(struct relay *rl)
 	al_closep(&rl->err_fd);
 	al_closep(&rl->in_fd);
 	al_closep(&rl->pty_fd);
+	al_closep(&rl->mnt_fd); /* unless the caller took it */
 	free(rl->q[0].buf);
 	free(rl->q[1].buf);
 }

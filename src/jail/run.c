@@ -200,6 +200,7 @@ struct run {
 	char *cg_memory; /* v1: the memory cgroup the child makes (ctx.cg_memory), or NULL */
 	struct jail_recycle recycle; /* the recycled network namespace (or pair), or its own */
 	bool stranded;		     /* left in a namespace it checked: the caller must exit */
+	int mnt_fd; /* the sandbox's mount namespace (relay.h): let go last, off our path */
 	/* A recycled pair and a policy without rules: the gateway has no link, ruleset or CA
 	 * to make, and starts after the clone (its exec does not hold the clone up). */
 	const struct al_io *gw_io;
@@ -283,7 +284,8 @@ static void run_cleanup(struct run *r)
 		const struct jail_recycle_also also = {remove_cgroups, r};
 		bool taken;
 
-		released = jail_recycle_release_detached(&r->recycle, gw_exit, &also, &taken);
+		released =
+		    jail_recycle_release_detached(&r->recycle, gw_exit, &r->mnt_fd, &also, &taken);
 		if (taken)
 			forget_cgroups(r);
 	} else {
@@ -295,6 +297,7 @@ static void run_cleanup(struct run *r)
 	}
 	if (released == JAIL_NS_STRANDED)
 		r->stranded = true;
+	al_closep(&r->mnt_fd); /* without a detached check: its unmounts here */
 	remove_cgroups(r);
 	al_closep(&r->netns_fd);
 	close_template(r);
@@ -537,6 +540,7 @@ static void relay_run(struct run *r, struct relay *rl, const struct al_config *c
 	r->sync[0] = r->out[0] = r->errp[0] = r->in[1] = -1; /* the relay owns them now */
 	relay_loop(rl);
 	r->pidfd = rl->pidfd; /* reaped (or -1 after reaping) */
+	r->mnt_fd = TAKE_FD(rl->mnt_fd);
 }
 
 bool jail_policy_without_rules(const char *doc)
@@ -571,7 +575,8 @@ int jail_run(const struct al_config *cfg, const struct al_io *io, const struct j
 			.pool = {.sbx_fd = -1, .mnt_fd = -1},
 			.netns_fd = -1,
 			.crowd_fd = -1,
-			.recycle = {.fd = -1, .gw_fd = -1}};
+			.recycle = {.fd = -1, .gw_fd = -1},
+			.mnt_fd = -1};
 	struct relay rl;
 	bool with_net, cg_first;
 	_cleanup_error_ struct al_error *setup = NULL;

@@ -55,7 +55,14 @@ def test_cgroup_v2_path_joins_and_cleans_up():
     r = subprocess.run([AIRLOCK_BIN, "run", "--memory", "0", "--pids", "0", "--timeout", "1s",
                         "--", "sleep", "30"], env=env, capture_output=True, timeout=30)
     assert r.returncode == 124, r.stderr
-    left = [d for d in os.listdir(f"{UNIFIED}/airlock") if d.startswith("run-")]
+    # removed by the run's detached clean-up (jail/ahead/recycle.h), which may still be
+    # under way when the run has returned
+    deadline = time.monotonic() + 5
+    while True:
+        left = [d for d in os.listdir(f"{UNIFIED}/airlock") if d.startswith("run-")]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     assert left == [], left
 
 

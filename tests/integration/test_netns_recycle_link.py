@@ -383,7 +383,8 @@ def test_without_an_egress_log_the_pairs_check_ends_its_gateway(pool, airlock):
     [w] = waiting_gateways(pool)
     time.sleep(REST)
     p = subprocess.Popen([airlock, "run", *ALLOW, "--", PY, "-c",
-                          COOKIE + "\nimport time; time.sleep(0.5)"],
+                          COOKIE.replace("print(", "c = (") +
+                          "\nprint(c, flush=True)\nimport time; time.sleep(0.5)"],
                          env={**os.environ, **pool.env}, stdout=subprocess.PIPE, text=True)
     p.stdout.readline()
     serving = gateways_of(p.pid)

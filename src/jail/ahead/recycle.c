@@ -569,7 +569,7 @@ static void end_gateway(int pidfd)
 	poll(&p, 1, 5000);
 }
 
-int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
+int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd, int *last_fd,
 				  const struct jail_recycle_also *also, bool *taken)
 {
 	struct pollfd p = {.fd = wait_fd, .events = POLLIN};
@@ -584,19 +584,20 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 	*taken = false;
 	if (c->state == JAIL_RECYCLE_OFF || c->fd < 0 || pipe2(go, O_CLOEXEC) < 0) {
 		end_gateway(wait_fd);
+		al_closep(last_fd);
 		return jail_recycle_release(c);
 	}
 	lock = lock_shared(c->log);
 	pid = fork();
 	if (pid == 0) { /* its own session, nothing of the caller's, niced */
-		const int keep[] = {c->fd, c->gw_fd, wait_fd, lock, go[0]};
+		const int keep[] = {c->fd, c->gw_fd, wait_fd, lock, go[0], *last_fd};
 		char byte;
 
 		setsid();
 		/* Before its channel closes with the caller's fds: no last lines to write. */
 		if (wait_fd >= 0)
 			sys_pidfd_send_signal(wait_fd, SIGKILL);
-		close_all_but(keep, 5);
+		close_all_but(keep, 6);
 		clearenv(); /* the gateway it starts serves the next caller, not this one */
 		/* A claim carries its holder's pid: ours once the caller has renamed it (a
 		 * sweep destroys a claim whose holder is gone, and the caller is about to go). */
@@ -604,6 +605,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 			_exit(1);
 		if (also && also->fn)
 			also->fn(also->arg);
+		al_closep(last_fd); /* the last copy: the caller closed its own before "g" */
 		if (c->state == JAIL_RECYCLE_CLAIMED) { /* not snprintf into what it reads */
 			snprintf(moved, sizeof(moved), "%s/claimed/%d-%s", c->root, (int)getpid(),
 				 strchr(strrchr(c->entry, '/'), '-') + 1);
@@ -625,6 +627,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 			if (rename(c->entry, moved) < 0 && kill(pid, SIGKILL) == 0)
 				killed = true;
 		}
+		al_closep(last_fd);
 		(void)!write(go[1], "g", 1);
 		close(go[1]);
 		*taken = !killed;
@@ -635,6 +638,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
 	}
 	close(go[1]);
 	end_gateway(wait_fd); /* no process: the same, here and now */
+	al_closep(last_fd);
 	return jail_recycle_release(c);
 }
 

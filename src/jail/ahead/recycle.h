@@ -125,11 +125,14 @@ struct jail_recycle_also {
  * (a pidfd: a pair's gateway; -1: none) is sent SIGKILL and its exit awaited before the
  * check, by the child: a caller that also holds the gateway's channel closes it only after
  * this returns (the child holds a copy until the signal is sent), so that the caller wakes
- * nothing whose work would land on its CPU ahead of its own exit. *taken: whether a child
- * took the work, `also` included (else nothing of `also` was done). Returns 1 (nothing to
- * tell the caller), or, when no child could be made, what jail_recycle_release returns (the
- * gateway killed and awaited here first). */
-int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd,
+ * nothing whose work would land on its CPU ahead of its own exit. *last_fd (-1: none) is an
+ * fd whose last close is work (the sandbox's mount namespace: its unmounts): with a child,
+ * the caller's copy is closed before the child is let go and the child's after, so that
+ * work is the child's; -1 on return in every case. *taken: whether a child took the work,
+ * `also` included (else nothing of `also` was done). Returns 1 (nothing to tell the
+ * caller), or, when no child could be made, what jail_recycle_release returns (the gateway
+ * killed and awaited here first). */
+int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd, int *last_fd,
 				  const struct jail_recycle_also *also, bool *taken);
 /* Wait until every check under way (detached or not) is done. */
 void jail_recycle_settle(const char *root);
