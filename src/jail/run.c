@@ -539,7 +539,10 @@ static void relay_run(struct run *r, struct relay *rl, const struct al_config *c
 	rl->sandbox_has_ca = r->ctx.ca_pem != NULL;
 	r->sync[0] = r->out[0] = r->errp[0] = r->in[1] = -1; /* the relay owns them now */
 	relay_loop(rl);
-	r->pidfd = rl->pidfd; /* reaped (or -1 after reaping) */
+	r->pidfd = rl->pidfd;
+	if (rl->init_reaped) /* nothing left to kill or reap */
+		al_closep(&r->pidfd);
+	rl->pidfd = -1;
 	r->mnt_fd = TAKE_FD(rl->mnt_fd);
 }
 

@@ -536,10 +536,15 @@ static int lock_shared(const char *root)
 	char path[300];
 	int fd;
 
-	if (mkdirs(root) < 0)
-		return -1;
+	/* The tree is made once (by the first run): its six mkdirs only when the lock is
+	 * missing, not on every run's way out. */
 	snprintf(path, sizeof(path), "%s/lock", root);
-	fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = jail_dir_is_ours(root) ? open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+	if (fd < 0) {
+		if (mkdirs(root) < 0)
+			return -1;
+		fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	}
 	if (fd >= 0 && flock(fd, LOCK_SH) < 0)
 		al_closep(&fd);
 	return fd;
