@@ -469,10 +469,7 @@ void gw_client_hand_over(struct gw_client *c, int *ctl, int *pidfd)
 	if (!c)
 		return;
 	*ctl = TAKE_FD(c->ctl);
-	if (c->pidfd >= 0)
-		*pidfd = TAKE_FD(c->pidfd);
-	else if (c->pid > 0)
-		*pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
+	*pidfd = c->pidfd >= 0 ? TAKE_FD(c->pidfd) : gw_client_pidfd(c);
 	free_client(c);
 }
 

@@ -289,10 +289,7 @@ static void run_cleanup(struct run *r)
 		if (taken)
 			forget_cgroups(r);
 	} else {
-		if (gw_exit >= 0) {
-			sys_pidfd_send_signal(gw_exit, SIGKILL);
-			poll(&(struct pollfd){.fd = gw_exit, .events = POLLIN}, 1, 5000);
-		}
+		jail_recycle_end_gateway(gw_exit);
 		released = jail_recycle_release(&r->recycle);
 	}
 	if (released == JAIL_NS_STRANDED)
@@ -539,10 +536,9 @@ static void relay_run(struct run *r, struct relay *rl, const struct al_config *c
 	rl->sandbox_has_ca = r->ctx.ca_pem != NULL;
 	r->sync[0] = r->out[0] = r->errp[0] = r->in[1] = -1; /* the relay owns them now */
 	relay_loop(rl);
-	r->pidfd = rl->pidfd;
+	r->pidfd = TAKE_FD(rl->pidfd);
 	if (rl->init_reaped) /* nothing left to kill or reap */
 		al_closep(&r->pidfd);
-	rl->pidfd = -1;
 	r->mnt_fd = TAKE_FD(rl->mnt_fd);
 }
 

@@ -563,8 +563,7 @@ void jail_recycle_settle(const char *root)
 		flock(fd, LOCK_EX); /* released with the fd */
 }
 
-/* A pair's gateway, killed and awaited (up to 5 s). */
-static void end_gateway(int pidfd)
+void jail_recycle_end_gateway(int pidfd)
 {
 	struct pollfd p = {.fd = pidfd, .events = POLLIN};
 
@@ -588,7 +587,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd, int *last
 
 	*taken = false;
 	if (c->state == JAIL_RECYCLE_OFF || c->fd < 0 || pipe2(go, O_CLOEXEC) < 0) {
-		end_gateway(wait_fd);
+		jail_recycle_end_gateway(wait_fd);
 		al_closep(last_fd);
 		return jail_recycle_release(c);
 	}
@@ -642,7 +641,7 @@ int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd, int *last
 		return 1;
 	}
 	close(go[1]);
-	end_gateway(wait_fd); /* no process: the same, here and now */
+	jail_recycle_end_gateway(wait_fd); /* no process: the same, here and now */
 	al_closep(last_fd);
 	return jail_recycle_release(c);
 }

@@ -134,6 +134,9 @@ struct jail_recycle_also {
  * killed and awaited here first). */
 int jail_recycle_release_detached(struct jail_recycle *c, int wait_fd, int *last_fd,
 				  const struct jail_recycle_also *also, bool *taken);
+/* A pair's gateway ended before its check: SIGKILL through pidfd (-1: none), and its exit
+ * awaited (up to 5 s). */
+void jail_recycle_end_gateway(int pidfd);
 /* Wait until every check under way (detached or not) is done. */
 void jail_recycle_settle(const char *root);
 /* Destroy claims of runs that no longer exist (ROOT's, and its pairs' of every version).
