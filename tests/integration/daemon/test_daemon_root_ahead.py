@@ -43,11 +43,13 @@ def probe(api, sid):
 
 
 def held_roots(daemon):
-    """mnt:[...] namespaces the spawner holds open (the root made ahead)."""
+    """mnt:[...] namespaces the spawner holds open (the roots made ahead). The host's own
+    is not one: the spawner holds it for a moment while it makes a root ahead, to come
+    back to it (jail_rootfs_ahead)."""
     held = set()
     for p in spawner_pids(daemon.pid):
         held |= held_mount_namespaces(p)
-    return held
+    return held - {os.readlink("/proc/self/ns/mnt")}
 
 
 def all_held(daemon):
